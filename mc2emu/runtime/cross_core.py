@@ -1,0 +1,303 @@
+"""Cross-core flags: `CrossCoreSetFlag<mode, pipe>(id)` / `CrossCoreWaitFlag<mode, pipe>(id)`.
+
+Emulates asc-devkit 核间同步 as implemented for DAV_3510 (SPEC §2). State table of one counter
+(`c` = completed rounds pending on the waiting core, 0 <= c <= 15):
+
+| event                                   | precondition         | effect                                  |
+|-----------------------------------------|----------------------|-----------------------------------------|
+| round completes (see modes below)       | c < 15               | c += 1, wake the core's waits           |
+| round completes                         | c == 15              | FlagOverflowError (hardware error)      |
+| Wait                                    | c > 0                | c -= 1, return                          |
+| Wait                                    | c == 0               | block until a round completes (deadline)|
+
+When a round completes, per mode:
+- mode 0: every AIC (or every AIV) of the launch has Set the id once more -> each of them gets c += 1;
+- mode 1: every AIV of one group (MIX 1:2) has Set -> each AIV of the group gets c += 1;
+- mode 2: AIV -> AIC: every AIV of the group has Set -> the group's AIC gets c += 1;
+          AIC -> AIV: one AIC Set -> each AIV of its group gets c += 1;
+- mode 4 (MIX 1:2): its own counters: AIC id i (0-31) raises AIV (i // 16)'s id i % 16; AIV sub s id i
+  (0-15) raises the AIC's id i + 16 s.
+Modes 0-2 share the 16 counters of a core; ids >= 16 are truncated to 4 bits (reported). A Set or Wait on
+a pipe the core lacks compiles to nothing on DAV_3510 (no-op, reported); so does any cross-core sync
+under AIC_ONLY / AIV_ONLY or a mode the kernel type lacks. Consuming an id in a new mode while it still
+holds counts or partial rounds of another mode is undefined (reported).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.hazards import FlagOverflowError, Hazard, KernelError, Severity
+from mc2emu.runtime.kernel_type import KernelType
+from mc2emu.runtime.platform import CoreType, Pipe
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.core import CoreContext
+    from mc2emu.runtime.device import Device
+
+# How many operations of one counter a FLAG_OVERFLOW report shows.
+HISTORY_DEPTH = 24
+VALID_MODES = (0, 1, 2, 4)
+
+# Cores are keyed by their label ("AIC3", "AIV7"): strings hash fast, enums do not.
+CoreKey = str
+
+
+def core_label(key: CoreKey) -> str:
+    return key
+
+
+@dataclass
+class Counter:
+    value: int = 0
+    tokens: collections.deque[int] = field(default_factory=collections.deque)
+    # (monotonic time, core, mode, +1/-1, value after)
+    history: collections.deque[tuple] = field(default_factory=lambda: collections.deque(maxlen=HISTORY_DEPTH))
+
+
+class CrossCoreFlags:
+    """Flag state of one device. Persists across launches (SPEC §2 assumption), guarded by the device
+    lock; each core sleeps on its own condition of that lock."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.lock: threading.Lock = device.lock
+        self.counters: dict[tuple[CoreKey, int, bool], Counter] = {}
+        # partial rounds: (kind, domain, id) -> {setter core: count}
+        self.pending: dict[tuple, dict[CoreKey, int]] = {}
+        self.id_mode: dict[tuple[CoreKey, int], int] = {}
+        self.kernel_ids_used: set[int] = set()
+        self._token = 0
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def counter(self, key: CoreKey, fid: int, mode4: bool = False) -> Counter:
+        k = (key, fid, mode4)
+        c = self.counters.get(k)
+        if c is None:
+            c = self.counters[k] = Counter()
+        return c
+
+    def _raise(self, ctx: CoreContext, target: CoreKey, fid: int, mode4: bool, mode: int) -> None:
+        """A round completed: raise `target`'s counter (device lock held)."""
+        c = self.counter(target, fid, mode4)
+        if not mode4 and target != ctx.key:
+            self._check_mode(ctx, fid, mode, target)
+        limit = self.device.platform.flag_counter_max
+        self._token += 1
+        c.history.append((time.monotonic(), ctx.label, mode, +1, c.value + 1))
+        if c.value >= limit:
+            hist = "\n    ".join(f"{t:.6f} {'+' if d > 0 else '-'}1 by {who} (mode {m}) -> {v}"
+                                  for t, who, m, d, v in c.history)
+            raise FlagOverflowError(
+                f"rank {self.device.rank}: Set from {ctx.label} would make counter "
+                f"{target} id {fid}{' (mode 4)' if mode4 else ''} hold {c.value + 1} pending "
+                f"rounds; the hardware counter holds at most {limit} (a 16th pending Set is a hardware "
+                f"error). History:\n    {hist}")
+        c.value += 1
+        c.tokens.append(self._token)
+        self.device.core_bell(target).ring()
+        if self.device.events.active:
+            self.device.events.emit(EventKind.FLAG_RAISE, ctx.label, f"{target}.flag{fid}",
+                                    c.value, mode=mode, mode4=mode4, token=self._token, target=target)
+
+    def _check_mode(self, ctx: CoreContext, fid: int, mode: int, core: CoreKey | None = None) -> None:
+        """Modes 0-2 share a core's counters: using id `fid` of `core` (default: the caller) in `mode` while
+        it holds counts or partial rounds of another mode is undefined."""
+        if mode == 4:
+            return
+        core = ctx.key if core is None else core
+        key = (core, fid)
+        last = self.id_mode.get(key)
+        if last == mode:
+            return
+        if last is not None and self._outstanding(core, fid):
+            self.device.hazards.report(
+                Hazard.FLAG_MODE_MIXED, ctx.label,
+                f"flag id {fid} of {core} used in mode {mode} while mode-{last} Sets/Waits on it have not "
+                f"drained (undefined on hardware)", flag=fid, mode=mode, previous_mode=last)
+        self.id_mode[key] = mode
+
+    def _outstanding(self, key: CoreKey, fid: int) -> bool:
+        c = self.counters.get((key, fid, False))
+        if c is not None and c.value > 0:
+            return True
+        return any(dom[-1] == fid and cnt.get(key, 0) > 0 for dom, cnt in self.pending.items())
+
+    def _validate(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, op: str) -> int | None:
+        """Compile-time and DAV_3510 rules. Returns the effective id, or None when the call is a no-op.
+        Results are cached per launch; each distinct misuse is reported once per core."""
+        cache = ctx.launch.validated
+        ck = (ctx.key, mode, pipe, fid, op)
+        if ck in cache:
+            return cache[ck]
+        eff = self._validate_uncached(ctx, mode, pipe, fid, op)
+        cache[ck] = eff
+        return eff
+
+    def _validate_uncached(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, op: str) -> int | None:
+        if mode not in VALID_MODES:
+            raise KernelError(f"{op}<{mode}, {pipe.name}>: mode must be one of {VALID_MODES}")
+        if pipe is Pipe.PIPE_ALL or (mode != 4 and pipe is Pipe.PIPE_S):
+            raise KernelError(f"{op}<{mode}, {pipe.name}>: mode {mode} does not accept {pipe.name} "
+                              f"(rejected at compile time)")
+        hz = self.device.hazards
+        plat = self.device.platform
+        kt = ctx.launch.kernel_type
+        if pipe not in plat.pipes_of(ctx.core_type):
+            hz.report(Hazard.PIPE_NOT_ON_CORE, ctx.label,
+                      f"{op}<{mode}, {pipe.name}>({fid}) on an {ctx.core_type.value}: {pipe.name} does not "
+                      f"exist on this core, the call compiles to nothing on {plat.name} (a partner Wait hangs)",
+                      flag=fid, mode=mode, pipe=pipe.name)
+            return None
+        if kt in (KernelType.AIC_ONLY, KernelType.AIV_ONLY) or not kt.supports_mode(mode):
+            hz.report(Hazard.SYNC_KERNEL_TYPE, ctx.label,
+                      f"{op}<{mode}, {pipe.name}>({fid}) under {kt.value}: this kernel type has no "
+                      f"mode-{mode} cross-core sync (Set dropped, Wait hangs)", flag=fid, mode=mode)
+            return None if op == "CrossCoreSetFlag" else fid
+        if mode == 4:
+            limit = plat.mode4_aic_id_count if ctx.core_type is CoreType.AIC else plat.mode4_aiv_id_count
+            if not 0 <= fid < limit:
+                raise KernelError(f"{op}<4>: id {fid} outside 0..{limit - 1} on {ctx.core_type.value}")
+            return fid
+        if mode == 1 and ctx.core_type is CoreType.AIC:
+            raise KernelError(f"{op}<1>: mode 1 synchronizes the AIVs of a group; called on {ctx.label}")
+        if fid >= plat.flag_id_count or fid < 0:
+            eff = fid & (plat.flag_id_count - 1)
+            hz.report(Hazard.FLAG_ID_TRUNCATED, ctx.label,
+                      f"{op}<{mode}>({fid}): ids are 4 bits, the hardware uses id {eff}", flag=fid,
+                      effective=eff)
+            return eff
+        return fid
+
+    # -- the API ---------------------------------------------------------------------------------------
+    def set_flag(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, *, internal: bool = False) -> None:
+        fid_eff = self._validate(ctx, mode, pipe, fid, "CrossCoreSetFlag")
+        if fid_eff is None:
+            return
+        if not internal and mode != 4:
+            self.kernel_ids_used.add(fid_eff)
+        launch = ctx.launch
+        with self.lock:
+            self._check_mode(ctx, fid_eff, mode)
+            if self.device.events.active:
+                self.device.events.emit(EventKind.FLAG_SET, ctx.label, f"flag{fid_eff}", mode,
+                                        pipe=pipe.name, token=self._token + 1)
+            if mode == 2:
+                if ctx.core_type is CoreType.AIV:
+                    aivs = launch.groups[ctx.group]
+                    if len(aivs) == 1:
+                        self._raise(ctx, launch.aics[ctx.group], fid_eff, False, mode)
+                    else:
+                        self._partial(ctx, ("m2", ctx.group, fid_eff), aivs, mode, fid_eff,
+                                      targets=[launch.aics[ctx.group]])
+                else:
+                    for aiv in launch.groups[ctx.group]:
+                        self._raise(ctx, aiv, fid_eff, False, mode)
+            elif mode == 0:
+                domain = launch.aics if ctx.core_type is CoreType.AIC else launch.aivs
+                self._partial(ctx, ("m0", ctx.core_type.value, fid_eff), domain, mode, fid_eff,
+                              targets=domain)
+            elif mode == 1:
+                group = launch.groups[ctx.group]
+                self._partial(ctx, ("m1", ctx.group, fid_eff), group, mode, fid_eff, targets=group)
+            elif ctx.core_type is CoreType.AIC:  # mode 4
+                self._raise(ctx, launch.aivs[ctx.group * 2 + fid_eff // 16], fid_eff % 16, True, mode)
+            else:
+                self._raise(ctx, launch.aics[ctx.group], fid_eff + 16 * ctx.sub_block, True, mode)
+        self.device.waiter.progress.bump()
+
+    def _partial(self, ctx: CoreContext, dom: tuple, members: list[CoreKey], mode: int, fid: int, *,
+                 targets: list[CoreKey]) -> None:
+        cnt = self.pending.get(dom)
+        if cnt is None:
+            cnt = self.pending[dom] = {}
+        cnt[ctx.key] = cnt.get(ctx.key, 0) + 1
+        if len(cnt) == len(members):  # every member holds at least one Set: a round completes
+            for m in members:
+                n = cnt[m] - 1
+                if n:
+                    cnt[m] = n
+                else:
+                    del cnt[m]
+            for t in targets:
+                self._raise(ctx, t, fid, False, mode)
+
+    def wait_flag(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, *, internal: bool = False) -> None:
+        fid_eff = self._validate(ctx, mode, pipe, fid, "CrossCoreWaitFlag")
+        if fid_eff is None:
+            return
+        if not internal and mode != 4:
+            self.kernel_ids_used.add(fid_eff)
+        mode4 = mode == 4
+        with self.lock:
+            self._check_mode(ctx, fid_eff, mode)
+            c = self.counter(ctx.key, fid_eff, mode4)
+            ready = c.value > 0
+        if not ready:
+            ctx.checkpoint("wait")
+            self.device.waiter.wait_until(
+                self.device.core_bell(ctx.key), lambda: c.value > 0, core=ctx.label,
+                obj=f"CrossCoreWaitFlag<{mode}, {pipe.name}>({fid_eff}){' mode4' if mode4 else ''}",
+                expected="counter > 0", setter=self._setters(ctx, mode, fid_eff), current=lambda: c.value)
+        with self.lock:
+            c.value -= 1
+            token = c.tokens.popleft() if c.tokens else None
+            c.history.append((time.monotonic(), ctx.label, mode, -1, c.value))
+        if self.device.events.active:
+            self.device.events.emit(EventKind.FLAG_RAISE, ctx.label, f"{ctx.label}.flag{fid_eff}", c.value,
+                                    consumed=True, token=token, mode=mode)
+
+    def _setters(self, ctx: CoreContext, mode: int, fid: int) -> str:
+        launch = ctx.launch
+        if mode == 0:
+            return f"all {ctx.core_type.value}s of the launch (mode 0 id {fid})"
+        if mode == 1:
+            return ", ".join(launch.groups[ctx.group])
+        if mode == 2:
+            if ctx.core_type is CoreType.AIC:
+                return ", ".join(launch.groups[ctx.group]) + " (all of them)"
+            return launch.aics[ctx.group] if launch.aics else "no AIC in this launch"
+        if ctx.core_type is CoreType.AIV:
+            return launch.aics[ctx.group]
+        return launch.aivs[ctx.group * 2 + fid // 16]
+
+    # -- pairing ---------------------------------------------------------------------------------------
+    def leftovers(self) -> list[tuple[str, str]]:
+        """(core, description) of every count or partial round left in the state."""
+        out = []
+        with self.lock:
+            for (key, fid, mode4), c in sorted(self.counters.items()):
+                if c.value:
+                    out.append((core_label(key), f"flag id {fid}{' (mode 4)' if mode4 else ''} holds "
+                                                 f"{c.value} unconsumed round(s)"))
+            for dom, cnt in self.pending.items():
+                for key, n in cnt.items():
+                    if n:
+                        out.append((core_label(key), f"{n} Set(s) of {dom[0]} id {dom[-1]} waiting for "
+                                                     f"the rest of their round"))
+        return out
+
+    def report_leftovers(self) -> None:
+        for core, what in self.leftovers():
+            self.device.hazards.report(Hazard.UNCONSUMED_FLAG, core,
+                                       f"{what} at launch end: Sets and Waits do not pair (a skipped drain?)")
+
+    def report_reserved_ids(self, used_sync_all: bool) -> None:
+        reserved = sorted(self.kernel_ids_used & set(self.device.platform.reserved_flag_ids))
+        if used_sync_all and reserved:
+            self.device.hazards.report(
+                Hazard.FLAG_ID_RESERVED, "launch",
+                f"kernel flag ids {reserved} overlap the ids hard SyncAll uses (11-14)",
+                severity=Severity.WARNING, ids=reserved)
+        self.kernel_ids_used.clear()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.counters.clear()
+            self.pending.clear()
+            self.id_mode.clear()

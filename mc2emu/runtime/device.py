@@ -1,0 +1,190 @@
+"""One emulated NPU (one MPI rank): GM, flag state, waits, events, hazards, and kernel launches.
+
+`Device.launch(kernel, block_dim, kernel_type, *args)` runs `kernel(ctx, *args)` on one thread per core:
+`block_dim` AICs when the kernel type runs AICs, and `block_dim * ratio` AIVs when it runs AIVs. An
+exception on any core aborts the launch on every core of this rank (their waits wake and raise
+`LaunchAborted`) and is re-raised by `launch` labelled with rank and core. At launch end the pairing
+checks run: unconsumed flag counts, atomic mode left set, reserved flag ids next to hard SyncAll.
+
+The device is not a god object: tiling, scheduling and compute live in their own layers and only use
+the device through the core context.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mc2emu.runtime.core import CoreContext
+from mc2emu.runtime.cross_core import CoreKey, CrossCoreFlags
+from mc2emu.runtime.events import EventBus, EventKind
+from mc2emu.runtime.gm import GlobalMemory
+from mc2emu.runtime.hazards import (
+    ConstraintError,
+    CoreError,
+    Hazard,
+    HazardLog,
+    HazardReport,
+    LaunchAborted,
+    Mc2EmuError,
+)
+from mc2emu.runtime.kernel_type import KernelType
+from mc2emu.runtime.perturb import PerturbPolicy
+from mc2emu.runtime.platform import DAV_3510, CoreType, PlatformSpec
+from mc2emu.runtime.waiting import DEFAULT_TIMEOUT_S, Doorbell, Waiter
+
+Kernel = Callable[..., Any]
+
+
+@dataclass
+class Launch:
+    """What the cores of one launch share. Core keys are the labels "AIC3" / "AIV7"."""
+
+    kernel_type: KernelType
+    block_dim: int
+    abort: threading.Event = field(default_factory=threading.Event)
+    used_sync_all: bool = False
+    name: str = "kernel"
+
+    def __post_init__(self) -> None:
+        kt = self.kernel_type
+        self.ratio = kt.aiv_ratio
+        self.aics = [f"AIC{i}" for i in range(self.block_dim)] if kt.runs_aic else []
+        self.aivs = [f"AIV{i}" for i in range(self.block_dim * self.ratio)]
+        self.groups = {g: self.aivs[g * self.ratio:(g + 1) * self.ratio] for g in range(self.block_dim)}
+        self.reported: set[tuple] = set()
+        self.validated: dict[tuple, int | None] = {}
+
+    def count(self, core_type: CoreType) -> int:
+        return len(self.aics) if core_type is CoreType.AIC else len(self.aivs)
+
+    def cores_of(self, core_type: CoreType) -> list[CoreKey]:
+        return self.aics if core_type is CoreType.AIC else self.aivs
+
+    def domain(self, core_type: CoreType) -> list[CoreKey]:
+        """Members of a mode-0 barrier issued by `core_type`."""
+        return self.cores_of(core_type)
+
+    def group_aivs(self, group: int) -> list[CoreKey]:
+        return self.groups[group]
+
+
+@dataclass
+class LaunchResult:
+    hazards: list[HazardReport]
+    returns: dict[str, Any]
+
+
+class Device:
+    """One NPU. `check` switches the hazard checkers; `timeout` is the wait deadline in seconds."""
+
+    def __init__(self, rank: int = 0, platform: PlatformSpec = DAV_3510, *, check: bool = True,
+                 timeout: float | None = None, perturb: PerturbPolicy | None = None) -> None:
+        self.rank = rank
+        self.platform = platform
+        self.events = EventBus(rank)
+        self.hazards = HazardLog(rank, enabled=check)
+        self.check = check
+        self.gm = GlobalMemory(rank, self.events, self.hazards, check=check)
+        self.waiter = Waiter(rank, self.events, DEFAULT_TIMEOUT_S if timeout is None else timeout)
+        self.lock = threading.Lock()
+        self._bells: dict[CoreKey, Doorbell] = {}
+        self.flags = CrossCoreFlags(self)
+        self.perturb = perturb
+        self.soft_sync_epochs: dict[Any, int] = {}
+        self.launch_count = 0
+        self.current: Launch | None = None
+
+    def core_bell(self, key: CoreKey) -> Doorbell:
+        """The doorbell a core sleeps on; its guard is the device lock that protects the flag state."""
+        bell = self._bells.get(key)
+        if bell is None:
+            bell = self._bells.setdefault(key, Doorbell(self.lock))
+        return bell
+
+    def set_check(self, check: bool) -> None:
+        self.check = check
+        self.hazards.enabled = check
+
+    # -- launch --------------------------------------------------------------------------------------------
+    def launch(self, kernel: Kernel, block_dim: int, kernel_type: KernelType | str, *args: Any,
+               name: str | None = None, **kwargs: Any) -> LaunchResult:
+        kt = KernelType.parse(kernel_type)
+        if not isinstance(block_dim, int) or block_dim < 1:
+            raise ConstraintError("block_dim", f"block_dim must be a positive integer, got {block_dim!r}")
+        if kt.is_mix and block_dim > self.platform.aic_count:
+            raise ConstraintError(
+                "block_dim",
+                f"a mixed kernel's block_dim {block_dim} exceeds the {self.platform.aic_count} physical AIC "
+                f"cores of {self.platform.name}")
+        launch = Launch(kt, block_dim, name=name or getattr(kernel, "__name__", "kernel"))
+        self.current = launch
+        self.launch_count += 1
+        mark = len(self.hazards.peek())
+        contexts: list[CoreContext] = []
+        if kt.runs_aic:
+            contexts += [CoreContext(self, launch, CoreType.AIC, b, 0) for b in range(block_dim)]
+        for b in range(block_dim):
+            for s in range(kt.aiv_ratio):
+                contexts.append(CoreContext(self, launch, CoreType.AIV, b, s))
+        self.waiter.abort_event = launch.abort
+        failures: list[tuple[CoreContext, BaseException]] = []
+        returns: dict[str, Any] = {}
+        fail_lock = threading.Lock()
+
+        def body(ctx: CoreContext) -> None:
+            try:
+                if self.events.active:
+                    self.events.emit(EventKind.CORE_BEGIN, ctx.label, launch.name)
+                returns[ctx.label] = kernel(ctx, *args, **kwargs)
+                if self.events.active:
+                    self.events.emit(EventKind.CORE_END, ctx.label, launch.name)
+            except BaseException as exc:
+                with fail_lock:
+                    failures.append((ctx, exc))
+                launch.abort.set()
+                self.waiter.wake_all()
+                with self.lock:
+                    for bell in self._bells.values():
+                        bell.ring()
+
+        if self.events.active:
+            self.events.emit(EventKind.LAUNCH_BEGIN, "host", launch.name, block_dim, kernel_type=kt.value)
+        threads = [threading.Thread(target=body, args=(ctx,), name=f"r{self.rank}-{ctx.label}", daemon=True)
+                   for ctx in contexts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.waiter.abort_event = None
+        if self.events.active:
+            self.events.emit(EventKind.LAUNCH_END, "host", launch.name, block_dim)
+        if failures:
+            ctx, exc = self._first_failure(failures)
+            if isinstance(exc, Mc2EmuError):
+                exc.add_note(f"(raised on rank {self.rank} {ctx.label} in launch '{launch.name}')")
+                raise exc
+            raise CoreError(self.rank, ctx.label, exc) from exc
+        self._end_of_launch_checks(contexts, launch)
+        return LaunchResult(self.hazards.peek()[mark:], returns)
+
+    @staticmethod
+    def _first_failure(failures: list[tuple[CoreContext, BaseException]]) -> tuple[CoreContext, BaseException]:
+        """The root cause: the first failure that is not a consequence of the abort."""
+        for ctx, exc in failures:
+            if not isinstance(exc, LaunchAborted):
+                return ctx, exc
+        return failures[0]
+
+    def _end_of_launch_checks(self, contexts: list[CoreContext], launch: Launch) -> None:
+        for ctx in contexts:
+            if ctx.atomic_dtype is not None:
+                self.hazards.report(Hazard.ATOMIC_LEFT_SET, ctx.label,
+                                    f"SetAtomicAdd<{ctx.atomic_dtype}> still set at kernel end: later "
+                                    f"write-outs on this core add instead of overwrite")
+        self.flags.report_leftovers()
+        self.flags.report_reserved_ids(launch.used_sync_all)
+        if not self.platform.flags_persist_across_launches:
+            self.flags.reset()

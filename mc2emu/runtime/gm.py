@@ -1,0 +1,261 @@
+"""Global memory (GM) of one emulated NPU: an address space with pointer arithmetic.
+
+Kernels receive `GmAddr` values and write formulas as the Ascend C source does
+(`aGM + r * mPerRank * rowBytes`): an address plus a byte offset is an address. Reads and writes go
+through `GlobalMemory.read` / `write` with a dtype, a shape and optional byte strides, so that
+
+- every access is bounds-checked against its allocation (`GmError` names allocation, offset and size);
+- in check mode, bytes nobody wrote hold `POISON_BYTE` and a read of them files `READ_UNWRITTEN`
+  (on hardware: "C all zero / garbage" when a scale address is wrong for the mode);
+- a write from a core in atomic mode (`SetAtomicAdd<T>`) adds in T: new = RNE_T(f32(old) + f32(value));
+- observers (the happens-before checker, the trace) see each access as a GM_READ / GM_WRITE event.
+
+FP4 dtypes (`ml_dtypes.float4_e2m1fn`) are stored packed two per byte, element 2i in the low nibble;
+their shapes are given in elements and their strides in bytes of the packed storage.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import ml_dtypes
+import numpy as np
+
+from mc2emu.runtime.events import EventBus, EventKind
+from mc2emu.runtime.hazards import GmError, Hazard, HazardLog
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+# 0xFF decodes as NaN in float8_e4m3fn, float8_e5m2, float8_e8m0fnu, bfloat16, float16 and float32, so
+# poisoned data is visible in any result it reaches.
+POISON_BYTE = 0xFF
+# GM allocations are aligned like the CANN runtime's (512 B) so that alignment-driven L2 decisions match.
+GM_ALLOC_ALIGN = 512
+
+FP4_DTYPES = (np.dtype(ml_dtypes.float4_e2m1fn),)
+
+
+@dataclass(eq=False)
+class Allocation:
+    aid: int
+    name: str
+    buf: np.ndarray            # uint8, 1-D
+    written: np.ndarray | None  # bool per byte, check mode only
+    kind: str = "gm"           # "gm" or "window"
+    base: int = 0              # device-virtual base address (for printing only)
+    reported: set[str] = field(default_factory=set)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.buf.shape[0])
+
+
+@dataclass(frozen=True)
+class GmAddr:
+    """A GM address: an allocation and a byte offset into it (`__gm__ uint8_t*`)."""
+
+    alloc: Allocation
+    offset: int = 0
+
+    def __add__(self, nbytes: int) -> GmAddr:
+        return GmAddr(self.alloc, self.offset + int(nbytes))
+
+    def __sub__(self, nbytes: int) -> GmAddr:
+        return GmAddr(self.alloc, self.offset - int(nbytes))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GmAddr) and other.alloc is self.alloc and other.offset == self.offset
+
+    def __hash__(self) -> int:
+        return hash((self.alloc.aid, self.offset))
+
+    def __repr__(self) -> str:
+        return f"GmAddr({self.alloc.name}+{self.offset:#x})"
+
+    @property
+    def value(self) -> int:
+        """The numeric device address (allocation base + offset)."""
+        return self.alloc.base + self.offset
+
+
+def _is_fp4(dtype: np.dtype) -> bool:
+    return dtype in FP4_DTYPES
+
+
+class GlobalMemory:
+    """The GM of one rank. Thread-safe for concurrent core threads."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, rank: int, events: EventBus, hazards: HazardLog, *, check: bool = True) -> None:
+        self.rank = rank
+        self.events = events
+        self.hazards = hazards
+        self.check = check
+        self._atomic_lock = threading.Lock()
+        self._next_base = 0x1000_0000
+        self.allocations: list[Allocation] = []
+
+    # -- allocation ---------------------------------------------------------------------------------
+    def alloc(self, nbytes: int, name: str, *, data: np.ndarray | None = None, zero: bool = False) -> GmAddr:
+        """Allocate `nbytes`; with `data`, copy its bytes in (written). Unwritten bytes are poisoned in
+        check mode, zero otherwise (or with `zero=True`)."""
+        nbytes = int(nbytes)
+        if data is not None:
+            raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+            nbytes = max(nbytes, raw.size)
+        fill = 0 if (zero or not self.check) else POISON_BYTE
+        buf = np.full(max(nbytes, 1), fill, dtype=np.uint8)
+        written = np.zeros(buf.shape, dtype=bool) if self.check else None
+        if zero and written is not None:
+            written[:] = True
+        alloc = self._register(name, buf, written, "gm")
+        if data is not None:
+            buf[: raw.size] = raw
+            if written is not None:
+                written[: raw.size] = True
+        return GmAddr(alloc, 0)
+
+    def adopt(self, buf: np.ndarray, name: str, *, kind: str = "window", written: bool = False) -> GmAddr:
+        """Wrap memory allocated elsewhere (an MPI window) as a GM allocation. Window memory is zeroed
+        by the caller; with `written=False` a read of it before any put is reported."""
+        buf = buf.view(np.uint8).reshape(-1)
+        mask = None
+        if self.check:
+            mask = np.full(buf.shape, written, dtype=bool)
+        return GmAddr(self._register(name, buf, mask, kind), 0)
+
+    def _register(self, name: str, buf: np.ndarray, written: np.ndarray | None, kind: str) -> Allocation:
+        alloc = Allocation(next(self._ids), name, buf, written, kind, self._next_base)
+        self._next_base += -(-buf.size // GM_ALLOC_ALIGN) * GM_ALLOC_ALIGN + GM_ALLOC_ALIGN
+        self.allocations.append(alloc)
+        return alloc
+
+    # -- geometry -------------------------------------------------------------------------------------
+    @staticmethod
+    def _geometry(dtype: np.dtype, shape: Sequence[int], strides: Sequence[int] | None
+                  ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
+        """(storage shape, storage strides, element shape, storage itemsize) in bytes of storage."""
+        shape = tuple(int(s) for s in shape)
+        if _is_fp4(dtype):
+            if shape and shape[-1] % 2:
+                raise GmError(f"FP4 rows must hold an even number of elements, got shape {shape}")
+            sshape = (*shape[:-1], shape[-1] // 2) if shape else shape
+            item = 1
+        else:
+            sshape = shape
+            item = dtype.itemsize
+        if strides is None:
+            st, acc = [], item
+            for s in reversed(sshape):
+                st.append(acc)
+                acc *= max(s, 1)
+            strides = tuple(reversed(st))
+        return sshape, tuple(int(s) for s in strides), shape, item
+
+    def _span(self, addr: GmAddr, sshape: tuple[int, ...], strides: tuple[int, ...], item: int,
+              what: str) -> tuple[int, int]:
+        if any(s == 0 for s in sshape):
+            return addr.offset, addr.offset
+        lo = addr.offset + sum((n - 1) * st for n, st in zip(sshape, strides, strict=True) if st < 0)
+        hi = addr.offset + sum((n - 1) * st for n, st in zip(sshape, strides, strict=True) if st > 0) + item
+        if lo < 0 or hi > addr.alloc.nbytes:
+            raise GmError(f"rank {self.rank}: {what} of bytes [{lo}, {hi}) is outside GM allocation "
+                          f"'{addr.alloc.name}' of {addr.alloc.nbytes} bytes")
+        return lo, hi
+
+    @staticmethod
+    def _raw(buf: np.ndarray, offset: int, sshape: tuple[int, ...], strides: tuple[int, ...],
+             dtype: np.dtype) -> np.ndarray:
+        return np.ndarray(sshape, dtype=dtype, buffer=buf, offset=offset, strides=strides)
+
+    # -- access ----------------------------------------------------------------------------------------
+    def view(self, addr: GmAddr, dtype: np.dtype | type, shape: Sequence[int],
+             strides: Sequence[int] | None = None) -> np.ndarray:
+        """A raw, unchecked numpy view (host-side use: inputs and results). Not for FP4."""
+        dtype = np.dtype(dtype)
+        sshape, st, _, item = self._geometry(dtype, shape, strides)
+        if _is_fp4(dtype):
+            raise GmError("FP4 data is packed: use read()/write() or view it as uint8")
+        self._span(addr, sshape, st, item, "view")
+        return self._raw(addr.alloc.buf, addr.offset, sshape, st, dtype)
+
+    def read(self, addr: GmAddr, dtype: np.dtype | type, shape: Sequence[int],
+             strides: Sequence[int] | None = None, *, core: str = "host") -> np.ndarray:
+        """Copy out of GM (a DataCopy GM -> L1/UB). Checks bounds and, in check mode, unwritten bytes."""
+        dtype = np.dtype(dtype)
+        sshape, st, eshape, item = self._geometry(dtype, shape, strides)
+        lo, hi = self._span(addr, sshape, st, item, "read")
+        alloc = addr.alloc
+        sdtype = np.dtype(np.uint8) if _is_fp4(dtype) else dtype
+        out = np.array(self._raw(alloc.buf, addr.offset, sshape, st, sdtype), copy=True)
+        if alloc.written is not None and hi > lo:
+            mask = np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
+                              strides=(*st, 1))
+            if not mask.all():
+                self._report_unwritten(alloc, addr, mask, core)
+        if self.events.active:
+            self.events.emit(EventKind.GM_READ, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
+                             shape=sshape, strides=st, item=item)
+        if _is_fp4(dtype):
+            lowhi = np.empty((*sshape, 2), dtype=np.uint8)
+            lowhi[..., 0] = out & 0x0F
+            lowhi[..., 1] = out >> 4
+            return lowhi.reshape(eshape).view(dtype)
+        return out
+
+    def write(self, addr: GmAddr, value: np.ndarray, strides: Sequence[int] | None = None, *,
+              core: str = "host", atomic: np.dtype | None = None) -> None:
+        """Copy into GM (a DataCopy / fixpipe out). With `atomic` (the core's SetAtomicAdd type) the
+        write adds: new = RNE_T(f32(old) + f32(value))."""
+        value = np.asarray(value)
+        dtype = value.dtype
+        sshape, st, _, item = self._geometry(dtype, value.shape, strides)
+        lo, hi = self._span(addr, sshape, st, item, "write")
+        alloc = addr.alloc
+        if _is_fp4(dtype):
+            codes = value.view(np.uint8).reshape(*sshape, 2)
+            packed = (codes[..., 0] & 0x0F) | ((codes[..., 1] & 0x0F) << 4)
+            self._raw(alloc.buf, addr.offset, sshape, st, np.dtype(np.uint8))[...] = packed
+        elif atomic is not None:
+            dst = self._raw(alloc.buf, addr.offset, sshape, st, dtype)
+            with self._atomic_lock:
+                old = dst.astype(np.float32)
+                if alloc.written is not None:
+                    wmask = np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written,
+                                       offset=addr.offset, strides=(*st, 1))
+                    if not wmask.all():
+                        # Atomic add onto never-written GM adds to the poison pattern, as the device
+                        # would add to whatever was there.
+                        self._report_unwritten(alloc, addr, wmask, core, what="atomic add onto")
+                dst[...] = (old + value.astype(np.float32)).astype(dtype)
+        else:
+            self._raw(alloc.buf, addr.offset, sshape, st, dtype)[...] = value
+        if alloc.written is not None and hi > lo:
+            np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
+                       strides=(*st, 1))[...] = True
+        if self.events.active:
+            self.events.emit(EventKind.GM_WRITE, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
+                             shape=sshape, strides=st, item=item, atomic=atomic is not None)
+
+    def mark_written(self, addr: GmAddr, nbytes: int) -> None:
+        """Record that `nbytes` from `addr` were written by someone else (a put into this window)."""
+        if addr.alloc.written is not None:
+            addr.alloc.written[addr.offset: addr.offset + int(nbytes)] = True
+
+    def _report_unwritten(self, alloc: Allocation, addr: GmAddr, mask: np.ndarray, core: str,
+                          what: str = "read of") -> None:
+        key = f"{core}:{what}"
+        if key in alloc.reported:
+            return
+        alloc.reported.add(key)
+        flat = np.flatnonzero(~mask.reshape(-1))
+        self.hazards.report(
+            Hazard.READ_UNWRITTEN, core,
+            f"{what} {flat.size} never-written byte(s) of '{alloc.name}' at offset {addr.offset:#x} "
+            f"(poison {POISON_BYTE:#04x}); e.g. a scale or data address wrong for the mode",
+            alloc=alloc.name, offset=addr.offset, count=int(flat.size))

@@ -1,0 +1,174 @@
+"""Hazard names, hazard reports and the exceptions of mc2emu.
+
+A hazard is something the real kernel would do wrong on hardware (hang, drop a Set, read stale data).
+The emulator reproduces the behaviour and files a `HazardReport` under a stable `Hazard` name that
+tests and users match on. Exceptions carry the exit code the CLI uses for them.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+EXIT_MISMATCH = 1
+EXIT_BAD_INPUT = 2
+EXIT_HAZARD = 3
+
+
+class Severity(enum.Enum):
+    WARNING = "warning"   # documented as reserved / undefined, still ran as the hardware would
+    ERROR = "error"       # wrong numbers, hang or lost signal on hardware
+
+
+class Hazard(enum.Enum):
+    # cross-core flags (SPEC §2)
+    DEADLOCK = "DEADLOCK"
+    FLAG_OVERFLOW = "FLAG_OVERFLOW"
+    FLAG_ID_TRUNCATED = "FLAG_ID_TRUNCATED"
+    FLAG_MODE_MIXED = "FLAG_MODE_MIXED"
+    FLAG_ID_RESERVED = "FLAG_ID_RESERVED"
+    PIPE_NOT_ON_CORE = "PIPE_NOT_ON_CORE"
+    SYNC_KERNEL_TYPE = "SYNC_KERNEL_TYPE"
+    SYNC_ALL_OVERSUBSCRIBED = "SYNC_ALL_OVERSUBSCRIBED"
+    UNCONSUMED_FLAG = "UNCONSUMED_FLAG"
+    ATOMIC_LEFT_SET = "ATOMIC_LEFT_SET"
+    # memory
+    READ_UNWRITTEN = "READ_UNWRITTEN"
+    READ_BEFORE_WAIT = "READ_BEFORE_WAIT"
+    TAIL_COPY_OVERRUN = "TAIL_COPY_OVERRUN"
+    # communication
+    UNWAITED_SIGNAL = "UNWAITED_SIGNAL"
+    HCCL_WAIT_BEYOND_COMMIT = "HCCL_WAIT_BEYOND_COMMIT"
+    HCCL_COMMIT_BEYOND_REPEAT = "HCCL_COMMIT_BEYOND_REPEAT"
+    HCCL_WAIT_ORDER = "HCCL_WAIT_ORDER"
+    HCCL_TOO_MANY_PREPARES = "HCCL_TOO_MANY_PREPARES"
+    HCCL_NON_WORKING_BLOCK = "HCCL_NON_WORKING_BLOCK"
+    HCCL_WRONG_CORE_TYPE = "HCCL_WRONG_CORE_TYPE"
+    HCCL_FINALIZE_WHILE_WAITING = "HCCL_FINALIZE_WHILE_WAITING"
+    HCCL_UNWAITED_COMMIT = "HCCL_UNWAITED_COMMIT"
+    # compute
+    SPLITK_SEQUENCE = "SPLITK_SEQUENCE"
+    LOCAL_WITHOUT_ATOMIC = "LOCAL_WITHOUT_ATOMIC"
+    BIAS_DOUBLE_ADD = "BIAS_DOUBLE_ADD"
+    AIV_RUNS_AIC_KERNEL = "AIV_RUNS_AIC_KERNEL"
+    EMPTY_TAIL_EARLY_RETURN = "EMPTY_TAIL_EARLY_RETURN"
+    ADDR_LIST_UPDATED_EARLY = "ADDR_LIST_UPDATED_EARLY"
+    ADDR_LIST_MUTATED = "ADDR_LIST_MUTATED"
+
+
+@dataclass(frozen=True)
+class HazardReport:
+    hazard: Hazard
+    severity: Severity
+    rank: int
+    core: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"[{self.hazard.value}] rank {self.rank} {self.core}: {self.message}"
+
+
+class HazardLog:
+    """Thread-safe list of reports of one device. `enabled` is the user's check switch: with checks off
+    nothing is recorded (deadlocks still raise)."""
+
+    def __init__(self, rank: int, enabled: bool = True) -> None:
+        self.rank = rank
+        self.enabled = enabled
+        self._reports: list[HazardReport] = []
+        self._lock = threading.Lock()
+
+    def report(self, hazard: Hazard, core: str, message: str, *, severity: Severity = Severity.ERROR,
+               **details: Any) -> HazardReport | None:
+        if not self.enabled:
+            return None
+        rep = HazardReport(hazard, severity, self.rank, core, message, details)
+        with self._lock:
+            self._reports.append(rep)
+        return rep
+
+    def take(self) -> list[HazardReport]:
+        with self._lock:
+            out, self._reports = self._reports, []
+        return out
+
+    def peek(self) -> list[HazardReport]:
+        with self._lock:
+            return list(self._reports)
+
+
+class Mc2EmuError(Exception):
+    """Base of every mc2emu error."""
+
+    exit_code = EXIT_HAZARD
+
+
+class ConstraintError(Mc2EmuError, ValueError):
+    """Bad input: a shape, dtype or option breaks a documented rule. The message names the rule."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(f"{rule}: {message}")
+        self.rule = rule
+
+
+class KernelError(Mc2EmuError):
+    """A kernel used an API in a way the compiler would reject (e.g. PIPE_ALL on a mode-2 flag)."""
+
+
+class CapacityError(KernelError):
+    """A local buffer (L1, L0A, L0B, L0C, UB) was asked for more than the platform table allows."""
+
+
+class GmError(KernelError):
+    """Out-of-bounds or invalid GM access."""
+
+
+class FlagOverflowError(Mc2EmuError):
+    """A 16th pending Set on one cross-core counter (a hardware error on the device)."""
+
+
+class LaunchAborted(Mc2EmuError):
+    """Raised inside the other cores of a rank after one core failed."""
+
+
+class DeadlockError(Mc2EmuError):
+    """A wait passed its deadline. Carries the wait registry of this rank (and, when the checkers
+    aggregated them, of every rank)."""
+
+    def __init__(self, message: str, registry: list[dict[str, Any]] | None = None,
+                 report: str | None = None) -> None:
+        super().__init__(message)
+        self.registry = registry or []
+        self.report = report
+
+
+class HazardError(Mc2EmuError):
+    """Checks were on and the launch filed error-severity hazards. `output` holds what the kernel
+    produced (for inspection, never as a result)."""
+
+    def __init__(self, hazards: list[HazardReport], output: Any = None) -> None:
+        names = sorted({h.hazard.value for h in hazards})
+        lines = "\n  ".join(str(h) for h in hazards[:20])
+        more = f"\n  ... {len(hazards) - 20} more" if len(hazards) > 20 else ""
+        super().__init__(f"{len(hazards)} hazard(s) {names}:\n  {lines}{more}")
+        self.hazards = hazards
+        self.output = output
+
+    def names(self) -> set[str]:
+        return {h.hazard.value for h in self.hazards}
+
+
+class CoreError(Mc2EmuError):
+    """An exception on one core, re-raised by `launch` labelled with rank and core."""
+
+    def __init__(self, rank: int, core: str, original: BaseException) -> None:
+        super().__init__(f"rank {rank} {core}: {type(original).__name__}: {original}")
+        self.rank = rank
+        self.core = core
+        self.original = original
+        self.exit_code = getattr(original, "exit_code", EXIT_HAZARD)

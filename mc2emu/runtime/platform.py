@@ -1,0 +1,104 @@
+"""Platform table of the emulated NPU: DAV_3510 (Ascend 950PR / "A5") by default.
+
+Every number the runtime enforces lives here, with where it comes from. Sources:
+- [ARCH] asc-devkit `docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本3510.md` (memory sizes,
+  AIC:AIV ratio, pipes);
+- [SYNC] asc-devkit 核间同步 (`CrossCoreSetFlag` / `CrossCoreWaitFlag`, `SyncAll`) and its DAV_3510
+  implementation (16 flag ids, counter limit 15, the SyncAll ids, `IsSplitCubePipe`);
+- [APACE] ops-transformer `mc2/common/op_kernel/apace/utils/constant.h`, seed 000 §6;
+- [CATLASS] catlass `arch/cross_core_sync.hpp` (`MAX_REVERSE_DEPTH = 15`).
+"Assumption" marks a value no public source settles; every field can be overridden per launch with
+`dataclasses.replace(DAV_3510, ...)`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+KIB = 1024
+
+
+class CoreType(enum.Enum):
+    """The two kinds of core in one AI core: the cube core (AIC) and the vector core (AIV)."""
+
+    AIC = "AIC"
+    AIV = "AIV"
+
+
+class Pipe(enum.Enum):
+    """Ascend C pipeline names used as the `pipe` template argument of the cross-core flag calls."""
+
+    PIPE_S = "S"
+    PIPE_V = "V"
+    PIPE_M = "M"
+    PIPE_MTE1 = "MTE1"
+    PIPE_MTE2 = "MTE2"
+    PIPE_MTE3 = "MTE3"
+    PIPE_FIX = "FIX"
+    PIPE_ALL = "ALL"
+
+
+@dataclass(frozen=True)
+class PlatformSpec:
+    """Capacities and protocol limits of one emulated NPU (one MPI rank)."""
+
+    name: str
+    # [ARCH] public 950PR examples report 32 AIC / 64 AIV; some SKUs report 28 / 56 (override).
+    aic_count: int = 32
+    aiv_count: int = 64
+    # [ARCH] per AIC core.
+    l1_size: int = 512 * KIB
+    l0a_size: int = 64 * KIB
+    l0b_size: int = 64 * KIB
+    l0c_size: int = 256 * KIB
+    bias_table_size: int = 4 * KIB
+    # [ARCH] says 4 KiB; the asc-devkit CPU-debug model says 16 KiB. Conflict: the architecture page wins.
+    fixpipe_buffer_size: int = 4 * KIB
+    # [ARCH] UB is 256 KiB per AIV; 248 KiB are usable by default (8 KiB reserved by the runtime).
+    ub_size: int = 256 * KIB
+    ub_usable_size: int = 248 * KIB
+    # [SYNC] each AIC and each AIV has 16 cross-core counters (ids 0-15), shared by modes 0, 1 and 2.
+    flag_id_count: int = 16
+    # [SYNC][CATLASS] a counter holds at most 15 pending Sets (MAX_REVERSE_DEPTH = 15); a 16th is a
+    # hardware error.
+    flag_counter_max: int = 15
+    # [SYNC] mode 4 (MIX 1:2): AIC ids 0-31 (0-15 talk to AIV0, 16-31 to AIV1), AIV ids 0-15.
+    mode4_aic_id_count: int = 32
+    mode4_aiv_id_count: int = 16
+    # [SYNC] ids used by SyncAll's hardware implementation; kernels should not use 11-14 alongside it.
+    syncall_aiv_only_id: int = 14
+    syncall_mix_aiv_set_id: int = 12
+    syncall_mix_aic_set_id: int = 13
+    syncall_mix_barrier_id: int = 11
+    reserved_flag_ids: tuple[int, ...] = (11, 12, 13, 14)
+    # [SYNC] soft SyncAll keeps one 32-byte epoch slot per block in GM.
+    soft_syncall_slot_bytes: int = 32
+    # [ARCH][SYNC] pipes each core type has; a flag call on another pipe compiles to nothing on DAV_3510
+    # (`IsSplitCubePipe`).
+    aic_pipes: frozenset[Pipe] = field(
+        default_factory=lambda: frozenset({Pipe.PIPE_S, Pipe.PIPE_MTE1, Pipe.PIPE_MTE2, Pipe.PIPE_FIX,
+                                           Pipe.PIPE_M}))
+    aiv_pipes: frozenset[Pipe] = field(
+        default_factory=lambda: frozenset({Pipe.PIPE_S, Pipe.PIPE_V, Pipe.PIPE_MTE2, Pipe.PIPE_MTE3}))
+    # [APACE] MX and layout constants (seed 000 §6).
+    mxfp_divisor_size: int = 64       # K elements per stored scale pair (two groups of 32)
+    mxfp_multi_base_size: int = 2     # scales per pair
+    fp8_c0_size: int = 32             # C0 of FP8 operands (32 bytes)
+    fp4_c0_size: int = 64             # C0 of FP4 operands (64 elements = 32 bytes)
+    scale_c0: int = 2                 # C0 of the E8M0 scale layouts
+    cube_block: int = 16              # cube fractal edge
+    mte2_cacheline_size: int = 128    # MTE2 / L2 alignment granule
+    l2_align_size: int = 128
+    cacheline: int = 512
+    final_accumulation: int = 3       # mmad unitFlag: last K step, L0C may be read out
+    non_final_accumulation: int = 2   # mmad unitFlag: more K steps follow
+    # Assumption: cross-core counts left at launch end persist into the next launch (intra-core flags are
+    # documented to); they are reported either way.
+    flags_persist_across_launches: bool = True
+
+    def pipes_of(self, core_type: CoreType) -> frozenset[Pipe]:
+        return self.aic_pipes if core_type is CoreType.AIC else self.aiv_pipes
+
+
+DAV_3510 = PlatformSpec(name="DAV_3510")

@@ -1,0 +1,237 @@
+"""Device launches: core indices per kernel type, exceptions, SyncAll (hard, both forms and mixes; soft),
+atomic write-outs, GM address space and local memory capacities, events."""
+
+import threading
+import time
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mc2emu.runtime import (
+    DAV_3510,
+    CapacityError,
+    ConstraintError,
+    CoreError,
+    DeadlockError,
+    Device,
+    EventKind,
+    EventRecorder,
+    GmError,
+    Hazard,
+    Pipe,
+    Position,
+)
+from mc2emu.runtime.gm import POISON_BYTE
+
+
+@pytest.mark.parametrize("kt, aics, aivs, ration", [
+    ("AIC_ONLY", 3, 0, 1), ("AIV_ONLY", 0, 3, 1), ("MIX_AIC_1_0", 3, 0, 1), ("MIX_AIV_1_0", 0, 3, 1),
+    ("MIX_AIC_1_1", 3, 3, 1), ("MIX_AIC_1_2", 3, 6, 2)])
+def test_indices_per_kernel_type(kt, aics, aivs, ration):
+    dev = Device()
+
+    def kernel(ctx):
+        return (ctx.ASCEND_IS_AIC, ctx.GetBlockIdx(), ctx.GetBlockNum(), ctx.GetTaskRation(),
+                ctx.GetSubBlockIdx(), ctx.GetBlockIdx() // ctx.GetTaskRation())
+
+    ret = dev.launch(kernel, 3, kt).returns
+    aic = sorted(v for v in ret.values() if v[0])
+    aiv = sorted(v for v in ret.values() if not v[0])
+    assert aic == [(True, b, 3, 1, 0, b) for b in range(aics)]
+    assert len(aiv) == aivs
+    for _, idx, num, ratio, sub, block in aiv:
+        assert num == 3 and ratio == (ration if aics else 1) and idx == block * ratio + sub
+
+
+def test_mixed_block_dim_above_physical_aic_count_is_refused():
+    with pytest.raises(ConstraintError, match="exceeds the 32 physical AIC"):
+        Device().launch(lambda ctx: None, 33, "MIX_AIC_1_1")
+
+
+def test_exception_on_one_core_aborts_the_others_and_is_labelled():
+    dev = Device(timeout=30)
+
+    def kernel(ctx):
+        if ctx.ASCEND_IS_AIV and ctx.GetBlockIdx() == 2:
+            raise ValueError("boom")
+        if ctx.ASCEND_IS_AIC:
+            ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, 0)   # would wait 30 s without the abort
+
+    t0 = time.monotonic()
+    with pytest.raises(CoreError) as info:
+        dev.launch(kernel, 4, "MIX_AIC_1_1")
+    assert time.monotonic() - t0 < 5
+    assert info.value.core == "AIV2" and info.value.rank == 0
+    assert "rank 0 AIV2: ValueError: boom" in str(info.value)
+
+
+@pytest.mark.parametrize("mix", ["MIX_AIC_1_1", "MIX_AIC_1_2"])
+@pytest.mark.parametrize("aiv_only", [True, False])
+def test_sync_all_is_a_barrier(mix, aiv_only):
+    dev = Device(timeout=5)
+    phase = {"before": 0}
+    lock = threading.Lock()
+    n_cores = 4 * (1 + (2 if mix == "MIX_AIC_1_2" else 1))
+
+    def kernel(ctx):
+        with lock:
+            phase["before"] += 1
+        ctx.SyncAll(aiv_only)
+        if aiv_only and ctx.ASCEND_IS_AIC:
+            return None
+        return phase["before"]
+
+    res = dev.launch(kernel, 4, mix)
+    assert res.hazards == []
+    aiv_count = n_cores - 4
+    for label, seen in res.returns.items():
+        if aiv_only and label.startswith("AIC"):
+            continue
+        # SyncAll<true> only orders the AIVs among themselves; <false> orders everyone.
+        assert seen >= (aiv_count if aiv_only else n_cores)
+    assert dev.flags.leftovers() == []
+
+
+def test_sync_all_on_aic_alone_is_a_noop():
+    dev = Device(timeout=1)
+    assert dev.launch(lambda ctx: ctx.SyncAll(), 2, "AIC_ONLY").hazards == []
+
+
+def test_kernel_ids_11_to_14_next_to_hard_sync_all_warn():
+    dev = Device(timeout=5)
+
+    def kernel(ctx):
+        if ctx.ASCEND_IS_AIV:
+            ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, 12)
+        else:
+            ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, 12)
+        ctx.SyncAll(False)
+
+    res = dev.launch(kernel, 2, "MIX_AIC_1_1")
+    assert [h.hazard for h in res.hazards] == [Hazard.FLAG_ID_RESERVED]
+
+
+def test_soft_sync_all_uses_gm_epoch_slots():
+    dev = Device(timeout=5)
+    ws = dev.gm.alloc(32 * 8, "syncall_ws")
+    hits = []
+
+    def kernel(ctx):
+        for r in range(3):
+            hits.append(ctx.label)
+            ctx.SyncAllSoft(ws)
+            assert len(hits) >= 8 * (r + 1)   # every core arrived in this round before anyone left
+    assert dev.launch(kernel, 8, "AIV_ONLY").hazards == []
+    assert dev.gm.view(ws, np.int32, (8,), strides=(32,)).tolist() == [3] * 8
+
+
+def test_sync_all_oversubscribed_hangs_with_a_report():
+    dev = Device(timeout=1)
+    with pytest.raises(DeadlockError):
+        dev.launch(lambda ctx: ctx.SyncAll(), 65, "AIV_ONLY")
+    assert Hazard.SYNC_ALL_OVERSUBSCRIBED in {h.hazard for h in dev.hazards.peek()}
+
+
+def test_atomic_add_rounds_in_the_target_type():
+    dev = Device()
+    init = np.array([1.0, 256.0, -3.5, 0.0], dtype=ml_dtypes.bfloat16)
+    c = dev.gm.alloc(0, "C", data=init)
+    add = np.array([2 ** -9, 1.0, 3.5, 1e-3], dtype=ml_dtypes.bfloat16)
+
+    def kernel(ctx):
+        ctx.SetAtomicAdd(ml_dtypes.bfloat16)
+        ctx.gm_write(c, add)
+        ctx.SetAtomicNone()
+        ctx.gm_write(c + 6, np.array([7.0], dtype=ml_dtypes.bfloat16))   # plain write after None
+
+    assert dev.launch(kernel, 1, "AIC_ONLY").hazards == []
+    got = dev.gm.view(c, ml_dtypes.bfloat16, (4,)).astype(np.float32)
+    expect = (init.astype(np.float32) + add.astype(np.float32)).astype(ml_dtypes.bfloat16).astype(np.float32)
+    expect[3] = 7.0
+    np.testing.assert_array_equal(got, expect)
+    assert got[1] == 256.0   # 257 is not a bf16: RNE ties to even
+
+
+def test_atomic_mode_left_set_is_reported():
+    dev = Device()
+    res = dev.launch(lambda ctx: ctx.SetAtomicAdd(np.float32), 2, "AIC_ONLY")
+    assert [h.hazard for h in res.hazards] == [Hazard.ATOMIC_LEFT_SET] * 2
+
+
+def test_gm_pointer_arithmetic_bounds_and_poison():
+    dev = Device()
+    a = dev.gm.alloc(64, "A")
+    b = a + 16
+    assert b.offset == 16 and (b - 16) == a and b.value == a.value + 16
+    dev.gm.write(a, np.arange(4, dtype=np.float32))
+    assert dev.gm.read(a, np.float32, (4,)).tolist() == [0, 1, 2, 3]
+    with pytest.raises(GmError, match="outside GM allocation 'A' of 64 bytes"):
+        dev.gm.read(a + 60, np.float32, (2,))
+    raw = dev.gm.read(a + 16, np.uint8, (4,), core="AIC0")
+    assert raw.tolist() == [POISON_BYTE] * 4
+    reps = dev.hazards.peek()
+    assert [h.hazard for h in reps] == [Hazard.READ_UNWRITTEN] and reps[0].core == "AIC0"
+
+
+def test_gm_strided_2d_views_and_fp4_packing():
+    dev = Device()
+    mat = np.arange(6 * 8, dtype=np.float32).reshape(6, 8)
+    a = dev.gm.alloc(0, "M", data=mat)
+    tile = dev.gm.read(a + (2 * 8 + 3) * 4, np.float32, (3, 4), strides=(8 * 4, 4))
+    np.testing.assert_array_equal(tile, mat[2:5, 3:7])
+    codes = np.array([[1, 2, 3, 15], [0, 7, 8, 9]], dtype=np.uint8)
+    f4 = codes.view(ml_dtypes.float4_e2m1fn)
+    p = dev.gm.alloc(4, "F4")
+    dev.gm.write(p, f4)
+    assert dev.gm.view(p, np.uint8, (4,)).tolist() == [0x21, 0xF3, 0x70, 0x98]
+    back = dev.gm.read(p, ml_dtypes.float4_e2m1fn, (2, 4))
+    np.testing.assert_array_equal(back.view(np.uint8), codes)
+
+
+def test_no_poison_without_checks():
+    dev = Device(check=False)
+    a = dev.gm.alloc(8, "A")
+    assert dev.gm.read(a, np.uint8, (8,)).tolist() == [0] * 8
+    assert dev.hazards.peek() == []
+
+
+def test_local_memory_capacities_come_from_the_platform_table():
+    dev = Device()
+
+    def kernel(ctx):
+        ctx.local.allocate(Position.A1, "a", DAV_3510.l1_size // 2, np.uint8)
+        ctx.local.allocate(Position.A1, "b", DAV_3510.l1_size // 2, np.uint8)
+        ctx.local.allocate(Position.A1, "c", 1, np.uint8)
+
+    with pytest.raises(CapacityError, match="L1 region 'c' of 1 B does not fit"):
+        dev.launch(kernel, 1, "AIC_ONLY")
+
+    def ub(ctx):
+        ctx.local.allocate(Position.VECCALC, "x", (DAV_3510.ub_usable_size // 4 + 1,), np.float32)
+
+    with pytest.raises(CapacityError, match="UB"):
+        dev.launch(ub, 1, "AIV_ONLY")
+
+
+def test_events_reach_observers():
+    dev = Device()
+    rec = EventRecorder()
+    dev.events.subscribe(rec)
+
+    def kernel(ctx):
+        if ctx.ASCEND_IS_AIV:
+            ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, 1)
+            ctx.SyncAll()
+        else:
+            ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, 1)
+            ctx.SetAtomicAdd(np.float32)
+            ctx.SetAtomicNone()
+
+    dev.launch(kernel, 1, "MIX_AIC_1_1")
+    kinds = {e.kind for e in rec.events}
+    assert {EventKind.FLAG_SET, EventKind.FLAG_RAISE, EventKind.SYNC_ALL_BEGIN, EventKind.ATOMIC_MODE,
+            EventKind.LAUNCH_BEGIN, EventKind.LAUNCH_END} <= kinds
+    sets = [e for e in rec.of(EventKind.FLAG_RAISE) if e.extra.get("target") == "AIC0"]
+    consumed = [e for e in rec.of(EventKind.FLAG_RAISE) if e.extra.get("consumed") and e.core == "AIC0"]
+    assert sets[0].extra["token"] == consumed[0].extra["token"]   # a flow from Set to the Wait it released
