@@ -1,0 +1,75 @@
+"""Output comparison rules of the CANN MC2 system tests (SPEC §4).
+
+- A2A ST (all_to_all_quant_matmul): `np.allclose(out, golden, rtol=1e-2, atol=1e-2)`.
+- AG ST (all_gather_quant_matmul): bit-exact or at most 1 bf16 ULP apart.
+
+ULP distance uses the ordered-integer mapping of IEEE bit patterns: a non-negative float maps to its bit
+pattern, a negative one to minus its magnitude bits, so adjacent floats differ by 1 and +0 / -0 both map
+to 0 (distance 0). Inf sits one step above max finite. NaN: two NaNs at the same position are distance 0
+(any payloads); a NaN facing a non-NaN is NAN_MISMATCH_ULP, larger than any finite distance.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from mc2emu.numerics.errors import MxTypeError, MxValueError
+
+A2A_RTOL = 1e-2  # A2A ST compare: relative tolerance of np.allclose.
+A2A_ATOL = 1e-2  # A2A ST compare: absolute tolerance of np.allclose.
+AG_MAX_ULP = 1  # AG ST compare: bf16 outputs may differ from the golden by at most one ULP.
+NAN_MISMATCH_ULP = 1 << 32  # exceeds every 16/32-bit ordered distance (at most 2 * 0x7F800000).
+
+_UINT_OF_WIDTH = {2: np.uint16, 4: np.uint32}  # itemsize -> unsigned view for ULP ordering.
+_ULP_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
+
+
+def a2a_allclose(out: np.ndarray, ref: np.ndarray, equal_nan: bool = False) -> bool:
+    """A2A ST rule: allclose(rtol = atol = 1e-2) after an exact upcast of both sides to float32."""
+    o = np.asarray(out).astype(np.float32)
+    r = np.asarray(ref).astype(np.float32)
+    if o.shape != r.shape:
+        raise MxValueError(f"out shape {o.shape} must equal ref shape {r.shape}")
+    return bool(np.allclose(o, r, rtol=A2A_RTOL, atol=A2A_ATOL, equal_nan=equal_nan))
+
+
+def _ordered(x: np.ndarray) -> np.ndarray:
+    bits = x.view(_UINT_OF_WIDTH[x.dtype.itemsize]).astype(np.int64)
+    sign_bit = 1 << (8 * x.dtype.itemsize - 1)
+    mag = bits & (sign_bit - 1)
+    return np.where(bits & sign_bit, -mag, mag)
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
+    """Max ULP distance between same-dtype bf16 / fp16 / fp32 arrays (0 for empty arrays)."""
+    x = np.asarray(a)
+    y = np.asarray(b)
+    if x.dtype != y.dtype or x.dtype not in _ULP_DTYPES:
+        raise MxTypeError(
+            f"a and b must share one dtype of bfloat16, float16, float32; got {x.dtype}, {y.dtype}"
+        )
+    if x.shape != y.shape:
+        raise MxValueError(f"a shape {x.shape} must equal b shape {y.shape}")
+    if x.size == 0:
+        return 0
+    nan_x = np.isnan(x)
+    nan_y = np.isnan(y)
+    if np.any(nan_x != nan_y):
+        return NAN_MISMATCH_ULP
+    dist = np.abs(_ordered(x) - _ordered(y))
+    dist[nan_x] = 0
+    return int(dist.max())
+
+
+def bf16_ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
+    """Max ULP distance between two bfloat16 arrays (see the module docstring for NaN, Inf and +-0)."""
+    for name, arr in (("a", a), ("b", b)):
+        if np.asarray(arr).dtype != ml_dtypes.bfloat16:
+            raise MxTypeError(f"{name} must be bfloat16, got {np.asarray(arr).dtype}")
+    return ulp_distance(a, b)
+
+
+def ag_compare(out: np.ndarray, ref: np.ndarray) -> bool:
+    """AG ST rule: bit-exact or at most AG_MAX_ULP ULP apart (bf16; fp16/fp32 use their own ULP)."""
+    return ulp_distance(out, ref) <= AG_MAX_ULP
