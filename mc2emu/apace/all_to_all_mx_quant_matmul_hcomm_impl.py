@@ -1,0 +1,163 @@
+"""AllToAllMxQuantMatmulHcommImpl — the HCCL (hcomm) orchestration of all_to_all_quant_matmul.
+
+Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/all_to_all_quant_matmul/
+all_to_all_mx_quant_matmul_hcomm_impl.h` (seed 000 §3, §4.5; SPEC §6), launched AIC only. The HCCL server
+moves the data; the AIC is its client:
+
+    Init():  hccl_.Init()
+             scaleHandle_    = AlltoAll<commit>(localScaleA, workspace, oriM * scaleKLen, uint8, 0, 1)
+             dataHeadHandle_ = AlltoAll<commit>(x1, out, headTileSize * Ka, AType, oriM * Ka, tileCnt)
+             dataTailHandle_ = AlltoAll<commit>(x1 + tileCnt * headTileSize * Ka, out + same,
+                                                tailSize * Ka, AType, oriM * Ka, tailCnt)     (if tailCnt)
+    Run():   if localMatmul != 0: MatmulProcess(LOCAL)
+             MatmulProcess(REMOTE)          # splitKNum R - 1 when localMatmul != 0, else R
+             SyncAll()                      # SyncAll<true>: a no-op on an AIC
+             hccl_.Finalize()
+
+Consequences reproduced (SPEC §6 "Consequences"):
+- localMatmul == 2: the LOCAL pass is not localFirst (that needs localMatmul == 1): it takes the REMOTE
+  branch with splitKNum 1, waits and drains every tile (C = rank 0's term); the REMOTE pass then Waits
+  again on every handle, beyond Commit: AICPU returns -1 at once (C = sum of the terms of ranks 0..R-2, a
+  plain write over pass 1), CCU hangs (caught by the deadline).
+- Bias is loaded at index 0 of every pass, so it is added twice when localMatmul != 0 (BIAS_DOUBLE_ADD).
+- `SyncAll()` does not order block 0's Finalize after the other AICs' Waits.
+- mask-ordered waits through repeat handles may read tiles before they arrive: each data Wait proves only
+  the next repeat of its handle; reading a later tile after it is reported as READ_BEFORE_WAIT.
+
+Workspace (the HCCL window): the received scaleA at offset 0, its size aligned up to 512 B; the received
+A rows after it (the `all2all_out` role).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mc2emu.apace.comm_policy import HcommCommState, HcommCommWaitPolicy
+from mc2emu.apace.quant_matmul_mx_kernel import BiasMode, MatmulMode, Params, QuantMatmulMxKernel
+from mc2emu.runtime.hazards import Hazard, Severity
+
+if TYPE_CHECKING:
+
+    from mc2emu.runtime.core import CoreContext
+    from mc2emu.runtime.gm import GmAddr
+    from mc2emu.tiling.all_to_all_quant_matmul_tiling import CommTilingData, WaitOrder
+
+# The received scale part of the workspace is aligned up to this before the data part.
+WORKSPACE_ALIGN = 512
+
+
+@dataclass(frozen=True)
+class HcommArgs:
+    params: Params                # REMOTE-mode params (aGmAddr / scaleAGmAddr point into the workspace)
+    commTiling: CommTilingData
+    rowBytes: int
+    scaleRowBytes: int
+    x1GmAddr: GmAddr              # local A (the AlltoAll send buffer)
+    workspace: GmAddr             # window: scaleA recv at 0, A recv after the aligned scale part
+    dataRecv: GmAddr
+    hcclServer: Any
+    aDtype: Any
+    waitOrder: WaitOrder
+
+
+class _OrderedHcommWaitPolicy(HcommCommWaitPolicy):
+    """HcommCommWaitPolicy plus the read check: a data Wait on a repeat handle proves only its next
+    repeat, so after the n-th Wait on a handle, tiles beyond repeat n-1 of it have not been ordered."""
+
+    def __init__(self, ctx: CoreContext) -> None:
+        super().__init__(ctx)
+        self._proved = {"head": 0, "tail": 0}
+
+    def WaitTile(self, tileIdx: int) -> None:
+        super().WaitTile(tileIdx)
+        st = self.state_
+        assert st is not None
+        which, rep = ("head", tileIdx) if tileIdx < st.headTileCnt_ else ("tail", tileIdx - st.headTileCnt_)
+        self._proved[which] += 1
+        if rep >= self._proved[which]:
+            self.ctx.device.hazards.report(
+                Hazard.READ_BEFORE_WAIT, self.ctx.label,
+                f"WaitTile({tileIdx}) waited the {which} handle for the {self._proved[which]}-th time: that "
+                f"proves repeat {self._proved[which] - 1} arrived, not repeat {rep}; the mmads of tile "
+                f"{tileIdx} read rows that may not have landed (use the in_order wait order)",
+                tile=tileIdx, handle=which, proved=self._proved[which] - 1)
+
+
+class AllToAllMxQuantMatmulHcommImpl:
+    """One AIC's instance of the hcomm impl."""
+
+    def __init__(self, ctx: CoreContext, args: HcommArgs, BlockMmad: Any,
+                 scheduler_cls: Any, hccl_cls: Any) -> None:
+        self.ctx = ctx
+        self.args = args
+        lp = args.params.localParams
+        self.rankDim_ = lp.rankSize
+        self.localMatmul = lp.localMatmul
+        self.hccl_ = hccl_cls(ctx, args.hcclServer)
+        policy = _OrderedHcommWaitPolicy(ctx)
+        self.quantMatmulKernelImpl_ = QuantMatmulMxKernel(ctx, BlockMmad, scheduler_cls, policy,
+                                                          wait_order=args.waitOrder)
+
+    def Init(self) -> None:
+        a = self.args
+        ct = a.commTiling
+        oriM = a.params.localParams.originalM
+        ka = ct.nonSplitAxisSize
+        hccl = self.hccl_
+        hccl.Init()
+        scaleHandle = hccl.AlltoAll(a.params.localParams.localScaleAGmAddr, a.workspace, oriM * a.scaleRowBytes,
+                                    np.uint8, 0, 1, commit=True)
+        headHandle = hccl.AlltoAll(a.x1GmAddr, a.dataRecv, ct.splitAxisTileSize * ka, a.aDtype, oriM * ka,
+                                   ct.splitAxisTileCnt, commit=True) if ct.splitAxisTileCnt else None
+        tailHandle = None
+        if ct.splitAxisTailCnt:
+            off = ct.splitAxisTileCnt * ct.splitAxisTileSize * a.rowBytes
+            tailHandle = hccl.AlltoAll(a.x1GmAddr + off, a.dataRecv + off, ct.splitAxisTailSize * ka, a.aDtype,
+                                       oriM * ka, ct.splitAxisTailCnt, commit=True)
+        policy = self.quantMatmulKernelImpl_.GetCommPolicy()
+        policy.state_ = HcommCommState(hccl, scaleHandle, headHandle, tailHandle, ct.splitAxisTileCnt)
+
+    def SetupParams(self, mode: MatmulMode) -> Params:
+        base = self.args.params
+        if mode == MatmulMode.LOCAL:
+            splitKNum = 1
+        elif self.localMatmul != 0:
+            splitKNum = self.rankDim_ - 1
+        else:
+            splitKNum = self.rankDim_
+        return replace(base, localParams=replace(base.localParams, matmulMode=mode, splitKNum=splitKNum))
+
+    def MatmulProcess(self, mode: MatmulMode) -> None:
+        self.quantMatmulKernelImpl_(self.SetupParams(mode))
+
+    def Run(self) -> None:
+        ctx = self.ctx
+        hz = ctx.device.hazards
+        if ctx.GetBlockIdx() == 0:
+            if self.localMatmul != 0 and self.args.params.qbmmParams.isBias == BiasMode.BIAS_ENABLED:
+                hz.report(Hazard.BIAS_DOUBLE_ADD, ctx.label,
+                          "bias is loaded at splitKIdx 0 of both the LOCAL and the REMOTE pass "
+                          f"(localMatmul = {self.localMatmul}): C gets it twice")
+            hz.report(Hazard.HCCL_FINALIZE_WHILE_WAITING, ctx.label,
+                      "SyncAll() before Finalize is SyncAll<true>, a no-op on an AIC: block 0's Finalize is not "
+                      "ordered after the other AICs' Waits", severity=Severity.WARNING)
+        if self.localMatmul != 0:
+            self.MatmulProcess(MatmulMode.LOCAL)
+        self.MatmulProcess(MatmulMode.REMOTE)
+        ctx.SyncAll()
+        self.hccl_.Finalize()
+
+
+def all_to_all_mx_quant_matmul_hcomm(ctx: CoreContext, args: HcommArgs, BlockMmad: Any,
+                                     scheduler_cls: Any, hccl_cls: Any) -> int:
+    """The kernel entry for an AIC_ONLY launch (every AIC prepares; only block 0 talks to the server)."""
+    impl = AllToAllMxQuantMatmulHcommImpl(ctx, args, BlockMmad, scheduler_cls, hccl_cls)
+    impl.Init()
+    impl.Run()
+    k = impl.quantMatmulKernelImpl_
+    if k.mmadOp_ is not None:
+        k.mmadOp_.Destroy()
+    return k.tiles_done

@@ -1,0 +1,368 @@
+"""QuantMatmulMxKernel — the apace composition-mode MX quant matmul kernel of the MC2 all-to-all operator.
+
+Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/all_to_all_quant_matmul/quant_matmul_mx_kernel.h`
+(`QuantMatmulMxKernel<ProblemShape, BlockMmad, BlockScheduler, CommPolicy>`, seed 000 §3-4, SPEC §6).
+Structure, names, loop order and wait order follow the source:
+
+    Run(params)
+      Init(params)                          # AIV returns here (the only ASCEND_IS_AIV guard)
+      if isAtomicAdd_: SetAtomicAdd<CType>()
+      bs = BlockScheduler(problemShape, schParams)
+      mmadOp_.Init(problemShape, {baseM, baseN, baseK}, l1Params, isBias_, dbL0C, splitKNum)
+      ProcessSingleBatch(params, bs, 0, true)
+      if isAtomicAdd_: SetAtomicNone()
+
+ProcessSingleBatch walks this core's output tiles; per tile one of three branches (SPEC §6):
+- localFirst (LOCAL && localMatmul == 1): local A rows rankId*oriM + mPos x B segment rankId, index 0;
+- deferredSync (DEFERRED_SYNC): self rank from local A at index 0, WaitTile(dep), the other ranks in
+  ascending order from the window at indices 1 .. R-1;
+- REMOTE (everything else): WaitTile(dep), ranks in ascending order; the own rank is skipped when
+  localMatmul == 1, else read from local A; indices count executed mmads from 0.
+dep = min((mPos + blockM - 1) / headTileSize, totalTiles - 1). Wait order "mask" (the seed's uint32
+`waitedMask`: each dep once, in any order, then a final drain of unwaited tiles) or "in_order" (the later
+source: `while ready < dep: WaitTile(++ready)`, drain up to totalTiles - 1). Run has no AIV guard: an AIV
+that runs it (an AIC-only kernel launched mixed) joins the waits, as on the device (reported).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mc2emu.blaze.gemm.common_utils import (
+    C0_SIZE_B4,
+    C0_SIZE_B8,
+    IDX_M_TILEIDX,
+    IDX_N_TILEIDX,
+    SCALE_C0,
+    BlockCoord,
+)
+from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import storage_dtype
+from mc2emu.blaze.tensor_api.layout import (
+    FrameLayoutFormat,
+    MakeFrameLayout,
+    NDExtLayoutPtn,
+    ScaleADNLayoutPtn,
+    ScaleANDLayoutPtn,
+    ScaleBDNLayoutPtn,
+    ScaleBNDLayoutPtn,
+)
+from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
+from mc2emu.numerics.formats import E8M0_DTYPE
+from mc2emu.runtime.hazards import Hazard, KernelError
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.core import CoreContext
+    from mc2emu.runtime.gm import GmAddr
+
+MXFP_DIVISOR_SIZE = 64     # K elements per stored scale pair
+MXFP_MULTI_BASE_SIZE = 2   # scales per pair
+# kCacheLineAlignMask of the kernel class: 128-byte (FP8) / 256-byte (FP4) L2 stream alignment.
+CACHE_LINE_ALIGN_MASK_FP8 = 0x7F
+CACHE_LINE_ALIGN_MASK_FP4 = 0xFF
+MAX_WAIT_MASK_TILES = 32   # waitedMask is a uint32
+
+
+class MatmulMode(enum.IntEnum):
+    REMOTE = 0
+    LOCAL = 1
+    DEFERRED_SYNC = 2
+
+
+class BiasMode(enum.IntEnum):
+    BIAS_DISABLED = 0
+    BIAS_ENABLED = 1
+
+
+@dataclass(frozen=True)
+class QBMMTiling:
+    baseM: int
+    baseN: int
+    baseK: int
+    dbL0C: int
+    isBias: BiasMode = BiasMode.BIAS_DISABLED
+
+
+@dataclass(frozen=True)
+class LocalParams:
+    rankId: int
+    rankSize: int
+    originalM: int
+    localAGmAddr: GmAddr
+    localScaleAGmAddr: GmAddr
+    localMatmul: int
+    splitKNum: int
+    matmulMode: MatmulMode
+    headTileSize: int
+
+
+@dataclass(frozen=True)
+class MmadParams:
+    aGmAddr: GmAddr
+    bGmAddr: GmAddr
+    scaleAGmAddr: GmAddr
+    scaleBGmAddr: GmAddr
+    cGmAddr: GmAddr
+    biasGmAddr: GmAddr | None
+
+
+@dataclass(frozen=True)
+class Params:
+    problemShape: tuple[int, int, int, int]   # (M, N, K, B): M = oriM, K = Ka (per rank), B = 1
+    mmadParams: MmadParams
+    l1Params: Any
+    schParams: Any
+    qbmmParams: QBMMTiling
+    localParams: LocalParams
+
+
+def CalcDependTileIdx(lastRow: int, headTileSize: int, totalTiles: int) -> int:
+    """The communication tile that holds row `lastRow` of every peer block, clamped to the last tile."""
+    return min(lastRow // headTileSize, totalTiles - 1)
+
+
+class QuantMatmulMxKernel:
+    """One core's instance of the kernel (the C++ class is instantiated per core in the kernel body).
+
+    `BlockMmad` is the template instantiation (`BlockMmadMx.template(...)`, a `BlockMmadMxType`: `TRANS_A`,
+    `TRANS_B`, `WEIGHT_NZ`, `AType`, `BType`, `CType`, and `BlockMmad(ctx)` making the core's `mmadOp_`);
+    `scheduler_cls` is `BlockSchedulerQuantBatchMatmulV3.template(...)`; `comm_policy` the CommPolicy."""
+
+    def __init__(self, ctx: CoreContext, BlockMmad: Any, scheduler_cls: Any, comm_policy: Any, *,
+                 wait_order: WaitOrder = WaitOrder.MASK) -> None:
+        if not callable(getattr(comm_policy, "WaitTile", None)):
+            raise KernelError(f"CommPolicy {type(comm_policy).__name__} has no WaitTile(tileIdx): "
+                              f"QuantMatmulMxKernel requires it (the C++ does not compile)")
+        self.ctx = ctx
+        self.BlockMmad = BlockMmad
+        # The AIC's cube objects; an AIV has no L1 / L0 (see Run).
+        self.mmadOp_ = BlockMmad(ctx) if ctx.ASCEND_IS_AIC else None
+        self.BlockScheduler = scheduler_cls
+        self.commPolicy_ = comm_policy
+        self.wait_order = wait_order
+        self.weightNz = bool(BlockMmad.WEIGHT_NZ)
+        self.transA = bool(BlockMmad.TRANS_A)
+        self.transB = bool(BlockMmad.TRANS_B)
+        isFp4 = BlockMmad.AType.is_fp4
+        self.C0_SIZE = C0_SIZE_B4 if isFp4 else C0_SIZE_B8
+        self.kCacheLineAlignMask = CACHE_LINE_ALIGN_MASK_FP4 if isFp4 else CACHE_LINE_ALIGN_MASK_FP8
+        self.isBias_ = False
+        self.isAtomicAdd_ = False
+        self.needUpdateTail_ = False
+        self.tiles_done = 0
+
+    def GetCommPolicy(self) -> Any:
+        return self.commPolicy_
+
+    def __call__(self, params: Params) -> None:
+        self.Run(params)
+
+    # -- Init / Run -----------------------------------------------------------------------------------
+    def Init(self, params: Params) -> bool:
+        """Returns False on an AIV (the source's `if ASCEND_IS_AIV { return; }`)."""
+        if self.ctx.ASCEND_IS_AIV:
+            return False
+        lp = params.localParams
+        self.isBias_ = params.qbmmParams.isBias == BiasMode.BIAS_ENABLED
+        self.isAtomicAdd_ = lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1
+        self.ResetGmAddr(params)
+        return True
+
+    def ResetGmAddr(self, params: Params) -> None:
+        mp, lp = params.mmadParams, params.localParams
+        self.aGmAddr_, self.bGmAddr_ = mp.aGmAddr, mp.bGmAddr
+        self.scaleAGmAddr_, self.scaleBGmAddr_ = mp.scaleAGmAddr, mp.scaleBGmAddr
+        self.cGmAddr_, self.biasGmAddr_ = mp.cGmAddr, mp.biasGmAddr
+        self.localAGmAddr_, self.localScaleAGmAddr_ = lp.localAGmAddr, lp.localScaleAGmAddr
+
+    def Run(self, params: Params) -> None:
+        ctx = self.ctx
+        if not self.Init(params):
+            # Run has no AIV guard in the source: an AIV reaching here runs the rest on stale members.
+            ctx.device.hazards.report(
+                Hazard.AIV_RUNS_AIC_KERNEL, ctx.label,
+                "QuantMatmulMxKernel::Run on an AIV: only Init returns early on AIV, so this AIV joins the "
+                "tile loop and its communication waits (launch the kernel AIC-only, or guard Run)")
+            self.ResetGmAddr(params)
+            self.isAtomicAdd_ = params.localParams.matmulMode == MatmulMode.REMOTE and \
+                params.localParams.localMatmul == 1
+        if self.isAtomicAdd_:
+            ctx.SetAtomicAdd(self.BlockMmad.CType)
+        bs = self.BlockScheduler(params.problemShape, params.schParams, ctx)
+        q = params.qbmmParams
+        l0TileShape = (q.baseM, q.baseN, q.baseK, 0)
+        if self.mmadOp_ is not None:
+            self.mmadOp_.Init(params.problemShape, l0TileShape, params.l1Params, self.isBias_, q.dbL0C > 1,
+                              params.localParams.splitKNum)
+        self.ProcessSingleBatch(params, bs, 0, True)
+        if self.isAtomicAdd_:
+            ctx.SetAtomicNone()
+
+    # -- the tile loop ---------------------------------------------------------------------------------
+    def ProcessSingleBatch(self, params: Params, bs: Any, restBatch: int, isTailRound: bool) -> None:
+        ctx = self.ctx
+        lp = params.localParams
+        M, N, K, _ = params.problemShape
+        rankSize, rankId, oriM = lp.rankSize, lp.rankId, lp.originalM
+        scaleKLen = -(-K // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+        T = self.BlockMmad
+        # An AIV running Run (no cube) only joins the waits: its mmads do nothing.
+        mm = self.mmadOp_ if self.mmadOp_ is not None else (lambda *args: None)
+
+        # Global layouts (seed 000 §5.1): A and the local A stack the ranks along M, B along K.
+        MakeLayoutA = FrameLayoutFormat(T.LayoutA, self.C0_SIZE)
+        MakeLayoutB = FrameLayoutFormat(T.LayoutB, self.C0_SIZE)
+        MakeLayoutC = FrameLayoutFormat(NDExtLayoutPtn, self.C0_SIZE)
+        MakeLayoutScaleA = FrameLayoutFormat(ScaleADNLayoutPtn if self.transA else ScaleANDLayoutPtn, SCALE_C0)
+        MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn if self.transB else ScaleBNDLayoutPtn, SCALE_C0)
+        layoutA = MakeLayoutA(rankSize * oriM, K)
+        layoutScaleA = MakeLayoutScaleA(rankSize * oriM, scaleKLen)
+        layoutB = MakeLayoutB(rankSize * K, N)
+        layoutScaleB = MakeLayoutScaleB(rankSize * scaleKLen, N)
+        layoutC = MakeLayoutC(M, N)
+        aType, bType = storage_dtype(T.AType), storage_dtype(T.BType)
+        gmA = MakeTensor(MakeMemPtr(self.aGmAddr_, aType), layoutA, name="A(window)")
+        gmALocal = MakeTensor(MakeMemPtr(self.localAGmAddr_, aType), layoutA, name="A(local)")
+        gmScaleA = MakeTensor(MakeMemPtr(self.scaleAGmAddr_, E8M0_DTYPE), layoutScaleA, name="scaleA(window)")
+        gmScaleALocal = MakeTensor(MakeMemPtr(self.localScaleAGmAddr_, E8M0_DTYPE), layoutScaleA,
+                                   name="scaleA(local)")
+        gmB = MakeTensor(MakeMemPtr(self.bGmAddr_, bType), layoutB, name="B")
+        gmScaleB = MakeTensor(MakeMemPtr(self.scaleBGmAddr_, E8M0_DTYPE), layoutScaleB, name="scaleB")
+        gmC = MakeTensor(MakeMemPtr(self.cGmAddr_, T.CType), layoutC, name="C")
+        gmBias = None
+        if self.isBias_ and self.biasGmAddr_ is not None:
+            gmBias = MakeTensor(MakeMemPtr(self.biasGmAddr_, T.BiasType), MakeFrameLayout(NDExtLayoutPtn, 1, N),
+                                name="bias")
+
+        mTailTile, nTailTile = params.schParams.mTailTile, params.schParams.nTailTile
+        if self.needUpdateTail_ or (isTailRound and ((bs.GetEndBlockIdx() + 1) + restBatch * bs.GetTotalCnt())
+                                    * mTailTile * nTailTile <= ctx.GetBlockNum()):
+            self.needUpdateTail_ = True
+            bs.UpdateTailTile(mTailTile, nTailTile)
+        self.SetL2Cache(params, gmB, gmScaleB, gmC)
+
+        localFirst = lp.matmulMode == MatmulMode.LOCAL and lp.localMatmul == 1
+        deferredSync = lp.matmulMode == MatmulMode.DEFERRED_SYNC
+        headTileSize = lp.headTileSize
+        totalTiles = -(-oriM // headTileSize)
+        waitedMask = 0
+        ready = -1
+
+        def wait_dep(dep: int) -> None:
+            nonlocal waitedMask, ready
+            if self.wait_order is WaitOrder.MASK:
+                if not (waitedMask >> dep) & 1:
+                    self.commPolicy_.WaitTile(dep)
+                    waitedMask |= 1 << dep
+            else:
+                while ready < dep:
+                    ready += 1
+                    self.commPolicy_.WaitTile(ready)
+
+        blockIdx = BlockCoord()
+        while bs.GetTileIdx(blockIdx):
+            singleShape = bs.GetBlockShape(blockIdx, self.weightNz)
+            blockM, blockN = singleShape[IDX_M_TILEIDX], singleShape[IDX_N_TILEIDX]
+            if blockM <= 0 or blockN <= 0:
+                # The source returns at once on an empty tail piece, skipping the drain below.
+                ctx.device.hazards.report(
+                    Hazard.EMPTY_TAIL_EARLY_RETURN, ctx.label,
+                    f"tile ({blockIdx[0]}, {blockIdx[1]}) has an empty tail piece ({blockM}, {blockN}): "
+                    f"ProcessSingleBatch returns without draining its communication waits",
+                    tile=(blockIdx[0], blockIdx[1]))
+                return
+            mPos, nPos = bs.GetTileCoord(blockIdx)
+            gmBlockC = gmC.Slice((mPos, nPos), (blockM, blockN))
+            gmBlockBias = gmBias.Slice((0, nPos), (1, blockN)) if gmBias is not None else None
+            gmBlockB = [gmB.Slice((s * K, nPos), (K, blockN)) for s in range(rankSize)]
+            gmBlockScaleB = [gmScaleB.Slice((s * scaleKLen, nPos), (scaleKLen, blockN)) for s in range(rankSize)]
+
+            def a_blocks(rank: int, local: bool, mPos: int = mPos, blockM: int = blockM) -> tuple[Any, Any]:
+                actualMPos = rank * oriM + mPos
+                srcA, srcS = (gmALocal, gmScaleALocal) if local else (gmA, gmScaleA)
+                return (srcA.Slice((actualMPos, 0), (blockM, K)),
+                        srcS.Slice((actualMPos, 0), (blockM, scaleKLen)))
+
+            if localFirst:
+                blockA, blockScaleA = a_blocks(rankId, True)
+                mm(blockA, gmBlockB[rankId], blockScaleA, gmBlockScaleB[rankId], gmBlockBias, gmBlockC,
+                   singleShape, 0)
+            elif deferredSync:
+                blockA, blockScaleA = a_blocks(rankId, True)
+                mm(blockA, gmBlockB[rankId], blockScaleA, gmBlockScaleB[rankId], gmBlockBias, gmBlockC,
+                   singleShape, 0)
+                # The wait sits between the self mmad and the remote mmads (the kernel's contract).
+                wait_dep(CalcDependTileIdx(mPos + blockM - 1, headTileSize, totalTiles))
+                remoteRankCnt = 1
+                for rank in range(rankSize):
+                    if rank == rankId:
+                        continue
+                    blockA, blockScaleA = a_blocks(rank, False)
+                    mm(blockA, gmBlockB[rank], blockScaleA, gmBlockScaleB[rank], gmBlockBias, gmBlockC,
+                       singleShape, remoteRankCnt)
+                    remoteRankCnt += 1
+            else:
+                wait_dep(CalcDependTileIdx(mPos + blockM - 1, headTileSize, totalTiles))
+                remoteRankCnt = 0
+                for rank in range(rankSize):
+                    if rank == rankId:
+                        if lp.localMatmul == 1:
+                            continue
+                        blockA, blockScaleA = a_blocks(rank, True)
+                    else:
+                        blockA, blockScaleA = a_blocks(rank, False)
+                    mm(blockA, gmBlockB[rank], blockScaleA, gmBlockScaleB[rank], gmBlockBias, gmBlockC,
+                       singleShape, remoteRankCnt)
+                    remoteRankCnt += 1
+            self.tiles_done += 1
+
+        if not localFirst:
+            # Drain: every communication tile is waited exactly once, so Waits pair with the Sets.
+            if self.wait_order is WaitOrder.MASK:
+                for t in range(totalTiles):
+                    if not (waitedMask >> t) & 1:
+                        self.commPolicy_.WaitTile(t)
+                        waitedMask |= 1 << t
+            else:
+                while ready < totalTiles - 1:
+                    ready += 1
+                    self.commPolicy_.WaitTile(ready)
+
+    # -- L2 cache hints (seed 000 §5.3; SPEC §5 "A2A") ---------------------------------------------------
+    def SetL2Cache(self, params: Params, gmB: Any, gmScaleB: Any, gmC: Any) -> None:
+        ctx = self.ctx
+        M, N, K, _ = params.problemShape
+        q = params.qbmmParams
+        if self.isAtomicAdd_:
+            gmC.SetL2CacheHint(ctx, CacheMode.CACHE_MODE_DISABLE)
+        fullMTile = q.baseM >= M
+        if not fullMTile:
+            return
+        self.SetScaleL2Cache(params, gmScaleB)
+        mask = self.kCacheLineAlignMask
+        if self.weightNz:
+            bAlignForL2Stream = True
+        elif self.transB:
+            bAlignForL2Stream = (K & mask) == 0
+        else:
+            bAlignForL2Stream = (N & mask) == 0 and (q.baseN & mask) == 0
+        gmB.SetL2CacheHint(ctx, CacheMode.CACHE_MODE_DISABLE if bAlignForL2Stream
+                           else CacheMode.CACHE_MODE_NORMAL)
+
+    def SetScaleL2Cache(self, params: Params, gmScaleB: Any) -> None:
+        _, N, K, B = params.problemShape
+        if B != 1:
+            return
+        mask = self.kCacheLineAlignMask
+        if self.transB:
+            scaleKL1 = params.l1Params.scaleKL1
+            scaleKRowBytes = -(-K // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKL1RowBytes = -(-scaleKL1 // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            aligned = (scaleKRowBytes & mask) == 0 and (scaleKL1RowBytes & mask) == 0
+        else:
+            scaleNStrideBytes = N * MXFP_MULTI_BASE_SIZE
+            scaleBaseNStrideBytes = params.qbmmParams.baseN * MXFP_MULTI_BASE_SIZE
+            aligned = (scaleNStrideBytes & mask) == 0 and (scaleBaseNStrideBytes & mask) == 0
+        gmScaleB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if aligned else CacheMode.CACHE_MODE_NORMAL)

@@ -1,0 +1,193 @@
+"""`all_to_all_quant_matmul` — the MC2 all-to-all + MX quant matmul operator, one call per rank.
+
+Collective: every rank calls it with its own inputs and gets its own C back (SPEC §6):
+
+    x1        float8 (or float4_e2m1fn)  (R * oriM, Ka)           row block r goes to rank r
+    x1_scale  float8_e8m0fnu             (R * oriM, ceil(Ka/64), 2)
+    x2        float8                     (N, R * Ka)              B stored transposed (transB = true)
+    x2_scale  float8_e8m0fnu             (N, R * ceil(Ka/64), 2)
+    C         bf16 / fp16 / fp32         (oriM, N)                C_j = sum_s deq(A_s rows j) @ deq(B_j seg s)
+
+`impl` selects the orchestration: "udma" (MIX_AIC_1_1: AIV puts + TeamBarrier + cross-core flags) or
+"hcomm" (AIC_ONLY: HCCL AlltoAll tasks and an HCCL server). `local_matmul` 0 / 1 / 2, `wait_order` "mask"
+(the seed's) or "in_order" (the later source), `hccl_server` "ccu" or "aicpu". With `check=True` the
+hazard checkers run and error-severity hazards raise `HazardError` (its `.output` holds the C the kernel
+produced); bad input raises `ConstraintError` naming the rule, on every rank.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.runtime.hazards import ConstraintError, HazardError, Severity
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import (
+    WaitOrder,
+    comm_constraint_violations,
+    make_comm_tiling,
+    st_head_tile_size,
+)
+
+E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+LOCAL_MATMUL_VALUES = (0, 1, 2)
+
+
+class Impl(enum.Enum):
+    UDMA = "udma"
+    HCOMM = "hcomm"
+
+
+class HcclServerModel(enum.Enum):
+    CCU = "ccu"
+    AICPU = "aicpu"
+
+
+def _parse_enum(cls: type[enum.Enum], value: Any, param: str) -> Any:
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(str(value).lower())
+    except ValueError:
+        raise ConstraintError(param, f"{param}={value!r} is not one of {[m.value for m in cls]}") from None
+
+
+@dataclass(frozen=True)
+class A2AProblem:
+    """The validated problem of one rank."""
+
+    rank: int
+    rank_size: int
+    ori_m: int
+    ka: int
+    n: int
+    elem: ElemFormat
+    b_elem: ElemFormat
+    out: OutDtype
+    impl: Impl
+    local_matmul: int
+    wait_order: WaitOrder
+    hccl_server: HcclServerModel
+    has_bias: bool
+
+
+def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
+             rank_size: int, impl: Any, local_matmul: Any, wait_order: Any, hccl_server: Any,
+             bias: np.ndarray | None, out_dtype: Any) -> tuple[A2AProblem | None, list[tuple[str, str]]]:
+    """Every input rule, as (rule, reason) pairs; the problem when there are none."""
+    errs: list[tuple[str, str]] = []
+
+    def enum_or_err(cls: type[enum.Enum], value: Any, param: str) -> Any:
+        try:
+            return _parse_enum(cls, value, param)
+        except ConstraintError as exc:
+            errs.append((exc.rule, str(exc)))
+            return None
+
+    impl_e = enum_or_err(Impl, impl, "impl")
+    order = None
+    try:
+        order = WaitOrder.parse(wait_order)
+    except ConstraintError as exc:
+        errs.append((exc.rule, str(exc)))
+    server = enum_or_err(HcclServerModel, hccl_server, "hccl_server")
+    if local_matmul not in LOCAL_MATMUL_VALUES:
+        errs.append(("local_matmul", f"local_matmul={local_matmul!r} is not one of {LOCAL_MATMUL_VALUES}"))
+    out = None
+    try:
+        out = OutDtype.parse(out_dtype)
+    except ValueError as exc:
+        errs.append(("out_dtype", str(exc)))
+    elems = []
+    for name, arr in (("x1", x1), ("x2", x2)):
+        try:
+            fmt = ElemFormat.parse(np.asarray(arr).dtype, name)
+            if fmt is ElemFormat.E1M2:
+                raise ValueError("E1M2 operands are passed as codes, not supported by this operator")
+            elems.append(fmt)
+        except ValueError:
+            errs.append((f"{name} dtype", f"{name} must be float8_e4m3fn, float8_e5m2 or float4_e2m1fn, got "
+                                         f"{np.asarray(arr).dtype}"))
+    for name, arr in (("x1_scale", x1_scale), ("x2_scale", x2_scale)):
+        if np.asarray(arr).dtype not in (E8M0, np.dtype(np.uint8)):
+            errs.append((f"{name} dtype", f"{name} must be float8_e8m0fnu (or its uint8 codes), got "
+                                          f"{np.asarray(arr).dtype}"))
+    if len(elems) == 2 and elems[0].is_fp4 != elems[1].is_fp4:
+        errs.append(("x1/x2 dtypes", f"x1 ({elems[0].value}) and x2 ({elems[1].value}) must both be FP8 or both FP4"))
+    if np.ndim(x1) != 2 or np.ndim(x2) != 2 or np.ndim(x1_scale) != 3 or np.ndim(x2_scale) != 3:
+        errs.append(("shapes", f"x1 and x2 must be 2-D, the scales 3-D; got {np.shape(x1)}, {np.shape(x2)}, "
+                               f"{np.shape(x1_scale)}, {np.shape(x2_scale)}"))
+        return None, errs
+    rows, ka = x1.shape
+    if rows % rank_size:
+        errs.append(("x1 rows", f"x1 has {rows} rows, not a multiple of the {rank_size} ranks (R * oriM)"))
+    ori_m = rows // rank_size
+    n, k_total = x2.shape
+    if k_total != rank_size * ka:
+        errs.append(("x2 shape", f"x2 must be (N, R * Ka) = (N, {rank_size * ka}) (transB), got {x2.shape}"))
+    pairs = -(-ka // 64)
+    if x1_scale.shape != (rows, pairs, 2):
+        errs.append(("x1_scale shape", f"x1_scale must be (R * oriM, ceil(Ka/64), 2) = {(rows, pairs, 2)}, got "
+                                       f"{x1_scale.shape}"))
+    if x2_scale.shape != (n, rank_size * pairs, 2):
+        errs.append(("x2_scale shape", f"x2_scale must be (N, R * ceil(Ka/64), 2) = {(n, rank_size * pairs, 2)}, "
+                                       f"got {x2_scale.shape}"))
+    if min(ori_m, ka, n) <= 0:
+        errs.append(("shapes", f"oriM, Ka and N must be positive, got {ori_m}, {ka}, {n}"))
+    if bias is not None:
+        if impl_e is Impl.UDMA:
+            errs.append(("bias (udma)", "the UDMA implementation passes isBias = false: bias is not supported"))
+        elif np.shape(bias) not in ((n,), (1, n)):
+            errs.append(("bias shape", f"bias must be (N,) = ({n},) float32, got {np.shape(bias)}"))
+    if errs:
+        return None, errs
+    return A2AProblem(rank, rank_size, ori_m, ka, n, elems[0], elems[1], out, impl_e, int(local_matmul), order,
+                      server, bias is not None), errs
+
+
+def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
+                            impl: str | Impl = "udma", local_matmul: int = 0, wait_order: str | WaitOrder = "mask",
+                            hccl_server: str | HcclServerModel = "ccu", bias: np.ndarray | None = None,
+                            out_dtype: Any = "bfloat16", block_dim: int | None = None, check: bool = True,
+                            timeout: float | None = None, comm: Any = None, perturb: Any = None,
+                            observers: Iterable[Callable[[Any], None]] = (),
+                            head_tile_size: int | None = None, stats: dict[str, Any] | None = None) -> np.ndarray:
+    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C."""
+    from mc2emu.ops._a2a_runner import run_a2a
+
+    if comm is None:
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, impl=impl,
+                             local_matmul=local_matmul, wait_order=wait_order, hccl_server=hccl_server, bias=bias,
+                             out_dtype=out_dtype)
+    # Every rank raises when any rank's input is bad (a collective must fail everywhere, never hang).
+    all_errs = comm.allgather(errs)
+    first = next(((r, e) for r, e in enumerate(all_errs) if e), None)
+    if first is not None:
+        r, e = first
+        rule, reason = e[0]
+        raise ConstraintError(rule, f"{reason} (on rank {r})" if r != rank else reason)
+    assert problem is not None
+    result, hazards = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, block_dim=block_dim, check=check,
+                              timeout=timeout, comm=comm, perturb=perturb, observers=tuple(observers),
+                              head_tile_size=head_tile_size, stats=stats)
+    errors = [h for h in hazards if h.severity is Severity.ERROR]
+    if check and errors:
+        raise HazardError(errors, output=result)
+    return result
+
+
+def tiling_violations(problem: A2AProblem, base_m: int, base_n: int, used_core_num: int,
+                      head_tile_size: int | None) -> tuple[Any, list[tuple[str, str]]]:
+    head = head_tile_size or st_head_tile_size(used_core_num, problem.n, base_m, base_n)
+    ct = make_comm_tiling(problem.ori_m, problem.ka, head)
+    return ct, comm_constraint_violations(ct, ori_m=problem.ori_m, ka=problem.ka, rank_size=problem.rank_size,
+                                          aiv_blocks=used_core_num, wait_order=problem.wait_order)

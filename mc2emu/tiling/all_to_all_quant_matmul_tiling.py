@@ -1,0 +1,116 @@
+"""Host tiling of all_to_all_quant_matmul: `CommTilingData` and the operator's constraints.
+
+Emulates the tiling of ops-transformer `mc2/common/op_kernel/apace/kernel/all_to_all_quant_matmul`
+(SPEC §6, seed 000 §3-4). The M axis of each rank's C (`oriM` rows) is cut into communication tiles:
+`splitAxisTileCnt` head tiles of `splitAxisTileSize` rows, then at most one tail tile of
+`splitAxisTailSize` rows. Communication round t moves tile t of every peer's row block; its flag id is t.
+
+Head tile size follows the CANN ST rule: headTileSize = ceil(usedCoreNum / ceil(n / baseN)) * baseM,
+i.e. enough M rows to give every core one output tile per round.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from mc2emu.runtime.hazards import ConstraintError
+
+# Scale rows and the per-rank B segments line up only when Ka is a whole number of 64-element scale pairs.
+KA_ALIGN = 64
+# Cross-core flag ids 0-15 carry the round index (UdmaCommWaitPolicy waits flag `tile`).
+MAX_COMM_TURNS = 16
+# The seed's `waitedMask` is a uint32: one bit per communication tile.
+MAX_MASK_TILES = 32
+# The AIV of block r serves peer r; apace sizes its peer tables for 64 ranks.
+MAX_RANKS = 64
+
+
+class WaitOrder(enum.Enum):
+    """How the AIC waits for communication tiles (SPEC §6)."""
+
+    MASK = "mask"          # seed: waitedMask dedupe in any order, then a final drain of unwaited tiles
+    IN_ORDER = "in_order"  # later source: while ready < dep: WaitTile(++ready); drain to totalTiles - 1
+
+    @classmethod
+    def parse(cls, value: WaitOrder | str) -> WaitOrder:
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value))
+        except ValueError:
+            raise ConstraintError("wait_order", f"wait_order {value!r} is not one of "
+                                                f"{[m.value for m in cls]}") from None
+
+
+@dataclass(frozen=True)
+class CommTilingData:
+    """Source field names; sizes in rows of the split (M) axis, nonSplitAxisSize in elements (Ka)."""
+
+    splitAxisTileSize: int
+    splitAxisTileCnt: int
+    splitAxisTailSize: int
+    splitAxisTailCnt: int
+    nonSplitAxisSize: int
+
+    @property
+    def commTurn(self) -> int:
+        return self.splitAxisTileCnt + self.splitAxisTailCnt
+
+    @property
+    def headTileSize(self) -> int:
+        return self.splitAxisTileSize
+
+    def total_tiles(self, ori_m: int) -> int:
+        """totalTiles as the kernel computes it: ceil(oriM / headTileSize)."""
+        return -(-ori_m // self.splitAxisTileSize)
+
+    def tile_rows(self, t: int) -> tuple[int, int]:
+        """(first row, row count) of communication tile t inside a rank's row block."""
+        if t < self.splitAxisTileCnt:
+            return t * self.splitAxisTileSize, self.splitAxisTileSize
+        return self.splitAxisTileCnt * self.splitAxisTileSize, self.splitAxisTailSize
+
+
+def st_head_tile_size(used_core_num: int, n: int, base_m: int, base_n: int) -> int:
+    """CANN ST rule: ceil(usedCoreNum / ceil(n / baseN)) * baseM."""
+    n_tiles = -(-n // base_n)
+    return -(-used_core_num // n_tiles) * base_m
+
+
+def make_comm_tiling(ori_m: int, ka: int, head_tile_size: int) -> CommTilingData:
+    if head_tile_size <= 0:
+        raise ConstraintError("head_tile_size", f"head tile size must be positive, got {head_tile_size}")
+    tile_cnt = ori_m // head_tile_size
+    tail = ori_m - tile_cnt * head_tile_size
+    return CommTilingData(head_tile_size, tile_cnt, tail, 1 if tail else 0, ka)
+
+
+def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, rank_size: int,
+                               aiv_blocks: int, wait_order: WaitOrder) -> list[tuple[str, str]]:
+    """(rule, reason) for each of the five constraints of SPEC §6 the configuration breaks."""
+    out: list[tuple[str, str]] = []
+    if ka % KA_ALIGN:
+        out.append(("A2A-1 Ka % 64 == 0", f"Ka = {ka} is not a multiple of {KA_ALIGN}: scale rows and the "
+                                          f"per-rank B segments would not line up"))
+    if tiling.splitAxisTailCnt > 1 or tiling.splitAxisTailSize > tiling.splitAxisTileSize or (
+            tiling.splitAxisTailCnt == 0 and tiling.splitAxisTailSize != 0):
+        out.append(("A2A-2 at most one tail tile, no larger than a head tile",
+                    f"tail count {tiling.splitAxisTailCnt}, tail size {tiling.splitAxisTailSize}, head size "
+                    f"{tiling.splitAxisTileSize}: the PUT source formula src + idx * tileMax assumes it"))
+    covered = tiling.splitAxisTileCnt * tiling.splitAxisTileSize + tiling.splitAxisTailCnt * tiling.splitAxisTailSize
+    total = tiling.total_tiles(ori_m)
+    if total != tiling.commTurn or covered != ori_m:
+        out.append(("A2A-3 totalTiles == commTurn",
+                    f"kernel waits on ceil(oriM / head) = {total} tiles but the AIVs run {tiling.commTurn} "
+                    f"rounds covering {covered} of {ori_m} rows: Waits and Sets would not pair"))
+    if tiling.commTurn > MAX_COMM_TURNS:
+        out.append(("A2A-4 commTurn <= 16", f"{tiling.commTurn} communication rounds but only "
+                                            f"{MAX_COMM_TURNS} cross-core flag ids carry the round index"))
+    if wait_order is WaitOrder.MASK and total > MAX_MASK_TILES:
+        out.append(("A2A-4 tiles <= 32 (mask)", f"{total} tiles do not fit the uint32 waitedMask"))
+    if rank_size > aiv_blocks or rank_size > MAX_RANKS:
+        out.append(("A2A-5 R <= AIV blocks, R <= 64",
+                    f"{rank_size} ranks but {aiv_blocks} AIV blocks (AIV block r serves peer r; some peers "
+                    f"would never be served)" if rank_size > aiv_blocks else f"{rank_size} ranks > {MAX_RANKS}"))
+    return out

@@ -1,0 +1,74 @@
+"""Host tiling of all_to_all_quant_matmul: the CANN ST head-tile rule and the five constraints of SPEC §6."""
+
+import pytest
+
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import (
+    CommTilingData,
+    WaitOrder,
+    comm_constraint_violations,
+    make_comm_tiling,
+    st_head_tile_size,
+)
+
+
+def rules(ct, **kw):
+    args = {"ori_m": 1024, "ka": 1792, "rank_size": 2, "aiv_blocks": 32, "wait_order": WaitOrder.MASK}
+    args.update(kw)
+    return [r for r, _ in comm_constraint_violations(ct, **args)]
+
+
+@pytest.mark.parametrize("cores, n, base_m, base_n, expect", [
+    (32, 4096, 256, 256, 512),    # 16 N tiles: 2 M tiles of 256 give every core a tile per round
+    (32, 256, 128, 256, 4096),    # one N tile: 32 M tiles
+    (24, 4096, 256, 256, 512),    # ceil(24/16) = 2
+    (8, 4096, 64, 256, 64),
+])
+def test_st_head_tile_rule(cores, n, base_m, base_n, expect):
+    assert st_head_tile_size(cores, n, base_m, base_n) == expect
+
+
+def test_head_and_tail_split():
+    ct = make_comm_tiling(4040 // 4, 2048, 256)
+    assert (ct.splitAxisTileSize, ct.splitAxisTileCnt, ct.splitAxisTailSize, ct.splitAxisTailCnt) == (256, 3, 242, 1)
+    assert ct.commTurn == 4 == ct.total_tiles(1010)
+    assert ct.tile_rows(3) == (768, 242)
+    assert rules(ct, ori_m=1010, ka=2048) == []
+
+
+def test_head_larger_than_m_is_one_tail_tile():
+    ct = make_comm_tiling(100, 64, 512)
+    assert (ct.splitAxisTileCnt, ct.splitAxisTailSize, ct.splitAxisTailCnt, ct.commTurn) == (0, 100, 1, 1)
+    assert rules(ct, ori_m=100, ka=64) == []
+
+
+def test_ka_must_be_a_multiple_of_64():
+    ct = make_comm_tiling(256, 96, 128)
+    assert rules(ct, ori_m=256, ka=96) == ["A2A-1 Ka % 64 == 0"]
+
+
+def test_more_than_one_tail_tile_is_refused():
+    ct = CommTilingData(128, 2, 64, 2, 128)   # 2 tails: the PUT formula src + idx * tileMax breaks
+    got = rules(ct, ori_m=384, ka=128)
+    assert "A2A-2 at most one tail tile, no larger than a head tile" in got
+
+
+def test_tiles_must_pair_with_rounds():
+    ct = CommTilingData(128, 2, 0, 0, 128)    # covers 256 of 384 rows: Waits and Sets would not pair
+    assert "A2A-3 totalTiles == commTurn" in rules(ct, ori_m=384, ka=128)
+
+
+def test_at_most_16_rounds_and_32_mask_tiles():
+    ct = make_comm_tiling(17 * 16, 64, 16)
+    assert "A2A-4 commTurn <= 16" in rules(ct, ori_m=17 * 16, ka=64)
+    assert "A2A-4 commTurn <= 16" in rules(ct, ori_m=17 * 16, ka=64, wait_order=WaitOrder.IN_ORDER)
+
+
+def test_every_peer_needs_an_aiv_block():
+    ct = make_comm_tiling(256, 128, 128)
+    assert rules(ct, ori_m=256, ka=128, rank_size=8, aiv_blocks=4) == ["A2A-5 R <= AIV blocks, R <= 64"]
+
+
+@pytest.mark.parametrize("bad", ["fifo", 3, None])
+def test_wait_order_values(bad):
+    with pytest.raises(ValueError, match="wait_order"):
+        WaitOrder.parse(bad)
