@@ -33,6 +33,7 @@ from mc2emu.blaze.gemm.common_utils import ProblemShape
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
 from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import storage_dtype
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
+from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
 from mc2emu.comm.hccl import Hccl
 from mc2emu.comm.hccl_server import HcclServer
 from mc2emu.comm.hccl_task import HcclServerType
@@ -120,7 +121,10 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
     BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, NDExtLayoutPtn, DNExtLayoutPtn,
                                                                problem.elem)
     world = CommWorld(dev, comm)
+    diag = DeadlockDiagnosis(dev, comm)
+    diag.attach()
     closed = False
+    deadlocked = False
     try:
         if is_udma:
             win = world.window(R * oriM * rowBytes + R * oriM * scaleRowBytes, "udma_a2a")
@@ -170,10 +174,11 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         return c, dev.hazards.take()
     except DeadlockError:
         # Peers are stuck too: a collective close would hang. The caller ends the job (CLI, tests: Abort).
-        closed = True
+        closed = deadlocked = True
         raise
     finally:
         if not closed:
             world.close()
+        diag.close(linger=COLLECT_S if deadlocked else 0.0)
         for u in unsubscribe:
             u()

@@ -243,7 +243,8 @@ class CrossCoreFlags:
             self.device.waiter.wait_until(
                 self.device.core_bell(ctx.key), lambda: c.value > 0, core=ctx.label,
                 obj=f"CrossCoreWaitFlag<{mode}, {pipe.name}>({fid_eff}){' mode4' if mode4 else ''}",
-                expected="counter > 0", setter=self._setters(ctx, mode, fid_eff), current=lambda: c.value)
+                expected="counter > 0", setter=self._setters(ctx, mode, fid_eff), current=lambda: c.value,
+                waits_for=self._setter_keys(ctx, mode, fid_eff))
         with self.lock:
             c.value -= 1
             token = c.tokens.popleft() if c.tokens else None
@@ -251,6 +252,20 @@ class CrossCoreFlags:
         if self.device.events.active:
             self.device.events.emit(EventKind.FLAG_RAISE, ctx.label, f"{ctx.label}.flag{fid_eff}", c.value,
                                     consumed=True, token=token, mode=mode)
+
+    def _setter_keys(self, ctx: CoreContext, mode: int, fid: int) -> tuple[tuple[int | None, str], ...]:
+        launch = ctx.launch
+        if mode == 0:
+            keys = launch.aics if ctx.core_type is CoreType.AIC else launch.aivs
+        elif mode == 1:
+            keys = launch.groups[ctx.group]
+        elif mode == 2:
+            keys = launch.groups[ctx.group] if ctx.core_type is CoreType.AIC else launch.aics[ctx.group:ctx.group + 1]
+        elif ctx.core_type is CoreType.AIV:
+            keys = launch.aics[ctx.group:ctx.group + 1]
+        else:
+            keys = [launch.aivs[ctx.group * 2 + fid // 16]]
+        return tuple((None, k) for k in keys if k != ctx.key)
 
     def _setters(self, ctx: CoreContext, mode: int, fid: int) -> str:
         launch = ctx.launch

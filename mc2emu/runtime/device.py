@@ -56,6 +56,9 @@ class Launch:
         self.groups = {g: self.aivs[g * self.ratio:(g + 1) * self.ratio] for g in range(self.block_dim)}
         self.reported: set[tuple] = set()
         self.validated: dict[tuple, int | None] = {}
+        # label -> "running" / "finished" / "failed": what a deadlock report says of a core that waits on
+        # nothing.
+        self.core_state: dict[str, str] = {}
 
     def count(self, core_type: CoreType) -> int:
         return len(self.aics) if core_type is CoreType.AIC else len(self.aivs)
@@ -130,18 +133,22 @@ class Device:
             for s in range(kt.aiv_ratio):
                 contexts.append(CoreContext(self, launch, CoreType.AIV, b, s))
         self.waiter.abort_event = launch.abort
+        self.waiter.declared = None
         failures: list[tuple[CoreContext, BaseException]] = []
         returns: dict[str, Any] = {}
         fail_lock = threading.Lock()
 
         def body(ctx: CoreContext) -> None:
+            launch.core_state[ctx.label] = "running"
             try:
                 if self.events.active:
                     self.events.emit(EventKind.CORE_BEGIN, ctx.label, launch.name)
                 returns[ctx.label] = kernel(ctx, *args, **kwargs)
+                launch.core_state[ctx.label] = "finished"
                 if self.events.active:
                     self.events.emit(EventKind.CORE_END, ctx.label, launch.name)
             except BaseException as exc:
+                launch.core_state[ctx.label] = f"failed ({type(exc).__name__})"
                 with fail_lock:
                     failures.append((ctx, exc))
                 launch.abort.set()
@@ -172,11 +179,11 @@ class Device:
 
     @staticmethod
     def _first_failure(failures: list[tuple[CoreContext, BaseException]]) -> tuple[CoreContext, BaseException]:
-        """The root cause: the first failure that is not a consequence of the abort."""
-        for ctx, exc in failures:
-            if not isinstance(exc, LaunchAborted):
-                return ctx, exc
-        return failures[0]
+        """The root cause: the first failure that is not a consequence of the abort, preferring a deadlock
+        this rank diagnosed itself over one another rank declared."""
+        causes = [(ctx, exc) for ctx, exc in failures if not isinstance(exc, LaunchAborted)]
+        own = [(ctx, exc) for ctx, exc in causes if not getattr(exc, "declared_elsewhere", False)]
+        return (own or causes or failures)[0]
 
     def _end_of_launch_checks(self, contexts: list[CoreContext], launch: Launch) -> None:
         for ctx in contexts:

@@ -141,10 +141,12 @@ class DeadlockError(Mc2EmuError):
     aggregated them, of every rank)."""
 
     def __init__(self, message: str, registry: list[dict[str, Any]] | None = None,
-                 report: str | None = None) -> None:
+                 report: str | None = None, *, declared_elsewhere: bool = False) -> None:
         super().__init__(message)
         self.registry = registry or []
         self.report = report
+        # True when this rank only stopped because another rank declared the deadlock (its report is there).
+        self.declared_elsewhere = declared_elsewhere
 
 
 class HazardError(Mc2EmuError):

@@ -69,14 +69,16 @@ class Doorbell:
 
 
 class WaitRecord:
-    """One registered wait, as it appears in a deadlock report."""
+    """One registered wait, as it appears in a deadlock report. `waits_for` names who can release it as
+    (rank, core label) pairs (rank None: this rank) so a cross-rank report can follow the chain."""
 
-    __slots__ = ("core", "current", "expected", "obj", "rank", "setter", "since", "wid")
+    __slots__ = ("core", "current", "expected", "obj", "rank", "setter", "since", "waits_for", "wid")
 
     def __init__(self, wid: int, rank: int, core: str, obj: str, expected: str, setter: str, since: float,
-                 current: Callable[[], Any] | None) -> None:
+                 current: Callable[[], Any] | None, waits_for: tuple[tuple[int | None, str], ...] = ()) -> None:
         self.wid, self.rank, self.core, self.obj = wid, rank, core, obj
         self.expected, self.setter, self.since, self.current = expected, setter, since, current
+        self.waits_for = waits_for
 
     def as_dict(self) -> dict[str, Any]:
         try:
@@ -85,6 +87,7 @@ class WaitRecord:
             cur = f"<unreadable: {exc}>"
         return {"rank": self.rank, "core": self.core, "obj": self.obj, "expected": self.expected,
                 "current": cur, "setter": self.setter,
+                "waits_for": [(self.rank if r is None else r, c) for r, c in self.waits_for],
                 "waiting_s": round(time.monotonic() - self.since, 3)}
 
 
@@ -121,6 +124,9 @@ class Waiter:
         self.abort_event: threading.Event | None = None
         # Called when a deadline passes, before raising: may return a cross-rank report string.
         self.on_deadlock: Callable[[WaitRecord], str | None] | None = None
+        # Set by the deadlock diagnosis when another rank declared a deadlock: every wait of this rank
+        # then ends at its next wake-up with that report instead of waiting out its own deadline.
+        self.declared: str | None = None
         self._records: dict[int, tuple[WaitRecord, Doorbell]] = {}
         self._ids = itertools.count(1)
 
@@ -141,7 +147,8 @@ class Waiter:
     # -- the primitive ---------------------------------------------------------------------------------
     def wait_until(self, bell: Doorbell, pred: Callable[[], bool], *, core: str, obj: str,
                    expected: str = "", setter: str = "", current: Callable[[], Any] | None = None,
-                   poll: bool = False, timeout: float | None = None) -> None:
+                   poll: bool = False, timeout: float | None = None,
+                   waits_for: tuple[tuple[int | None, str], ...] = ()) -> None:
         """Block until `pred()` holds. `pred` is evaluated with `bell.guard` held; whoever changes what it
         reads rings the bell under the same guard. `poll=True` also re-tests with backoff, for objects
         another process changes (peer windows)."""
@@ -152,7 +159,7 @@ class Waiter:
             bell.arm()
         limit = self.timeout if timeout is None else timeout
         now = time.monotonic()
-        rec = WaitRecord(next(self._ids), self.rank, core, obj, expected, setter, now, current)
+        rec = WaitRecord(next(self._ids), self.rank, core, obj, expected, setter, now, current, waits_for)
         self._records[rec.wid] = (rec, bell)
         if self.events.active:
             self.events.emit(EventKind.WAIT_BEGIN, core, obj, expected, setter=setter)
@@ -178,6 +185,8 @@ class Waiter:
                     bell.arm()
                 if abort is not None and abort.is_set():
                     raise LaunchAborted(f"rank {self.rank} {core}: launch aborted while waiting on {obj}")
+                if self.declared is not None:
+                    self._deadline(rec, limit, declared=self.declared)
                 now = time.monotonic()
                 if progress.count != seen_local:
                     seen_local = progress.count
@@ -196,14 +205,52 @@ class Waiter:
         if self.events.active:
             self.events.emit(EventKind.WAIT_END, core, obj, expected, setter=setter)
 
-    def _deadline(self, rec: WaitRecord, limit: float) -> None:
+    def _deadline(self, rec: WaitRecord, limit: float, declared: str | None = None) -> None:
         registry = self.snapshot()
+        if declared is not None:
+            raise DeadlockError(f"rank {rec.rank} {rec.core}: stopped while waiting on {rec.obj}: {declared}",
+                                registry, declared, declared_elsewhere=True)
         report = self.on_deadlock(rec) if self.on_deadlock is not None else None
-        lines = [f"rank {r['rank']} {r['core']} waits on {r['obj']} (expects {r['expected']}, now "
-                 f"{r['current']}, released by {r['setter'] or '?'}, {r['waiting_s']} s)" for r in registry]
         msg = (f"rank {rec.rank} {rec.core}: no progress for {limit:.1f} s while waiting on {rec.obj} "
                f"(expects {rec.expected}; released by {rec.setter or '?'}) — the device would report "
-               f"'aicore timeout'.\n  waiting on rank {self.rank}:\n    " + "\n    ".join(lines))
-        if report:
-            msg += "\n" + report
+               f"'aicore timeout'.")
+        msg += "\n" + (report if report else f"  waiting on rank {self.rank}:\n" + "\n".join(
+            "    " + line for line in group_waits(registry)))
         raise DeadlockError(msg, registry, report)
+
+
+def core_ranges(labels: list[str]) -> str:
+    """"AIC0-3, AIC7, AIV2" from core labels."""
+    by_kind: dict[str, list[int]] = {}
+    other: list[str] = []
+    for lab in labels:
+        kind, num = lab[:3], lab[3:]
+        if num.isdigit():
+            by_kind.setdefault(kind, []).append(int(num))
+        else:
+            other.append(lab)
+    parts = []
+    for kind, nums in sorted(by_kind.items()):
+        nums.sort()
+        start = prev = nums[0]
+        for n in [*nums[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            parts.append(f"{kind}{start}" if start == prev else f"{kind}{start}-{prev}")
+            if n is not None:
+                start = prev = n
+    return ", ".join([*parts, *other])
+
+
+def group_waits(registry: list[dict[str, Any]]) -> list[str]:
+    """One line per distinct wait: the cores that wait on the same object for the same release."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for w in registry:
+        groups.setdefault((w["obj"], str(w["expected"]), w["setter"]), []).append(w)
+    lines = []
+    for (obj, expected, setter), ws in groups.items():
+        cur = {str(w["current"]) for w in ws}
+        lines.append(f"{core_ranges([w['core'] for w in ws])} wait on {obj} (expects {expected}, now "
+                     f"{'/'.join(sorted(cur))}); released by {setter or '?'}")
+    return lines

@@ -1,0 +1,207 @@
+"""Cross-rank deadlock diagnosis: what the device reports as "aicore timeout 507014", explained.
+
+When a wait on any rank passes its deadline, that rank asks every other rank for its wait registry and
+core states, without relying on the stuck threads: each rank runs a small `DeadlockDiagnosis` service
+thread on a communicator of its own that answers such requests. The requester builds one report that
+says, per rank and core, what it waits on, who should release it, and whether that releaser is itself
+waiting (following the chain to a cycle) or has finished without signalling. The request also tells
+every rank that a deadlock was declared: their waits stop at once with the same verdict, so every rank
+ends within seconds of the first deadline instead of each waiting out its own.
+
+Protocol (tags on the service's own communicator):
+
+| step | who | message |
+|---|---|---|
+| 1 | rank p, deadline passed | `REQ` to every other rank: (p, core, object) |
+| 2 | service thread of rank q | marks the deadlock declared on q (its waits stop), replies `REP`: q's snapshot |
+| 3 | rank p | collects the snapshots within `COLLECT_S`, builds and returns the report |
+
+A rank that does not answer in time (killed, or stuck inside MPI) is listed as unresponsive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from mc2emu.runtime.waiting import WaitRecord, core_ranges, group_waits
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.device import Device
+
+TAG_REQ = 7101
+TAG_REP = 7102
+# How long the requester collects answers: enough for 8 busy ranks on 2 cores to schedule their services.
+COLLECT_S = 3.0
+# The service thread's poll interval for requests (an idle sleep on an Event, not a spin).
+SERVICE_POLL_S = 0.01
+# Reply buffer for one snapshot (pickled registry of up to a few hundred waits).
+MAX_SNAPSHOT_BYTES = 1 << 20
+
+
+class DeadlockDiagnosis:
+    """One rank's diagnosis service. Create it on every rank (collective: it duplicates `comm`), install it
+    with `attach()`, and `close()` it on every rank at the end."""
+
+    def __init__(self, device: Device, comm: Any) -> None:
+        self.device = device
+        self.comm = comm.Dup()
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._report: str | None = None
+        self._replies: list[Any] = []
+        self._thread = threading.Thread(target=self._serve, name=f"r{self.rank}-diag", daemon=True)
+        self._thread.start()
+
+    def attach(self) -> None:
+        self.device.waiter.on_deadlock = self.on_deadlock
+
+    # -- snapshots -----------------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        dev = self.device
+        launch = dev.current
+        return {"rank": self.rank, "registry": dev.waiter.snapshot(),
+                "cores": dict(launch.core_state) if launch is not None else {},
+                "launch": launch.name if launch is not None else None}
+
+    # -- service thread --------------------------------------------------------------------------------
+    def _serve(self) -> None:
+        from mpi4py import MPI
+
+        buf = bytearray(256)
+        while not self._stop.is_set():
+            req = self.comm.Irecv(buf, source=MPI.ANY_SOURCE, tag=TAG_REQ)
+            status = MPI.Status()
+            while not req.Test(status):
+                if self._stop.wait(SERVICE_POLL_S):
+                    req.Cancel()
+                    req.Wait()
+                    return
+            who = pickle.loads(bytes(buf[: status.Get_count(MPI.BYTE)]))
+            # Every wait of this rank stops with the requester's verdict (they would only time out later).
+            self.device.waiter.declared = (f"rank {who[0]} declared a deadlock ({who[1]} waiting on {who[2]}); "
+                                           f"see rank {who[0]}'s report")
+            self.device.waiter.wake_all()
+            data = pickle.dumps(self.snapshot())[:MAX_SNAPSHOT_BYTES]
+            # Never block here: a requester that gave up would leave a blocking Send hanging.
+            self._replies.append(self.comm.Isend(data, dest=status.Get_source(), tag=TAG_REP))
+
+    # -- requester -------------------------------------------------------------------------------------------
+    def on_deadlock(self, rec: WaitRecord) -> str | None:
+        from mpi4py import MPI
+
+        with self._lock:
+            if self._report is not None:
+                return self._report
+            snaps: dict[int, dict[str, Any] | None] = {self.rank: self.snapshot()}
+            msg = pickle.dumps((self.rank, rec.core, rec.obj))
+            sends = [self.comm.Isend(msg, dest=q, tag=TAG_REQ) for q in range(self.size) if q != self.rank]
+            bufs = {q: bytearray(MAX_SNAPSHOT_BYTES) for q in range(self.size) if q != self.rank}
+            recvs = {q: self.comm.Irecv(bufs[q], source=q, tag=TAG_REP) for q in bufs}
+            statuses = {q: MPI.Status() for q in bufs}
+            deadline = time.monotonic() + COLLECT_S
+            pending = set(recvs)
+            while pending and time.monotonic() < deadline:
+                for q in list(pending):
+                    if recvs[q].Test(statuses[q]):
+                        snaps[q] = pickle.loads(bytes(bufs[q][: statuses[q].Get_count(MPI.BYTE)]))
+                        pending.discard(q)
+                if pending:
+                    self._stop.wait(SERVICE_POLL_S)
+            for q in pending:
+                snaps[q] = None
+                recvs[q].Cancel()
+            for s in sends:
+                if not s.Test():
+                    s.Cancel()
+            self._report = build_report(rec, snaps, self.device.waiter.timeout)
+            return self._report
+
+    def reset(self) -> None:
+        with self._lock:
+            self._report = None
+
+    def close(self, linger: float = 0.0) -> None:
+        """Stop the service. After a deadlock, `linger` keeps it answering the other ranks' requests a
+        little longer, so their reports include this rank."""
+        if linger > 0:
+            self._stop.wait(linger)
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        # A comm with cancelled requests may refuse to be freed; the process is ending anyway then.
+        with contextlib.suppress(Exception):
+            self.comm.Free()
+
+
+def build_report(rec: WaitRecord, snaps: dict[int, dict[str, Any] | None], timeout: float) -> str:
+    """The cross-rank report: every wait (grouped by object), its releasers' states, and the chains."""
+    waiting: dict[tuple[int, str], dict[str, Any]] = {}
+    cores: dict[tuple[int, str], str] = {}
+    for r, snap in snaps.items():
+        if snap is None:
+            continue
+        for w in snap["registry"]:
+            waiting[(r, w["core"])] = w
+        for label, state in snap["cores"].items():
+            cores[(r, label)] = state
+    lines = [f"DEADLOCK report of rank {rec.rank} ({rec.core} waited {timeout:.1f} s on {rec.obj} with no progress "
+             f"anywhere):"]
+    for r in sorted(snaps):
+        snap = snaps[r]
+        if snap is None:
+            lines.append(f"  rank {r}: no answer within {COLLECT_S:.0f} s (killed, or stuck outside the emulator)")
+            continue
+        regs = snap["registry"]
+        idle = sorted(c for c, st in snap["cores"].items() if st == "finished")
+        lines.append(f"  rank {r} ({snap['launch'] or 'no launch'}): {len(regs)} core(s) waiting"
+                     + (f"; finished: {core_ranges(idle)}" if idle else ""))
+        for line in group_waits(regs):
+            lines.append(f"    {line}")
+        releasers: dict[tuple[int, str], str] = {}
+        for w in regs:
+            for tr, tc in w.get("waits_for", []):
+                releasers[(tr, tc)] = _state(tr, tc, waiting, cores, snaps)
+        by_state: dict[str, list[str]] = {}
+        for (tr, tc), st in sorted(releasers.items()):
+            by_state.setdefault(f"rank {tr}" + "\0" + st, []).append(tc)
+        for key, labels in by_state.items():
+            where, st = key.split("\0")
+            lines.append(f"      releaser {where} {core_ranges(labels)}: {st}")
+    cycle = _find_cycle(waiting)
+    if cycle:
+        lines.append("  cycle: " + " -> ".join(f"rank {r} {c}" for r, c in cycle))
+    return "\n".join(lines)
+
+
+def _state(rank: int, core: str, waiting: dict, cores: dict, snaps: dict) -> str:
+    if snaps.get(rank) is None:
+        return "rank did not answer"
+    if (rank, core) in waiting:
+        return f"itself waiting on {waiting[(rank, core)]['obj']}"
+    state = cores.get((rank, core))
+    if state == "finished":
+        return "finished without signalling"
+    if state is None:
+        return "not part of the launch"
+    return state
+
+
+def _find_cycle(waiting: dict[tuple[int, str], dict[str, Any]]) -> list[tuple[int, str]] | None:
+    for start in waiting:
+        path, seen = [start], {start}
+        node = start
+        while True:
+            nxt = next((tuple(t) for t in waiting[node].get("waits_for", []) if tuple(t) in waiting), None)
+            if nxt is None:
+                break
+            if nxt in seen:
+                return [*path[path.index(nxt):], nxt]
+            path.append(nxt)
+            seen.add(nxt)
+            node = nxt
+    return None
