@@ -105,7 +105,8 @@ class AllToAllMxQuantMatmulHcommImpl:
         a = self.args
         ct = a.commTiling
         oriM = a.params.localParams.originalM
-        ka = ct.nonSplitAxisSize
+        # HCCL counts are in units of aDtype: FP8 elements, or bytes of packed FP4 (two elements per byte).
+        ka = a.rowBytes // np.dtype(a.aDtype).itemsize
         hccl = self.hccl_
         hccl.Init()
         scaleHandle = hccl.AlltoAll(a.params.localParams.localScaleAGmAddr, a.workspace, oriM * a.scaleRowBytes,

@@ -88,7 +88,7 @@ class Device:
         self.rank = rank
         self.platform = platform
         self.events = EventBus(rank)
-        self.hazards = HazardLog(rank, enabled=check)
+        self.hazards = HazardLog(rank, enabled=check, events=self.events)
         self.check = check
         self.gm = GlobalMemory(rank, self.events, self.hazards, check=check)
         self.waiter = Waiter(rank, self.events, DEFAULT_TIMEOUT_S if timeout is None else timeout)

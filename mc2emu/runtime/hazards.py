@@ -75,9 +75,10 @@ class HazardLog:
     """Thread-safe list of reports of one device. `enabled` is the user's check switch: with checks off
     nothing is recorded (deadlocks still raise)."""
 
-    def __init__(self, rank: int, enabled: bool = True) -> None:
+    def __init__(self, rank: int, enabled: bool = True, events: Any = None) -> None:
         self.rank = rank
         self.enabled = enabled
+        self.events = events       # an EventBus: every report is also a HAZARD event (trace, CLI)
         self._reports: list[HazardReport] = []
         self._lock = threading.Lock()
 
@@ -88,6 +89,10 @@ class HazardLog:
         rep = HazardReport(hazard, severity, self.rank, core, message, details)
         with self._lock:
             self._reports.append(rep)
+        if self.events is not None and self.events.active:
+            from mc2emu.runtime.events import EventKind
+
+            self.events.emit(EventKind.HAZARD, core, hazard.value, severity.value, message=message)
         return rep
 
     def take(self) -> list[HazardReport]:

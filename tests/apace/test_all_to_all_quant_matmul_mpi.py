@@ -59,12 +59,12 @@ def test_valid_modes_match_the_cann_golden(impl, local_matmul, wait_order):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("elem", ["e5m2", "e2m1"])
-def test_other_element_formats(elem):
+@pytest.mark.parametrize("elem, impl", [("e5m2", "udma"), ("e2m1", "udma"), ("e2m1", "hcomm")])
+def test_other_element_formats(elem, impl):
     comm = world()
     r, size = comm.Get_rank(), comm.Get_size()
     inp = gen_st_inputs(r, size, 96, 128, 160, elem=elem)
-    c = run(inp, impl="udma", local_matmul=0, block_dim=4)
+    c = run(inp, impl=impl, local_matmul=0, wait_order="in_order", block_dim=4)
     x1s, x1ss = gathered(comm, inp)
     ulp = bf16_ulp_distance(c, golden_a2a(x1s, x1ss, inp["x2"], inp["x2_scale"], r, elem))
     assert_all_ranks(comm, ulp <= 1, f"{elem}: {ulp} ULP")
