@@ -1,98 +1,127 @@
-"""`mpirun -n 8 python -m mc2emu.run` — the main job.
+"""`mpirun -n 8 python -m mc2emu.run` — the main job: every available operator x impl x valid mode at a
+moderate shape, checks on, compared with its golden; one progress line per case and one table (rank 0).
 
 Started without mpirun, it relaunches itself under the installed `mpiexec` with `--np` ranks (default 8).
-Until the operator scenarios land, it runs the device self-check: on every rank, a MIX 1:2 launch that
-exercises every cross-core flag mode and both SyncAll forms, then a cross-rank agreement on the results.
+`--hazards` adds the expected-hazard showcase (each hazard must be reported); `--list` shows the
+registry. Exit code: 0 all pass, 1 a mismatch with the golden, 2 bad input or options, 3 a hazard or a
+deadlock (or an expected one that was not reported). See docs/cli.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
-import time
+import traceback
+from typing import TYPE_CHECKING
 
-from mc2emu.launcher import mpiexec_command, under_mpirun
-from mc2emu.runtime.hazards import EXIT_BAD_INPUT, EXIT_HAZARD, Mc2EmuError
+from mc2emu.launcher import RANK_ENV, mpiexec_command, under_mpirun
 
-DEFAULT_NP = 8
-SELF_CHECK_ROUNDS = 200
+if TYPE_CHECKING:  # the cli modules load numpy: imported in main(), after the BLAS thread pinning
+    from mc2emu.cli.options import RunOptions
+    from mc2emu.cli.scenarios import Registry
 
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m mc2emu.run", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--np", type=int, default=DEFAULT_NP, help="ranks when relaunching under mpiexec")
-    ap.add_argument("--timeout", type=float, default=30.0, help="wait deadline in seconds")
-    ap.add_argument("--block-dim", type=int, default=4, help="blocks of the self-check launch")
-    return ap
+# Exit code for bad options; the runtime's EXIT_BAD_INPUT, repeated so that option errors need no numpy.
+EXIT_OPTIONS = 2
+EXIT_INTERNAL = 3
+UCX_LOG_LEVEL = "error"
 
 
-def _self_check_kernel(ctx, rounds: int) -> int:
-    from mc2emu.runtime import Pipe
-
-    done = 0
-    for t in range(rounds):
-        fid = t % 4
-        if ctx.ASCEND_IS_AIV:
-            ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, fid)          # AIV -> AIC round (both AIVs)
-            ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, fid + 4)     # AIC -> AIV
-            ctx.CrossCoreSetFlag(1, Pipe.PIPE_V, 9)              # AIV <-> AIV of the group
-            ctx.CrossCoreWaitFlag(1, Pipe.PIPE_V, 9)
-        else:
-            ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, fid)
-            ctx.CrossCoreSetFlag(2, Pipe.PIPE_FIX, fid + 4)
-        done += 1
-    ctx.SyncAll(True)
-    ctx.SyncAll(False)
-    return done
+def _err(text: str) -> None:
+    sys.stderr.write(text.rstrip("\n") + "\n")
+    sys.stderr.flush()
 
 
-def self_check(args: argparse.Namespace) -> int:
+def _out(text: str) -> None:
+    sys.stdout.write(text.rstrip("\n") + "\n")
+    sys.stdout.flush()
+
+
+def _world_rank() -> int:
     from mpi4py import MPI
 
-    from mc2emu.runtime import Device
+    return MPI.COMM_WORLD.Get_rank()
+
+
+def _relaunch(argv: list[str], np_: int) -> int:
+    cmd, env = mpiexec_command(np_, ["-m", "mc2emu.run", *argv])
+    try:
+        return subprocess.run(cmd, env=env, check=False).returncode
+    except KeyboardInterrupt:
+        return EXIT_INTERNAL
+
+
+def _run_ranks(opts: RunOptions, registry: Registry) -> int:
+    from mpi4py import MPI
+
+    from mc2emu.cli.options import OptionError
+    from mc2emu.cli.runner import CaseRunner, Planned, Watchdog, plan_replay, validate_plan
+    from mc2emu.cli.scenarios import plan_cases
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    dev = Device(rank, timeout=args.timeout)
-    t0 = time.perf_counter()
-    res = dev.launch(_self_check_kernel, args.block_dim, "MIX_AIC_1_2", SELF_CHECK_ROUNDS)
-    wall = time.perf_counter() - t0
-    row = (rank, sum(res.returns.values()), len(res.hazards), len(dev.flags.leftovers()), wall)
-    rows = comm.gather(row, root=0)
-    status = 0
-    if rank == 0:
-        expected = SELF_CHECK_ROUNDS * args.block_dim * 3
-        print(f"mc2emu device self-check: {size} ranks, MIX_AIC_1_2 x {args.block_dim} blocks, "
-              f"{SELF_CHECK_ROUNDS} flag rounds per core, SyncAll<true> and <false>")
-        print(f"{'rank':>4} {'rounds':>7} {'hazards':>7} {'leftover':>8} {'wall s':>7}  result")
-        for r, rounds, hz, left, w in rows:
-            ok = rounds == expected and hz == 0 and left == 0
-            status |= 0 if ok else EXIT_HAZARD
-            print(f"{r:>4} {rounds:>7} {hz:>7} {left:>8} {w:>7.2f}  {'ok' if ok else 'FAIL'}")
-    return int(comm.bcast(status, root=0))
+    try:
+        plan = (plan_replay(registry, opts, size) if opts.inputs is not None
+                else [Planned(c) for c in plan_cases(registry, opts)])
+        reasons = validate_plan(registry, plan, size)
+        if reasons:
+            raise OptionError("; ".join(reasons))
+    except OptionError as exc:
+        if rank == 0:
+            _err(f"mc2emu: {exc}")
+        return EXIT_OPTIONS
+    watchdog = Watchdog(comm, sys.stderr)
+    runner = CaseRunner(registry, opts, comm, sys.stdout, sys.stderr, watchdog)
+    checks = "checks on" if opts.check else "checks off"
+    extra = f", perturb seed {opts.perturb}" if opts.perturb is not None else ""
+    runner.say(f"mc2emu: {len(plan)} case(s) on {size} rank(s), {checks}{extra}")
+    try:
+        return runner.run(plan)
+    except BaseException as exc:  # a bug here must end every rank, never leave the others in a collective
+        _err(f"mc2emu: rank {rank}: internal error, aborting every rank:\n"
+             + "".join(traceback.format_exception(exc)))
+        comm.Abort(EXIT_INTERNAL)
+        return EXIT_INTERNAL
+    finally:
+        watchdog.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.np < 1:
-        print("--np must be >= 1", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if not under_mpirun():
-        cmd, env = mpiexec_command(args.np, ["-m", "mc2emu.run", *(argv if argv is not None else sys.argv[1:])])
-        return subprocess.run(cmd, env=env, check=False).returncode
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-    try:
-        return self_check(args)
-    except Mc2EmuError as exc:
-        print(str(exc), file=sys.stderr)
-        from mpi4py import MPI
+    args = list(sys.argv[1:] if argv is None else argv)
+    mpi = under_mpirun()
+    # BLAS threads must be pinned before numpy loads (8 ranks x threaded BLAS on 2 cores: 13x slower).
+    for var, value in RANK_ENV.items():
+        os.environ.setdefault(var, value)
+    # MPICH's UCX layer prints, on stdout and at MPI_Finalize, one warning per RMA key that a window left
+    # behind by a deadlocked case still holds: hundreds of lines after the table. Errors still show.
+    os.environ.setdefault("UCX_LOG_LEVEL", UCX_LOG_LEVEL)
 
-        MPI.COMM_WORLD.Abort(exc.exit_code)
-        return exc.exit_code
+    from mc2emu.cli.operators import default_registry
+    from mc2emu.cli.options import OptionError, help_text, parse_options
+    from mc2emu.cli.report import format_listing
+    from mc2emu.cli.scenarios import plan_cases
+
+    rank = _world_rank() if mpi else 0
+    try:
+        opts = parse_options(args, __doc__ or "")
+    except OptionError as exc:
+        if rank == 0:
+            _err(f"mc2emu: {exc}")
+        return EXIT_OPTIONS
+    if opts.help or opts.list:
+        if rank == 0:
+            _out(help_text(__doc__ or "") if opts.help else format_listing(default_registry()))
+        return 0
+    registry = default_registry()
+    if not mpi:
+        if opts.inputs is None:
+            try:
+                plan_cases(registry, opts)  # fail fast, before starting any rank
+            except OptionError as exc:
+                _err(f"mc2emu: {exc}")
+                return EXIT_OPTIONS
+        return _relaunch(args, opts.np)
+    return _run_ranks(opts, registry)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,192 @@
+"""CLI entry of all_to_all_quant_matmul (SPEC §6): modes, hazard rules, shapes, inputs, golden, compare.
+
+The operator itself is `mc2emu.ops.all_to_all_quant_matmul.all_to_all_quant_matmul` (one call per rank,
+collective); the entry is available as soon as that module imports.
+
+Shape: m = oriM (rows of C per rank), k = Ka (K per rank), n = N.
+Inputs: the CANN A2A ST recipe (elements and scales uniform(1, 8), E8M0 truncated): positive data, no
+cancellation, as the ST uses (localMatmul 1 adds bf16 partial sums with atomics: with cancellation its
+error would exceed the ST tolerance by design). The operator takes E4M3, E5M2 and E2M1 (not E1M2).
+Bias (hcomm showcase only): float32 (N,) uniform(-1, 1) (assumption: the op takes a (N,) fp32 bias).
+Golden: the CANN recipe (dequantize, one FP32 matmul, + bias, cast to bf16) on the gathered operand:
+each rank receives row block `rank` of every rank's x1 / x1_scale (one MPI alltoall).
+Compare: the A2A ST rule `allclose(rtol = atol = 1e-2)`; max abs error and max bf16 ULP are reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from mc2emu.cli.options import HcclServer, Impl
+from mc2emu.cli.scenarios import (
+    Arrays,
+    Case,
+    Comparison,
+    ExecContext,
+    Expect,
+    Mode,
+    ModeRule,
+    OperatorSpec,
+    Shape,
+    call_accepting,
+    import_available,
+    resolve,
+)
+from mc2emu.numerics import (
+    ElemFormat,
+    a2a_allclose,
+    bf16_ulp_distance,
+    fixpipe_cast,
+    golden_mx_matmul,
+)
+from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import KA_ALIGN, MAX_COMM_TURNS, MAX_RANKS, WaitOrder
+
+OP_MODULE = "mc2emu.ops.all_to_all_quant_matmul"
+OP_FUNC = "all_to_all_quant_matmul"
+# Communication tiles per rank's row block. The CANN ST rule (headTileSize = ceil(usedCoreNum / nTiles) *
+# baseM) gives a single tile at moderate shapes, where the wait orders cannot differ and nothing overlaps;
+# modes with `comm_tiles` pass head_tile_size = align16(ceil(oriM / comm_tiles)) instead (SPEC §6: at most
+# 16 rounds). hcomm keeps the ST rule in its valid modes: with several tiles its mask-ordered waits
+# through repeat handles read tiles before they arrive (the showcase case).
+COMM_TILES = 4
+ROW_ALIGN = 16
+MULTI_TILE = tuple(range(2, MAX_COMM_TURNS + 1))
+# Moderate shapes: the default suite (10 cases at 8 ranks on 2 cores) in under 3 minutes, --quick under 30 s.
+DEFAULT_SHAPE = Shape(m=512, k=512, n=1024)
+QUICK_SHAPE = Shape(m=32, k=128, n=128)
+BIAS_LOW, BIAS_HIGH = -1.0, 1.0
+
+MODES = (
+    *(Mode(Impl.UDMA, lm, wo, comm_tiles=COMM_TILES) for lm in (0, 1, 2) for wo in WaitOrder),
+    *(Mode(Impl.HCOMM, lm, wo, HcclServer.CCU) for lm in (0, 1) for wo in WaitOrder),
+)
+HAZARD_MODES = (
+    Mode(Impl.HCOMM, 0, WaitOrder.MASK, HcclServer.CCU, comm_tiles=COMM_TILES),
+    Mode(Impl.HCOMM, 2, WaitOrder.MASK, HcclServer.AICPU),
+    Mode(Impl.HCOMM, 1, WaitOrder.MASK, HcclServer.CCU, bias=True),
+    Mode(Impl.HCOMM, 2, WaitOrder.MASK, HcclServer.CCU),
+)
+RULES = (
+    ModeRule({"impl": Impl.HCOMM, "local_matmul": 2, "hccl_server": HcclServer.AICPU},
+             Expect(hazards=frozenset({"HCCL_WAIT_BEYOND_COMMIT"}), hang_ok=True),
+             "the LOCAL pass of localMatmul 2 waits every handle, the REMOTE pass waits them again: AICPU "
+             "returns -1 (and a core still waiting when block 0 finalizes hangs)"),
+    ModeRule({"impl": Impl.HCOMM, "local_matmul": 2, "hccl_server": HcclServer.CCU}, Expect(deadlock=True),
+             "as above, but a CCU Wait beyond Commit hangs: the deadlock diagnosis must catch it"),
+    ModeRule({"impl": Impl.HCOMM, "local_matmul": (1, 2), "bias": True},
+             Expect(hazards=frozenset({"BIAS_DOUBLE_ADD"})),
+             "hcomm loads the bias at index 0 of both passes"),
+    ModeRule({"impl": Impl.HCOMM, "wait_order": WaitOrder.MASK, "comm_tiles": MULTI_TILE},
+             Expect(hazards=frozenset({"READ_BEFORE_WAIT"})),
+             "a Wait on a repeat handle proves the next repeat arrived, not the tile the mask asked for"),
+    ModeRule({"impl": Impl.HCOMM, "hccl_server": HcclServer.AICPU},
+             Expect(hazards=frozenset({"HCCL_FINALIZE_WHILE_WAITING"}), hang_ok=True, optional=True),
+             "SyncAll() is a no-op on AIC: block 0 may Finalize while other AICs still Wait; under AICPU "
+             "they then hang (timing decides whether a run hangs)"),
+)
+
+
+def make_inputs(case: Case, rank: int, size: int) -> Arrays:
+    m, k, n = case.shape.m, case.shape.k, case.shape.n
+    arrays = gen_st_inputs(rank, size, m, k, n, seed=case.seed, elem=case.dtype or ElemFormat.E4M3)
+    if case.mode.bias:
+        rng = np.random.default_rng([case.seed, rank, n])
+        arrays["bias"] = rng.uniform(BIAS_LOW, BIAS_HIGH, size=n).astype(np.float32)
+    return arrays
+
+
+def _as_bytes(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
+    """Collective: row block j of every rank's x1 / x1_scale goes to rank j."""
+    size = comm.Get_size()
+    m = case.shape.m
+    x1, s1 = inputs["x1"], inputs["x1_scale"]
+    blocks = comm.alltoall([(_as_bytes(x1[j * m:(j + 1) * m]), _as_bytes(s1[j * m:(j + 1) * m]))
+                            for j in range(size)])
+    a = np.concatenate([b.view(x1.dtype).reshape(m, -1) for b, _ in blocks], axis=1)
+    sa = np.concatenate([s.view(s1.dtype).reshape(m, -1, s1.shape[-1]) for _, s in blocks], axis=1)
+    fmt = case.dtype or ElemFormat.E4M3
+    bias = inputs.get("bias")
+    if bias is None:
+        return golden_mx_matmul(a, sa, inputs["x2"], inputs["x2_scale"], fmt, "bfloat16", trans_b=True)
+    acc = golden_mx_matmul(a, sa, inputs["x2"], inputs["x2_scale"], fmt, "float32", trans_b=True)
+    return fixpipe_cast(acc + bias.astype(np.float32)[None, :], "bfloat16")
+
+
+def head_tile_size(ori_m: int, tiles: int) -> int:
+    """align16(ceil(oriM / tiles)) rows."""
+    rows = -(-ori_m // tiles)
+    return -(-rows // ROW_ALIGN) * ROW_ALIGN
+
+
+def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
+    op = resolve(OP_MODULE, OP_FUNC)
+    mode = case.mode
+    kwargs: dict[str, Any] = {
+        "impl": mode.impl.value if mode.impl else Impl.UDMA.value,
+        "local_matmul": mode.local_matmul or 0,
+        "wait_order": (mode.wait_order or WaitOrder.MASK).value,
+        "bias": inputs.get("bias"),
+        "out_dtype": "bfloat16",
+        "block_dim": ctx.block_dim,
+        "check": ctx.check,
+        "timeout": ctx.timeout,
+        "perturb": ctx.perturb,
+        "observers": ctx.observers,
+    }
+    if mode.hccl_server is not None:
+        kwargs["hccl_server"] = mode.hccl_server.value
+    if mode.comm_tiles:
+        kwargs["head_tile_size"] = head_tile_size(case.shape.m, mode.comm_tiles)
+    return call_accepting(op, inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], **kwargs)
+
+
+def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
+    if ref is None:
+        return Comparison(False, note="no golden")
+    out = np.asarray(out)
+    if out.shape != ref.shape:
+        return Comparison(False, note=f"output shape {out.shape}, golden {ref.shape}")
+    o32 = out.astype(np.float32)
+    r32 = ref.astype(np.float32)
+    diff = np.abs(o32 - r32)
+    max_abs = float(np.nanmax(diff)) if diff.size and not np.all(np.isnan(diff)) else 0.0
+    if np.any(np.isnan(o32) != np.isnan(r32)):
+        max_abs = float("nan")
+    ulp = bf16_ulp_distance(out.astype(ml_dtypes.bfloat16), ref.astype(ml_dtypes.bfloat16)) if out.size else 0
+    return Comparison(a2a_allclose(out, ref), max_abs, ulp)
+
+
+def validate(case: Case, size: int) -> list[str]:
+    out = []
+    if case.shape.k % KA_ALIGN:
+        out.append(f"A2A-1 Ka % 64 == 0: --k {case.shape.k} (K per rank) is not a multiple of {KA_ALIGN}")
+    if size > MAX_RANKS:
+        out.append(f"A2A-5 R <= {MAX_RANKS}: {size} ranks")
+    return out
+
+
+ALL_TO_ALL_QUANT_MATMUL = OperatorSpec(
+    name="all_to_all_quant_matmul",
+    summary="MX-quantized matmul fused with an all-to-all of A along M (SPEC §6)",
+    available=import_available(OP_MODULE, OP_FUNC),
+    make_inputs=make_inputs,
+    golden=golden,
+    execute=execute,
+    compare=compare,
+    modes=MODES,
+    hazard_modes=HAZARD_MODES,
+    rules=RULES,
+    default_shape=DEFAULT_SHAPE,
+    quick_shape=QUICK_SHAPE,
+    dtypes=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1),
+    input_names=("x1", "x1_scale", "x2", "x2_scale", "bias"),
+    validate=validate,
+)

@@ -1,0 +1,129 @@
+"""CLI entry of quant_batch_matmul_mx (QBMM MX, seed 004): one emulated NPU per call, no communication.
+
+Under mpirun every rank runs its own instance on its own data (seed + rank), so the case shows the
+single-NPU kernel at the same world size as the MC2 operators.
+
+Shape: m x k x n of one matmul (x2 stored transposed, the official transB = true instantiation).
+Inputs: the recipe of `launch/bench_qbmm.py` (CANN ST style): elements uniform(1, 8) encoded to the format
+(saturating, so E1M2 holds its max), scales 2^0 / 2^1; bias float32 (n,) uniform(-1, 1).
+Modes: plain, + bias, a batch of 2 (the multi-batch path); hazard showcase: the compile-time atomic policy
+on the multi-batch path, which never calls SetAtomicNone in the source (SPEC §5): ATOMIC_LEFT_SET.
+Compare: the golden (decode, one FP32 matmul, + bias, cast) bit-exact or within 1 bf16 ULP.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from mc2emu.cli.scenarios import (
+    Arrays,
+    Case,
+    Comparison,
+    ExecContext,
+    Expect,
+    Mode,
+    ModeRule,
+    OperatorSpec,
+    Shape,
+    call_accepting,
+    import_available,
+    resolve,
+)
+from mc2emu.numerics import (
+    ElemFormat,
+    ag_compare,
+    bf16_ulp_distance,
+    encode_elements,
+    gen_ag_scales,
+    to_ascend_scale_a,
+    to_ascend_scale_b,
+)
+from mc2emu.numerics.formats import MX_GROUP_SIZE
+
+OP_MODULE = "mc2emu.ops.quant_batch_matmul_mx"
+OP_FUNC = "quant_batch_matmul_mx"
+GOLDEN_MODULE = "mc2emu.ops.quant_batch_matmul_mx_golden"
+GOLDEN_FUNC = "golden_quant_batch_matmul_mx"
+DEFAULT_SHAPE = Shape(m=512, k=1024, n=1024)
+QUICK_SHAPE = Shape(m=64, k=128, n=128)
+ST_LOW, ST_HIGH = 1.0, 8.0
+BIAS_LOW, BIAS_HIGH = -1.0, 1.0
+MULTI_BATCH = 2
+
+MODES = (Mode(), Mode(bias=True), Mode(batch=MULTI_BATCH))
+HAZARD_MODES = (Mode(atomic=True, batch=MULTI_BATCH),)
+RULES = (
+    ModeRule({"atomic": True, "batch": MULTI_BATCH}, Expect(hazards=frozenset({"ATOMIC_LEFT_SET"})),
+             "the multi-batch path never calls SetAtomicNone"),
+)
+
+
+def _codes(rng: np.random.Generator, shape: tuple[int, ...], fmt: ElemFormat) -> np.ndarray:
+    return encode_elements(rng.uniform(ST_LOW, ST_HIGH, shape).astype(np.float32), fmt).view(fmt.storage_dtype)
+
+
+def make_inputs(case: Case, rank: int, size: int) -> Arrays:
+    m, k, n = case.shape.m, case.shape.k, case.shape.n
+    fmt = case.dtype or ElemFormat.E4M3
+    rng = np.random.default_rng([case.seed, rank])
+    nb = -(-k // MX_GROUP_SIZE)
+    lead = (case.mode.batch,) if case.mode.batch != 1 else ()
+    x1 = _codes(rng, (*lead, m, k), fmt)
+    x1_scale = np.stack([to_ascend_scale_a(gen_ag_scales((m, nb), rng)) for _ in range(case.mode.batch)])
+    arrays = {"x1": x1, "x1_scale": x1_scale if lead else x1_scale[0], "x2": _codes(rng, (n, k), fmt),
+              "x2_scale": to_ascend_scale_b(gen_ag_scales((n, nb), rng), trans=True)}
+    if case.mode.bias:
+        arrays["bias"] = rng.uniform(BIAS_LOW, BIAS_HIGH, n).astype(np.float32)
+    return arrays
+
+
+def _formats(case: Case) -> dict[str, Any]:
+    fmt = case.dtype or ElemFormat.E4M3
+    return {} if fmt.ml_dtype is not None else {"x1_format": fmt, "x2_format": fmt}
+
+
+def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
+    fn = resolve(GOLDEN_MODULE, GOLDEN_FUNC)
+    return fn(inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], bias=inputs.get("bias"),
+              trans_b=True, out_dtype="bfloat16", **_formats(case))
+
+
+def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
+    op = resolve(OP_MODULE, OP_FUNC)
+    return call_accepting(op, inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"],
+                          bias=inputs.get("bias"), trans_b=True, out_dtype="bfloat16", atomic=case.mode.atomic,
+                          block_dim=ctx.block_dim, check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb,
+                          observers=ctx.observers, **_formats(case))
+
+
+def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
+    if ref is None:
+        return Comparison(False, note="no golden")
+    if np.shape(out) != ref.shape:
+        return Comparison(False, note=f"output shape {np.shape(out)}, golden {ref.shape}")
+    o = np.asarray(out).astype(ml_dtypes.bfloat16)
+    r = ref.astype(ml_dtypes.bfloat16)
+    diff = np.abs(o.astype(np.float32) - r.astype(np.float32))
+    max_abs = float(np.max(diff)) if diff.size else 0.0
+    return Comparison(ag_compare(o, r), max_abs, bf16_ulp_distance(o, r))
+
+
+QUANT_BATCH_MATMUL_MX = OperatorSpec(
+    name="quant_batch_matmul_mx",
+    summary="QBMM MX: Blaze GemmUniversal MX matmul on one NPU per rank (seed 004)",
+    available=import_available(OP_MODULE, OP_FUNC),
+    make_inputs=make_inputs,
+    golden=golden,
+    execute=execute,
+    compare=compare,
+    modes=MODES,
+    hazard_modes=HAZARD_MODES,
+    rules=RULES,
+    default_shape=DEFAULT_SHAPE,
+    quick_shape=QUICK_SHAPE,
+    dtypes=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1, ElemFormat.E1M2),
+    input_names=("x1", "x1_scale", "x2", "x2_scale", "bias"),
+)

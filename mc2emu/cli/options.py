@@ -1,0 +1,194 @@
+"""Command-line options of `python -m mc2emu.run`: the parser, the option enums and `RunOptions`.
+
+Parsing never prints and never exits: a bad value raises `OptionError` (exit code 2) so that under mpirun
+rank 0 alone prints one message while every rank, having parsed the same argv, exits 2 without any
+collective call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from mc2emu.numerics.formats import ElemFormat
+from mc2emu.runtime.hazards import EXIT_BAD_INPUT
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+
+DEFAULT_NP = 8
+DEFAULT_SEED = 42
+
+
+class OptionError(Exception):
+    """A command-line value breaks a rule; the message names the option."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class Impl(enum.Enum):
+    """How an MC2 operator moves data (SPEC §6): AIV UDMA puts, or the HCCL server (hcomm)."""
+
+    UDMA = "udma"
+    HCOMM = "hcomm"
+
+
+class HcclServer(enum.Enum):
+    """HCCL server model of the hcomm impl (SPEC §3.2); CCU is what hcomm uses on DAV_3510."""
+
+    CCU = "ccu"
+    AICPU = "aicpu"
+
+
+LOCAL_MATMUL_CHOICES = (0, 1, 2)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    op: str | None = None
+    impl: Impl | None = None
+    local_matmul: int | None = None
+    wait_order: WaitOrder | None = None
+    hccl_server: HcclServer | None = None
+    m: int | None = None
+    k: int | None = None
+    n: int | None = None
+    dtype: ElemFormat | None = None
+    seed: int = DEFAULT_SEED
+    block_dim: int | None = None
+    check: bool = True
+    perturb: int | None = None
+    timeout: float | None = None
+    trace: Path | None = None
+    dump: Path | None = None
+    inputs: Path | None = None
+    list: bool = False
+    quick: bool = False
+    hazards: bool = False
+    np: int = DEFAULT_NP
+    help: bool = False
+
+    def mode_filters(self) -> dict[str, object]:
+        """The mode options the user set (field name -> value)."""
+        out: dict[str, object] = {}
+        for name in ("impl", "local_matmul", "wait_order", "hccl_server"):
+            v = getattr(self, name)
+            if v is not None:
+                out[name] = v
+        return out
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise OptionError(f"{self.prog}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise OptionError(message or f"{self.prog}: exit {status}")
+
+
+def _enum_type(cls: type[enum.Enum], option: str):
+    def conv(text: str) -> enum.Enum:
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            allowed = ", ".join(m.value for m in cls)
+            raise argparse.ArgumentTypeError(f"{option} {text!r}: choose one of {allowed}") from None
+    conv.__name__ = option
+    return conv
+
+
+def _int_at_least(lo: int, option: str):
+    def conv(text: str) -> int:
+        try:
+            v = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} {text!r}: not an integer") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"{option} {v}: must be >= {lo}")
+        return v
+    conv.__name__ = option
+    return conv
+
+
+def _positive_float(option: str):
+    def conv(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} {text!r}: not a number") from None
+        if not v > 0 or v == float("inf"):
+            raise argparse.ArgumentTypeError(f"{option} {text}: must be a positive, finite number of seconds")
+        return v
+    conv.__name__ = option
+    return conv
+
+
+def _local_matmul(text: str) -> int:
+    v = _int_at_least(0, "--local-matmul")(text)
+    if v not in LOCAL_MATMUL_CHOICES:
+        allowed = ", ".join(map(str, LOCAL_MATMUL_CHOICES))
+        raise argparse.ArgumentTypeError(f"--local-matmul {v}: choose one of {allowed}")
+    return v
+
+
+def _dtype(text: str) -> ElemFormat:
+    key = text.strip().lower()
+    for fmt in ElemFormat:
+        if key == fmt.value:
+            return fmt
+    raise argparse.ArgumentTypeError(f"--dtype {text!r}: choose one of {', '.join(f.value for f in ElemFormat)}")
+
+
+def build_parser(description: str = "") -> argparse.ArgumentParser:
+    ap = _Parser(prog="python -m mc2emu.run", description=description, add_help=False,
+                 formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    sel = ap.add_argument_group("what to run (each narrows the suite; mode options override its modes)")
+    sel.add_argument("--op", help="one operator (see --list)")
+    sel.add_argument("--impl", type=_enum_type(Impl, "--impl"), help="udma | hcomm")
+    sel.add_argument("--local-matmul", type=_local_matmul, help="0 | 1 | 2")
+    sel.add_argument("--wait-order", type=_enum_type(WaitOrder, "--wait-order"), help="mask | in_order")
+    sel.add_argument("--hccl-server", type=_enum_type(HcclServer, "--hccl-server"), help="ccu | aicpu (hcomm)")
+    sel.add_argument("--hazards", action="store_true", help="add the expected-hazard showcase cases")
+    sel.add_argument("--quick", action="store_true", help="small shapes (the suite in well under 30 s)")
+    shp = ap.add_argument_group("data")
+    shp.add_argument("--m", type=_int_at_least(1, "--m"), help="rows of C per rank (oriM)")
+    shp.add_argument("--k", type=_int_at_least(1, "--k"), help="K per rank (Ka)")
+    shp.add_argument("--n", type=_int_at_least(1, "--n"), help="columns of C (N)")
+    shp.add_argument("--dtype", type=_dtype, help="element format: e4m3 (default) | e5m2 | e2m1 | e1m2")
+    shp.add_argument("--seed", type=_int_at_least(0, "--seed"), default=DEFAULT_SEED, help="input seed")
+    shp.add_argument("--inputs", type=Path, metavar="DIR", help="replay inputs written by --dump DIR")
+    run = ap.add_argument_group("execution")
+    run.add_argument("--block-dim", type=_int_at_least(1, "--block-dim"), help="blocks per launch (default: tiling)")
+    run.add_argument("--check", dest="check", action="store_true", default=True, help="hazard checkers on (default)")
+    run.add_argument("--no-check", dest="check", action="store_false", help="hazard checkers off")
+    run.add_argument("--perturb", type=_int_at_least(0, "--perturb"), metavar="SEED",
+                     help="seeded timing perturbation")
+    run.add_argument("--timeout", type=_positive_float("--timeout"), help="wait deadline in seconds")
+    run.add_argument("--np", type=_int_at_least(1, "--np"), default=DEFAULT_NP,
+                     help=f"ranks when relaunching under mpiexec (default {DEFAULT_NP})")
+    out = ap.add_argument_group("output")
+    out.add_argument("--trace", type=Path, metavar="FILE", help="write a Chrome trace (Perfetto) of every case")
+    out.add_argument("--dump", type=Path, metavar="DIR", help="write each rank's inputs and outputs (rank{r}.npz)")
+    out.add_argument("--list", action="store_true", help="list operators and scenarios, then exit")
+    out.add_argument("-h", "--help", action="store_true", help="show this help, then exit")
+    return ap
+
+
+def parse_options(argv: list[str], description: str = "") -> RunOptions:
+    """Parse and check argv; raises `OptionError` (never prints)."""
+    ns = build_parser(description).parse_args(argv)
+    opts = RunOptions(**vars(ns))
+    if opts.trace is not None and opts.trace.is_dir():
+        raise OptionError(f"--trace {opts.trace}: is a directory, give a file name")
+    if opts.dump is not None and opts.dump.exists() and not opts.dump.is_dir():
+        raise OptionError(f"--dump {opts.dump}: exists and is not a directory")
+    if opts.inputs is not None and not opts.inputs.is_dir():
+        raise OptionError(f"--inputs {opts.inputs}: no such directory")
+    if opts.inputs is not None and opts.dump is not None and opts.inputs.resolve() == opts.dump.resolve():
+        raise OptionError("--inputs and --dump name the same directory: the dump would overwrite the replayed files")
+    return opts
+
+
+def help_text(description: str = "") -> str:
+    return build_parser(description).format_help()

@@ -1,0 +1,194 @@
+"""`python -m mc2emu.run` end to end: each test spawns mpiexec itself (plain pytest, no pytest-mpi).
+
+Default run: 2 ranks (and 8 for the option errors), --quick / the self-check, each well under a minute.
+`-m slow`: the 8-rank quick suite and the hazard showcase.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from trace_check import check_chrome_trace
+
+from mc2emu.cli.dump import load_case, rank_file
+from mc2emu.cli.operators.all_to_all import ALL_TO_ALL_QUANT_MATMUL
+from mc2emu.launcher import mpiexec_command
+
+RUN_TIMEOUT_S = 170
+# Environment variables by which a process knows it runs under an MPI launcher (mc2emu.launcher).
+LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "HYDRA_CONTROL_FD", "PMI_FD")
+A2A_UDMA_LM0 = ["--op", "all_to_all_quant_matmul", "--impl", "udma", "--local-matmul", "0", "--wait-order", "mask"]
+# Records each rank's return code of main() in a file, then exits with it.
+RC_WRAPPER = ("import os, sys; from mc2emu.run import main; rc = main(sys.argv[1:]); "
+              "r = os.environ.get('PMI_RANK') or os.environ.get('OMPI_COMM_WORLD_RANK') or '0'; "
+              "open(os.path.join(os.environ['RC_DIR'], 'rc' + r), 'w').write(str(rc)); sys.exit(rc)")
+
+
+def _env(env):
+    return {**env, "PYTHONUNBUFFERED": "1"}
+
+
+def run_cli(np_, *args, timeout=RUN_TIMEOUT_S):
+    cmd, env = mpiexec_command(np_, ["-m", "mc2emu.run", *map(str, args)])
+    return subprocess.run(cmd, env=_env(env), capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def run_wrapped(np_, rc_dir, *args):
+    cmd, env = mpiexec_command(np_, ["-c", RC_WRAPPER, *map(str, args)])
+    env = {**_env(env), "RC_DIR": str(rc_dir)}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    rcs = {int(p.name[2:]): int(p.read_text()) for p in rc_dir.glob("rc*")}
+    return proc, rcs
+
+
+def table_of(stdout):
+    """(header cells, rows as lists of cells split on 2+ spaces) of the one table."""
+    lines = stdout.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("operator ")]
+    assert len(starts) == 1, f"expected one table, found {len(starts)}:\n{stdout}"
+    i = starts[0]
+    rows = []
+    for ln in lines[i + 2:]:
+        if re.match(r"^\d+ case\(s\):", ln) or not ln.strip():
+            break
+        rows.append(re.split(r"\s{2,}", ln.strip()))
+    return re.split(r"\s{2,}", lines[i].strip()), rows
+
+
+def summary_code(stdout):
+    m = re.search(r"case\(s\):.*; exit code (\d+)$", stdout, re.M)
+    assert m, stdout
+    return int(m.group(1))
+
+
+def _check_run(proc, np_):
+    out = proc.stdout
+    assert proc.returncode == summary_code(out), out + proc.stderr
+    header, rows = table_of(out)
+    assert header[:7] == ["operator", "impl", "mode", "shape", "dtype", "R", "result"]
+    progress = [ln for ln in out.splitlines() if re.match(r"^\[\s*\d+/\d+\] ", ln)]
+    assert len(progress) == len(rows), out
+    assert all(r[5] == str(np_) for r in rows)
+    assert not any(r[6] == "ERROR" for r in rows), out  # the CLI itself never crashes a case
+    return rows
+
+
+def test_quick_suite_at_two_ranks():
+    proc = run_cli(2, "--quick")
+    rows = _check_run(proc, 2)
+    assert [rows[0][0], rows[0][6]] == ["selfcheck", "PASS"]
+    assert proc.stdout.count("mc2emu: ") == 1  # the header line, printed by rank 0 only
+
+
+def test_relaunches_itself_without_mpirun():
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    env.update(OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.run([sys.executable, "-m", "mc2emu.run", "--np", "2", "--op", "selfcheck", "--quick"],
+                          env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "on 2 rank(s)" in proc.stdout
+    _check_run(proc, 2)
+
+
+@pytest.mark.parametrize("np_", [2, 8])
+@pytest.mark.parametrize("args, needle", [
+    (["--impl", "nvlink"], "--impl 'nvlink'"),
+    (["--m", "0"], "--m 0"),
+    (["--op", "all_to_all_quant_matmul", "--k", "100", "--quick"], "Ka % 64"),
+    (["--impl", "hcomm", "--local-matmul", "2"], "--hazards"),
+])
+def test_bad_options_exit_2_on_every_rank_with_one_message(tmp_path, np_, args, needle):
+    proc, rcs = run_wrapped(np_, tmp_path, *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert rcs == dict.fromkeys(range(np_), 2)
+    assert proc.stderr.count(needle) == 1, proc.stderr
+    assert "operator " not in proc.stdout
+
+
+def test_list_and_help_need_no_ranks():
+    for flag, needle in (("--list", "--hazards showcase"), ("--help", "--local-matmul")):
+        proc = subprocess.run([sys.executable, "-m", "mc2emu.run", flag], capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert proc.returncode == 0 and needle in proc.stdout
+
+
+def test_trace_is_valid_chrome_json_with_matched_spans(tmp_path):
+    path = tmp_path / "trace.json"
+    proc = run_cli(2, "--op", "selfcheck", "--quick", "--trace", path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trace = json.loads(path.read_text())
+    counts = check_chrome_trace(trace)
+    assert counts["s"] == counts["f"] > 0
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["pid"] for e in spans} == {0, 1}
+    names = {e["name"].split()[0] for e in spans}
+    assert {"wait", "SyncAll", "kernel", "raise", "consume"} <= names
+    threads = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"AIC0", "AIV0", "run"} <= threads
+
+
+def _a2a_ran(proc):
+    if "SKIPPED" in proc.stdout:
+        pytest.skip("all_to_all_quant_matmul has not fully landed")
+
+
+def test_trace_of_the_all_to_all_has_puts_and_cross_rank_flows(tmp_path):
+    path = tmp_path / "trace.json"
+    proc = run_cli(2, *A2A_UDMA_LM0, "--quick", "--trace", path)
+    _a2a_ran(proc)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trace = json.loads(path.read_text())
+    check_chrome_trace(trace)
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert any(e["name"].startswith("put") for e in spans)
+    assert any(e["name"].startswith("mmad") for e in spans)
+
+
+def _dumped_outputs(directory, np_):
+    return {r: load_case(rank_file(directory, r)).arrays["out"] for r in range(np_)}
+
+
+@pytest.mark.parametrize("args", [["--op", "selfcheck", "--quick"], [*A2A_UDMA_LM0, "--quick"]],
+                         ids=["selfcheck", "a2a"])
+def test_dump_then_replay_is_bitwise_identical(tmp_path, args):
+    first, second = tmp_path / "first", tmp_path / "second"
+    proc = run_cli(2, *args, "--dump", first)
+    if "all_to_all_quant_matmul" in args:
+        _a2a_ran(proc)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    replay = run_cli(2, "--inputs", first, "--dump", second)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "replay: bitwise identical to the dump" in replay.stdout
+    a, b = _dumped_outputs(first, 2), _dumped_outputs(second, 2)
+    for r in range(2):
+        assert a[r].dtype == b[r].dtype and np.array_equal(a[r].view(np.uint8), b[r].view(np.uint8))
+        ca, cb = load_case(rank_file(first, r)), load_case(rank_file(second, r))
+        for name, arr in ca.of_role("input").items():
+            assert np.array_equal(arr.view(np.uint8), cb.arrays[name].view(np.uint8))
+
+
+def test_replay_refuses_another_world_size(tmp_path):
+    run_cli(2, "--op", "selfcheck", "--quick", "--dump", tmp_path)
+    proc = run_cli(1, "--inputs", tmp_path)
+    assert proc.returncode == 2 and "written by 2 ranks" in proc.stderr
+
+
+@pytest.mark.slow
+def test_quick_suite_at_eight_ranks():
+    proc = run_cli(8, "--quick")
+    rows = _check_run(proc, 8)
+    assert rows[0][6] == "PASS"
+
+
+@pytest.mark.slow
+def test_hazard_showcase_at_eight_ranks():
+    proc = run_cli(8, "--quick", "--hazards", "--op", "all_to_all_quant_matmul")
+    _a2a_ran(proc)
+    rows = _check_run(proc, 8)
+    showcase = [r for r in rows if r[6].startswith(("EXPECTED", "MISSING"))]
+    assert len(showcase) == len(ALL_TO_ALL_QUANT_MATMUL.hazard_modes)
+    assert all(r[6].startswith("EXPECTED") for r in showcase), proc.stdout

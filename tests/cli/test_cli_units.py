@@ -1,0 +1,278 @@
+"""The CLI's pure parts without MPI: options, the registry and planning, verdicts, the table, dump files."""
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mc2emu.cli.dump import DumpError, case_dirs, decode_array, encode_array, load_case, rank_file, save_case
+from mc2emu.cli.operators import BUILTIN_OPERATORS, default_registry
+from mc2emu.cli.operators.all_to_all import ALL_TO_ALL_QUANT_MATMUL
+from mc2emu.cli.options import HcclServer, Impl, OptionError, parse_options
+from mc2emu.cli.report import (
+    CaseReport,
+    Raised,
+    RankResult,
+    Status,
+    error_lines,
+    exit_code,
+    format_listing,
+    format_table,
+    judge,
+    make_report,
+    progress_line,
+)
+from mc2emu.cli.scenarios import (
+    Case,
+    Comparison,
+    Expect,
+    Mode,
+    OperatorSpec,
+    Registry,
+    Shape,
+    call_accepting,
+    operator_cases,
+    plan_cases,
+)
+from mc2emu.cli.stats import CaseStats
+from mc2emu.numerics import ElemFormat
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+
+A2A = ALL_TO_ALL_QUANT_MATMUL.name
+
+
+def _spec_always_available(spec: OperatorSpec) -> OperatorSpec:
+    return dataclasses.replace(spec, available=lambda: None)
+
+
+@pytest.fixture
+def registry():
+    return Registry([_spec_always_available(s) for s in BUILTIN_OPERATORS])
+
+
+# -- options ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, needle", [
+    (["--impl", "nvlink"], "--impl"), (["--local-matmul", "3"], "--local-matmul"), (["--m", "0"], "--m"),
+    (["--wait-order", "random"], "--wait-order"), (["--hccl-server", "x"], "--hccl-server"),
+    (["--dtype", "fp32"], "--dtype"), (["--timeout", "-1"], "--timeout"), (["--np", "0"], "--np"),
+    (["--bogus"], "unrecognized"), (["--k", "abc"], "--k"), (["--inputs", "/nonexistent/dir"], "--inputs"),
+    (["--perturb", "-3"], "--perturb")])
+def test_bad_options_raise_one_clear_error(argv, needle):
+    with pytest.raises(OptionError) as ei:
+        parse_options(argv)
+    assert needle in str(ei.value)
+    assert ei.value.exit_code == 2
+
+
+def test_options_parse_to_enums():
+    o = parse_options(["--impl", "hcomm", "--local-matmul", "1", "--wait-order", "in_order", "--hccl-server",
+                       "aicpu", "--dtype", "e5m2", "--no-check", "--perturb", "7", "--quick"])
+    assert (o.impl, o.local_matmul, o.wait_order, o.hccl_server) == (Impl.HCOMM, 1, WaitOrder.IN_ORDER,
+                                                                     HcclServer.AICPU)
+    assert o.dtype is ElemFormat.E5M2 and not o.check and o.perturb == 7 and o.quick
+    assert o.mode_filters() == {"impl": Impl.HCOMM, "local_matmul": 1, "wait_order": WaitOrder.IN_ORDER,
+                                "hccl_server": HcclServer.AICPU}
+
+
+# -- planning --------------------------------------------------------------------------------------------------
+def test_default_suite_is_every_valid_mode_and_no_hazard(registry):
+    cases = plan_cases(registry, parse_options([]))
+    a2a = [c for c in cases if c.op == A2A]
+    assert len(a2a) == 10 and not any(c.expect.is_hazard for c in cases)
+    assert {(c.mode.impl, c.mode.local_matmul) for c in a2a} == {
+        (Impl.UDMA, 0), (Impl.UDMA, 1), (Impl.UDMA, 2), (Impl.HCOMM, 0), (Impl.HCOMM, 1)}
+    assert {c.mode.wait_order for c in a2a} == set(WaitOrder)
+    assert "selfcheck" in {c.op for c in cases}
+
+
+def test_hazards_add_the_showcase_last_with_the_deadlock_at_the_end(registry):
+    cases = plan_cases(registry, parse_options(["--hazards"]))
+    hz = [c for c in cases if c.expect.is_hazard]
+    assert cases[-len(hz):] == hz and cases[-1].expect == Expect(deadlock=True)
+    by = {(c.mode.local_matmul, c.mode.hccl_server, c.mode.bias): c.expect for c in hz if c.op == A2A}
+    assert by[(2, HcclServer.AICPU, False)].hazards == {"HCCL_WAIT_BEYOND_COMMIT"}
+    assert by[(1, HcclServer.CCU, True)].hazards == {"BIAS_DOUBLE_ADD"}
+    assert by[(2, HcclServer.CCU, False)].deadlock
+    assert cases[-1].timeout == ALL_TO_ALL_QUANT_MATMUL.deadlock_timeout_s  # short deadline for the showcase
+
+
+def test_mode_options_select_impl_and_override_the_rest(registry):
+    with pytest.raises(OptionError, match="--hazards"):  # under AICPU every hcomm mode may hit a hazard
+        plan_cases(registry, parse_options(["--impl", "hcomm", "--hccl-server", "aicpu"]))
+    cases = plan_cases(registry, parse_options(["--impl", "hcomm", "--hccl-server", "aicpu", "--hazards"]))
+    assert {c.op for c in cases} == {A2A}
+    assert {(c.mode.impl, c.mode.hccl_server) for c in cases} == {(Impl.HCOMM, HcclServer.AICPU)}
+    timing = [c for c in cases if c.expect.optional]
+    assert len(timing) == 4 and all(c.expect.hazards == {"HCCL_FINALIZE_WHILE_WAITING"} for c in timing)
+    assert all(c.timeout == ALL_TO_ALL_QUANT_MATMUL.deadlock_timeout_s for c in timing)
+    cases = plan_cases(registry, parse_options(["--local-matmul", "1", "--wait-order", "in_order"]))
+    assert {(c.mode.impl, c.mode.local_matmul, c.mode.wait_order) for c in cases} == {
+        (Impl.UDMA, 1, WaitOrder.IN_ORDER), (Impl.HCOMM, 1, WaitOrder.IN_ORDER)}
+
+
+def test_hazard_modes_need_hazards(registry):
+    with pytest.raises(OptionError, match="--hazards"):
+        plan_cases(registry, parse_options(["--impl", "hcomm", "--local-matmul", "2"]))
+    cases = plan_cases(registry, parse_options(["--impl", "hcomm", "--local-matmul", "2", "--hazards"]))
+    assert all(c.expect.deadlock for c in cases if c.mode.hccl_server is HcclServer.CCU)
+
+
+def test_shape_dtype_and_op_selection(registry):
+    cases = plan_cases(registry, parse_options(["--op", A2A, "--quick", "--n", "64", "--dtype", "e2m1"]))
+    q = ALL_TO_ALL_QUANT_MATMUL.quick_shape
+    assert {c.shape for c in cases} == {Shape(q.m, q.k, 64)} and {c.dtype for c in cases} == {ElemFormat.E2M1}
+    with pytest.raises(OptionError, match="not a registered operator"):
+        plan_cases(registry, parse_options(["--op", "nope"]))
+    with pytest.raises(OptionError, match="supports"):
+        plan_cases(registry, parse_options(["--op", A2A, "--dtype", "e1m2"]))
+
+
+def test_unavailable_operators_are_skipped_or_refused():
+    missing = dataclasses.replace(ALL_TO_ALL_QUANT_MATMUL, available=lambda: "not here")
+    reg = Registry([BUILTIN_OPERATORS[0], missing])
+    assert {c.op for c in plan_cases(reg, parse_options([]))} == {"selfcheck"}
+    with pytest.raises(OptionError, match="not available"):
+        plan_cases(reg, parse_options(["--op", A2A]))
+
+
+def test_mode_round_trips_and_labels():
+    m = Mode(Impl.HCOMM, 1, WaitOrder.MASK, HcclServer.CCU, bias=True)
+    assert Mode.from_dict(m.as_dict()) == m
+    assert m.label() == "lm1 mask ccu +bias" and m.slug() == "hcomm-lm1-mask-ccu-bias"
+    assert Mode().label() == "-"
+
+
+def test_operator_cases_dedupe_after_overrides(registry):
+    cases, held = operator_cases(registry.get(A2A), parse_options(["--wait-order", "mask"]))
+    assert len(cases) == 5 and not held
+
+
+def test_call_accepting_drops_unknown_hooks():
+    def op(x, *, check=True):
+        return (x, check)
+
+    assert call_accepting(op, 1, check=False, observers=(), perturb=None) == (1, False)
+    assert call_accepting(lambda x, **kw: kw, 1, observers=()) == {"observers": ()}
+
+
+def test_registry_rejects_duplicates():
+    with pytest.raises(ValueError):
+        Registry([BUILTIN_OPERATORS[0], BUILTIN_OPERATORS[0]])
+    assert default_registry().names()[0] == "selfcheck"
+    assert "--hazards showcase" in format_listing(default_registry())
+
+
+# -- verdicts and text ------------------------------------------------------------------------------------------
+CASE = Case(A2A, Mode(Impl.UDMA, 0, WaitOrder.MASK), Shape(32, 128, 128), ElemFormat.E4M3, 42)
+HZ_CASE = Case(A2A, Mode(Impl.HCOMM, 2, WaitOrder.MASK, HcclServer.CCU), Shape(32, 128, 128), ElemFormat.E4M3,
+               42, Expect(deadlock=True))
+OK = Comparison(True, 0.0, 0)
+
+
+@pytest.mark.parametrize("results, status", [
+    ([RankResult(0, comparison=OK), RankResult(1, comparison=OK)], Status.PASS),
+    ([RankResult(0, comparison=OK), RankResult(1, comparison=Comparison(False, 3.0, 40))], Status.MISMATCH),
+    ([RankResult(0, Raised.CONSTRAINT, message="rule: bad"), RankResult(1, comparison=OK)], Status.BAD_INPUT),
+    ([RankResult(0, Raised.HAZARD, ("SPLITK_SEQUENCE",)), RankResult(1, comparison=OK)], Status.HAZARD),
+    ([RankResult(0, Raised.DEADLOCK, message="stuck"), RankResult(1, Raised.MC2EMU)], Status.DEADLOCK),
+    ([RankResult(0, Raised.EXCEPTION, message="KeyError"), RankResult(1, comparison=OK)], Status.ERROR),
+    ([RankResult(0, Raised.UNAVAILABLE, message="no module")], Status.SKIPPED),
+    ([RankResult(0, comparison=OK, replay_diff=3, replay_same_case=True)], Status.MISMATCH),
+    ([RankResult(0, comparison=OK, replay_diff=3, replay_same_case=False)], Status.PASS),
+])
+def test_judge_valid_case(results, status):
+    assert judge(CASE, results, check=True)[0] is status
+
+
+def test_judge_expected_hazards():
+    assert judge(HZ_CASE, [RankResult(0, Raised.DEADLOCK), RankResult(1, Raised.MC2EMU)], check=True)[0] \
+        is Status.EXPECTED
+    assert judge(HZ_CASE, [RankResult(0, comparison=OK)], check=True)[0] is Status.MISSING
+    bias = Case(A2A, Mode(Impl.HCOMM, 1, WaitOrder.MASK, HcclServer.CCU, True), CASE.shape, CASE.dtype, 42,
+                Expect(hazards=frozenset({"BIAS_DOUBLE_ADD"})))
+    found = [RankResult(0, Raised.HAZARD, ("BIAS_DOUBLE_ADD", "OTHER")), RankResult(1, comparison=OK)]
+    assert judge(bias, found, check=True)[0] is Status.EXPECTED
+    assert judge(bias, [RankResult(0, comparison=OK)], check=False)[0] is Status.UNCHECKED
+    assert judge(bias, [RankResult(0, Raised.EXCEPTION, message="bug")], check=True)[0] is Status.ERROR
+    timing = dataclasses.replace(bias, expect=Expect(frozenset({"HCCL_FINALIZE_WHILE_WAITING"}), hang_ok=True,
+                                                     optional=True))
+    assert judge(timing, [RankResult(0, comparison=OK)], check=True)[0] is Status.PASS
+    assert judge(timing, [RankResult(0, comparison=Comparison(False))], check=True)[0] is Status.MISMATCH
+    assert judge(timing, [RankResult(0, Raised.DEADLOCK)], check=True)[0] is Status.EXPECTED
+    assert judge(timing, [RankResult(0, Raised.HAZARD, ("HCCL_FINALIZE_WHILE_WAITING",))], check=True)[0] \
+        is Status.EXPECTED
+    assert judge(timing, [RankResult(0, Raised.HAZARD, ("SPLITK_SEQUENCE",))], check=True)[0] is Status.MISSING
+    hang = dataclasses.replace(bias, expect=Expect(frozenset({"HCCL_WAIT_BEYOND_COMMIT"}), hang_ok=True))
+    assert judge(hang, [RankResult(0, Raised.DEADLOCK), RankResult(1, Raised.MC2EMU)], check=True)[0] \
+        is Status.EXPECTED
+    assert judge(hang, [RankResult(0, comparison=OK)], check=True)[0] is Status.MISSING
+
+
+def test_exit_code_is_the_worst_case():
+    def rep(status):
+        return CaseReport(1, 1, CASE, 2, status, "", (), CaseStats())
+
+    assert exit_code([]) == 0
+    assert exit_code([rep(Status.PASS), rep(Status.EXPECTED), rep(Status.SKIPPED)]) == 0
+    assert exit_code([rep(Status.PASS), rep(Status.MISMATCH)]) == 1
+    assert exit_code([rep(Status.BAD_INPUT), rep(Status.MISMATCH)]) == 2
+    assert exit_code([rep(Status.BAD_INPUT), rep(Status.DEADLOCK)]) == 3
+
+
+def test_table_progress_and_errors_text():
+    stats = CaseStats(tiles=16, waits=12, puts=56, bytes_moved=3 << 20, comm_ns=100, hidden_ns=75, events=99)
+    results = [RankResult(r, comparison=Comparison(True, 0.5, 1), wall_s=1.0 + r, stats=stats) for r in range(2)]
+    rep = make_report(1, 3, CASE, results, check=True)
+    table = format_table([rep])
+    header, rule, row = table.splitlines()
+    for col in ("operator", "impl", "mode", "shape", "R", "result", "max|err|", "ulp", "wall s", "tiles", "waits",
+                "puts", "bytes", "hidden"):
+        assert col in header
+    assert set(rule.replace(" ", "")) == {"-"}
+    assert "PASS" in row and "6.0 MiB" in row and "75%" in row and "2.00" in row and " 32 " in row
+    assert progress_line(rep).startswith("[ 1/3] all_to_all_quant_matmul udma lm0 mask 32x128x128 R2: PASS")
+    bad = make_report(2, 3, CASE, [RankResult(0, Raised.DEADLOCK, message="rank 0 AIC1: stuck\n  detail"),
+                                   RankResult(1, Raised.DEADLOCK, message="rank 1 AIC1: stuck\n  detail")],
+                      check=True)
+    lines = error_lines(bad)
+    assert lines[0].startswith("    ranks 0-1: rank 0 AIC1: stuck") and len(lines) == 2
+    other_core = make_report(2, 3, CASE, [RankResult(0, Raised.DEADLOCK, message="rank 0 AIC1: stuck 1.5 s"),
+                                          RankResult(1, Raised.DEADLOCK, message="rank 1 AIC7: stuck 2.25 s")],
+                             check=True)
+    assert error_lines(other_core) == ["    ranks 0-1: rank 0 AIC1: stuck 1.5 s"]
+    hz = make_report(3, 3, CASE, [RankResult(r, Raised.HAZARD, ("SPLITK_SEQUENCE",), "HazardError: 2 hazard(s)",
+                                             (("SPLITK_SEQUENCE", 2, f"[SPLITK_SEQUENCE] rank {r} AIC0: x"),))
+                                  for r in (0, 1, 2, 5)], check=True)
+    assert error_lines(hz) == ["    SPLITK_SEQUENCE: 8 report(s) on rank(s) 0-2,5; e.g. [SPLITK_SEQUENCE] rank 0 "
+                               "AIC0: x"]
+
+
+# -- dump files --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu,
+                                   ml_dtypes.float4_e2m1fn, ml_dtypes.bfloat16, np.float32, np.uint8])
+def test_codes_round_trip_bitwise(dtype):
+    rng = np.random.default_rng(0)
+    width = np.dtype(dtype).itemsize
+    codes = rng.integers(0, 16 if dtype is ml_dtypes.float4_e2m1fn else 1 << (8 * width), size=(3, 5),
+                         dtype=np.uint64).astype({1: np.uint8, 2: np.uint16, 4: np.uint32}[width])
+    arr = codes.view(dtype)
+    enc, name = encode_array(arr)
+    assert enc.dtype == codes.dtype and name == np.dtype(dtype).name
+    back = decode_array(enc, name)
+    assert back.dtype == np.dtype(dtype) and np.array_equal(back.view(codes.dtype), codes)
+
+
+def test_save_and_load_a_case(tmp_path):
+    x1 = np.arange(12, dtype=np.float32).reshape(3, 4).astype(ml_dtypes.float8_e4m3fn)
+    out = np.linspace(-1, 1, 6, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    path = save_case(rank_file(tmp_path / "c", 1), {"x1": (x1, "input"), "out": (out, "output")},
+                     {"case": CASE.as_dict(), "rank": 1, "ranks": 2})
+    cf = load_case(path)
+    assert cf.meta["case"] == CASE.as_dict() and cf.meta["ranks"] == 2
+    assert cf.arrays["x1"].dtype == x1.dtype and np.array_equal(cf.arrays["x1"].view(np.uint8), x1.view(np.uint8))
+    assert set(cf.of_role("input")) == {"x1"} and set(cf.of_role("output")) == {"out"}
+    with pytest.raises(DumpError):
+        case_dirs(tmp_path / "c")  # rank1 only, no rank0
+    save_case(rank_file(tmp_path / "c", 0), {"x1": (x1, "input")}, {"case": CASE.as_dict(), "rank": 0, "ranks": 2})
+    assert case_dirs(tmp_path) == [tmp_path / "c"] and case_dirs(tmp_path / "c") == [tmp_path / "c"]

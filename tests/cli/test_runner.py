@@ -1,0 +1,185 @@
+"""The case runner in-process on a one-rank fake communicator, with fake operators that pass, mismatch,
+raise hazards, deadlock or crash (no MPI, no real operator)."""
+
+import dataclasses
+import io
+import json
+import time
+
+import numpy as np
+import pytest
+from trace_check import check_chrome_trace
+
+from mc2emu.cli.options import parse_options
+from mc2emu.cli.report import Status
+from mc2emu.cli.runner import CaseRunner, Planned, Watchdog
+from mc2emu.cli.scenarios import Comparison, Expect, Mode, ModeRule, OperatorSpec, Registry, Shape, plan_cases
+from mc2emu.runtime import ConstraintError, DeadlockError, Event, EventKind, Hazard, HazardError, HazardReport, Severity
+
+
+class _Req:
+    def Test(self):
+        return True
+
+
+class FakeComm:
+    """COMM_WORLD of one rank; `Abort` records its code instead of ending the process."""
+
+    def __init__(self):
+        self.aborted = None
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 1
+
+    def Ibarrier(self):
+        return _Req()
+
+    def gather(self, obj, root=0):
+        return [obj]
+
+    def allgather(self, obj):
+        return [obj]
+
+    def bcast(self, obj, root=0):
+        return obj
+
+    def alltoall(self, objs):
+        return list(objs)
+
+    def Abort(self, code):
+        self.aborted = code
+
+
+def _hazard(name):
+    return HazardReport(Hazard(name), Severity.ERROR, 0, "AIC0", "synthetic")
+
+
+def _execute(case, inputs, ctx):
+    """Behaviour chosen by the mode: local_matmul 0 pass, 1 mismatch, 2 hazard; bias: deadlock."""
+    for obs in ctx.observers:
+        obs(Event(EventKind.WAIT_BEGIN, 0, "AIC0", 10, 1, "flag0"))
+        obs(Event(EventKind.PUT, 0, "AIV0", 15, 2, "win", 64, {"nbytes": 64}))
+        obs(Event(EventKind.WAIT_END, 0, "AIC0", 20, 3, "flag0"))
+        obs(Event(EventKind.MMAD, 0, "AIC0", 30, 4, "mmad", None, {"dur_ns": 5}))
+    if case.mode.bias:
+        raise DeadlockError("rank 0 AIC0: no progress for 1.0 s while waiting on flag 3")
+    if case.mode.local_matmul == 2:
+        raise HazardError([_hazard("SPLITK_SEQUENCE")], output=inputs["x"] * 2)
+    if case.mode.local_matmul == 3:
+        raise ConstraintError("rule-7", "bad shape")
+    if case.mode.local_matmul == 4:
+        raise KeyError("bug")
+    return inputs["x"] * (2 if case.mode.local_matmul == 0 else 3)
+
+
+def _spec(modes, hazard_modes=(), rules=()):
+    return OperatorSpec(
+        name="fake", summary="fake operator", available=lambda: None,
+        make_inputs=lambda case, rank, size: {"x": np.arange(4, dtype=np.float32)},
+        golden=lambda case, inputs, comm: inputs["x"] * 2,
+        execute=_execute,
+        compare=lambda out, ref: Comparison(bool(np.array_equal(out, ref)), float(np.max(np.abs(out - ref))), 0),
+        modes=tuple(modes), hazard_modes=tuple(hazard_modes), rules=tuple(rules), default_shape=Shape(4))
+
+
+def _run(spec, argv, tmp_path=None):
+    registry = Registry([spec])
+    opts = parse_options(argv)
+    comm = FakeComm()
+    out, err = io.StringIO(), io.StringIO()
+    aborts = []
+    wd = Watchdog(comm, err, abort=aborts.append)
+    runner = CaseRunner(registry, opts, comm, out, err, wd)
+    try:
+        code = runner.run([Planned(c) for c in plan_cases(registry, opts)])
+    finally:
+        wd.stop()
+    return code, runner, out.getvalue(), comm
+
+
+def test_pass_mismatch_hazard_and_bad_input_verdicts():
+    modes = [Mode(local_matmul=lm) for lm in (0, 1, 2, 3)]
+    code, runner, out, comm = _run(_spec(modes), [])
+    assert [r.status for r in runner.state.reports] == [Status.PASS, Status.MISMATCH, Status.HAZARD,
+                                                        Status.BAD_INPUT]
+    assert code == 3 and comm.aborted is None
+    assert out.count("operator ") == 1 and "SPLITK_SEQUENCE" in out and "rule-7: bad shape" in out
+    s = runner.state.reports[0].stats
+    assert (s.waits, s.puts, s.bytes_moved, s.tiles) == (1, 1, 64, 1)
+
+
+def test_unexpected_exception_is_an_error_not_a_crash():
+    code, runner, out, _ = _run(_spec([Mode(local_matmul=4)]), [])
+    assert runner.state.reports[0].status is Status.ERROR and code == 3
+    assert "KeyError" in out and "Traceback" in out
+
+
+def test_unexpected_deadlock_ends_the_run_with_an_abort():
+    code, runner, out, comm = _run(_spec([Mode(local_matmul=0, bias=True), Mode(local_matmul=0)]), [])
+    assert comm.aborted == 3 and code == 3
+    assert len(runner.state.reports) == 1 and runner.state.reports[0].status is Status.DEADLOCK
+    assert "aborting every rank" in out and "operator " in out  # the table so far is printed first
+
+
+def test_expected_hazards_and_deadlocks_pass_with_hazards():
+    rules = [ModeRule({"local_matmul": 2}, Expect(hazards=frozenset({"SPLITK_SEQUENCE"}))),
+             ModeRule({"bias": True}, Expect(deadlock=True))]
+    spec = _spec([Mode(local_matmul=0)], [Mode(local_matmul=2), Mode(local_matmul=0, bias=True)], rules)
+    code, runner, out, comm = _run(spec, ["--hazards"])
+    assert [r.status for r in runner.state.reports] == [Status.PASS, Status.EXPECTED, Status.EXPECTED]
+    assert code == 0 and comm.aborted is None
+    assert "EXPECTED SPLITK_SEQUENCE" in out and "EXPECTED DEADLOCK" in out
+
+
+def test_expected_hazard_missing_fails():
+    rules = [ModeRule({"local_matmul": 0}, Expect(hazards=frozenset({"BIAS_DOUBLE_ADD"})))]
+    code, runner, _, _ = _run(_spec([], [Mode(local_matmul=0)], rules), ["--hazards"])
+    assert runner.state.reports[0].status is Status.MISSING and code == 3
+
+
+def test_trace_and_dump_from_the_runner(tmp_path):
+    trace = tmp_path / "t.json"
+    code, _, out, _ = _run(_spec([Mode(local_matmul=0), Mode(local_matmul=2)]),
+                           ["--trace", str(trace), "--dump", str(tmp_path / "d")])
+    assert code == 3 and f"trace: {trace}" in out
+    t = json.loads(trace.read_text())
+    check_chrome_trace(t)
+    assert [e["args"]["case"] for e in t["traceEvents"] if e.get("cat") == "scenario"] == \
+        ["fake_lm0_4", "fake_lm2_4"]
+    assert (tmp_path / "d" / "fake_lm0_4" / "rank0.npz").is_file()
+    assert (tmp_path / "d" / "fake_lm2_4" / "rank0.npz").is_file()  # the hazard's output is dumped too
+
+
+def test_watchdog_aborts_a_stuck_phase():
+    comm = FakeComm()
+    err = io.StringIO()
+    aborts = []
+    wd = Watchdog(comm, err, abort=aborts.append)
+    try:
+        wd.arm(0.05, "case 1/1 stuck")
+        deadline = time.monotonic() + 5
+        while not aborts and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert aborts == [3] and "case 1/1 stuck still running" in err.getvalue()
+        wd.arm(10, "next")
+        wd.disarm()
+    finally:
+        wd.stop()
+
+
+@pytest.mark.parametrize("argv", [["--perturb", "3"], ["--no-check"]])
+def test_options_reach_the_operator(argv):
+    seen = {}
+
+    def execute(case, inputs, ctx):
+        seen.update(check=ctx.check, perturb=ctx.perturb, observers=len(ctx.observers))
+        return inputs["x"] * 2
+
+    spec = dataclasses.replace(_spec([Mode(local_matmul=0)]), execute=execute)
+    code, _, _, _ = _run(spec, argv)
+    assert code == 0 and seen["observers"] == 1
+    assert seen["check"] == ("--no-check" not in argv)
+    assert (seen["perturb"] is not None) == ("--perturb" in argv)
