@@ -129,6 +129,9 @@ class AllToAllMxQuantMatmulHcommImpl:
             splitKNum = self.rankDim_ - 1
         else:
             splitKNum = self.rankDim_
+        faults = self.ctx.device.faults
+        if faults is not None and faults.fires("setup_params", self.ctx.rank, self.ctx.label):
+            splitKNum += 1   # fault injection: a splitKNum the mmad call count does not match
         return replace(base, localParams=replace(base.localParams, matmulMode=mode, splitKNum=splitKNum))
 
     def MatmulProcess(self, mode: MatmulMode) -> None:

@@ -86,6 +86,9 @@ class AllToAllMxQuantMatmulUdmaImpl:
             splitKNum = self.rankSize - 1
         else:
             splitKNum = self.rankSize
+        faults = self.ctx.device.faults
+        if faults is not None and faults.fires("setup_params", self.ctx.rank, self.ctx.label):
+            splitKNum += 1   # fault injection: a splitKNum the mmad call count does not match
         lp: LocalParams = replace(base.localParams, matmulMode=mode, splitKNum=splitKNum)
         return replace(base, localParams=lp)
 

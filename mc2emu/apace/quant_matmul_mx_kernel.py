@@ -50,6 +50,8 @@ from mc2emu.blaze.tensor_api.layout import (
 )
 from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
 from mc2emu.numerics.formats import E8M0_DTYPE
+from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.faults import Fault
 from mc2emu.runtime.hazards import Hazard, KernelError
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -250,16 +252,30 @@ class QuantMatmulMxKernel:
         waitedMask = 0
         ready = -1
 
+        def WaitTile(t: int) -> None:
+            """`commPolicy_.WaitTile(t)`, through the fault-injection hook (skip it, or swap it with t + 1)."""
+            nonlocal waitedMask, ready
+            faults = ctx.device.faults
+            if faults is not None and faults.fires("wait_tile", ctx.rank, ctx.label):
+                ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", t)
+                if faults.fault is Fault.SKIP_WAIT_TILE:
+                    return
+                if faults.fault is Fault.SWAP_WAIT_ORDER and t + 1 < totalTiles and not (waitedMask >> (t + 1)) & 1:
+                    self.commPolicy_.WaitTile(t + 1)
+                    waitedMask |= 1 << (t + 1)
+                    ready = max(ready, t + 1)
+            self.commPolicy_.WaitTile(t)
+
         def wait_dep(dep: int) -> None:
             nonlocal waitedMask, ready
             if self.wait_order is WaitOrder.MASK:
                 if not (waitedMask >> dep) & 1:
-                    self.commPolicy_.WaitTile(dep)
                     waitedMask |= 1 << dep
+                    WaitTile(dep)
             else:
                 while ready < dep:
                     ready += 1
-                    self.commPolicy_.WaitTile(ready)
+                    WaitTile(ready)
 
         blockIdx = BlockCoord()
         while bs.GetTileIdx(blockIdx):
@@ -323,12 +339,12 @@ class QuantMatmulMxKernel:
             if self.wait_order is WaitOrder.MASK:
                 for t in range(totalTiles):
                     if not (waitedMask >> t) & 1:
-                        self.commPolicy_.WaitTile(t)
                         waitedMask |= 1 << t
+                        WaitTile(t)
             else:
                 while ready < totalTiles - 1:
                     ready += 1
-                    self.commPolicy_.WaitTile(ready)
+                    WaitTile(ready)
 
     # -- L2 cache hints (seed 000 §5.3; SPEC §5 "A2A") ---------------------------------------------------
     def SetL2Cache(self, params: Params, gmB: Any, gmScaleB: Any, gmC: Any) -> None:

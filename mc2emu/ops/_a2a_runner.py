@@ -78,12 +78,12 @@ def _elem_bytes(problem: A2AProblem, count: int) -> int:
 def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
             bias: np.ndarray | None, *, block_dim: int | None, check: bool, timeout: float | None, comm: Any,
             perturb: Any, observers: tuple[Any, ...], head_tile_size: int | None,
-            stats: dict[str, Any] | None) -> tuple[np.ndarray, list[HazardReport]]:
+            stats: dict[str, Any] | None, faults: Any = None) -> tuple[np.ndarray, list[HazardReport]]:
     from mc2emu.ops.all_to_all_quant_matmul import Impl, tiling_violations
 
     R, rank = problem.rank_size, problem.rank
     oriM, Ka, N = problem.ori_m, problem.ka, problem.n
-    dev = Device(rank, check=check, timeout=timeout, perturb=perturb)
+    dev = Device(rank, check=check, timeout=timeout, perturb=perturb, faults=faults)
     unsubscribe = [dev.events.subscribe(o) for o in observers]
     tiling = _tiling(problem, dev.platform, block_dim)
     is_udma = problem.impl is Impl.UDMA

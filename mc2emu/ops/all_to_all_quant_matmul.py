@@ -156,8 +156,13 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             out_dtype: Any = "bfloat16", block_dim: int | None = None, check: bool = True,
                             timeout: float | None = None, comm: Any = None, perturb: Any = None,
                             observers: Iterable[Callable[[Any], None]] = (),
-                            head_tile_size: int | None = None, stats: dict[str, Any] | None = None) -> np.ndarray:
-    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C."""
+                            head_tile_size: int | None = None, stats: dict[str, Any] | None = None,
+                            faults: Any = None) -> np.ndarray:
+    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C.
+
+    Extras beyond the CANN operator: `perturb` (a seeded `PerturbPolicy`), `observers` (EventBus observers
+    for the call), `head_tile_size` (override the ST head-tile rule), `stats` (filled with launch facts),
+    `faults` (a `FaultPlan` to inject one named fault)."""
     from mc2emu.ops._a2a_runner import run_a2a
 
     if comm is None:
@@ -178,7 +183,7 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     assert problem is not None
     result, hazards = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, block_dim=block_dim, check=check,
                               timeout=timeout, comm=comm, perturb=perturb, observers=tuple(observers),
-                              head_tile_size=head_tile_size, stats=stats)
+                              head_tile_size=head_tile_size, stats=stats, faults=faults)
     errors = [h for h in hazards if h.severity is Severity.ERROR]
     if check and errors:
         raise HazardError(errors, output=result)

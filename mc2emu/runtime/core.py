@@ -13,12 +13,15 @@ an AIV's is block * ratio + sub-block, with `GetTaskRation()` = 1 (MIX 1:1) or 2
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mc2emu.runtime import sync_all
 from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.faults import DELAY_RANK_S, KILLED_EXIT_CODE, Fault
 from mc2emu.runtime.hazards import LaunchAborted
 from mc2emu.runtime.local_memory import LocalMemory
 from mc2emu.runtime.platform import CoreType, Pipe
@@ -120,6 +123,14 @@ class CoreContext:
         abort = self.launch.abort
         if abort.is_set():
             raise LaunchAborted(f"rank {self.rank} {self.label}: launch aborted")
+        faults = self.device.faults
+        if faults is not None and faults.fires("checkpoint", self.rank, self.label):
+            if faults.fault is Fault.KILL_RANK:
+                sys.stdout.flush()
+                sys.stderr.write(f"[mc2emu fault injection] rank {self.rank} killed at {self.label} {point}\n")
+                sys.stderr.flush()
+                os._exit(KILLED_EXIT_CODE)
+            abort.wait(DELAY_RANK_S)
         perturb = self.device.perturb
         if perturb is not None:
             delay = perturb.delay(point, self.rank, self.label)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.faults import Fault
 from mc2emu.runtime.hazards import FlagOverflowError, Hazard, KernelError, Severity
 from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.runtime.platform import CoreType, Pipe
@@ -181,6 +182,18 @@ class CrossCoreFlags:
             return
         if not internal and mode != 4:
             self.kernel_ids_used.add(fid_eff)
+        repeat = 1
+        faults = self.device.faults
+        if not internal and faults is not None and faults.fires("set_flag", ctx.rank, ctx.label):
+            ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", fid_eff)
+            if faults.fault is Fault.DROP_SET_FLAG:
+                return
+            repeat = 2
+        for _ in range(repeat):
+            self._set(ctx, mode, pipe, fid_eff)
+        self.device.waiter.progress.bump()
+
+    def _set(self, ctx: CoreContext, mode: int, pipe: Pipe, fid_eff: int) -> None:
         launch = ctx.launch
         with self.lock:
             self._check_mode(ctx, fid_eff, mode)
@@ -209,7 +222,6 @@ class CrossCoreFlags:
                 self._raise(ctx, launch.aivs[ctx.group * 2 + fid_eff // 16], fid_eff % 16, True, mode)
             else:
                 self._raise(ctx, launch.aics[ctx.group], fid_eff + 16 * ctx.sub_block, True, mode)
-        self.device.waiter.progress.bump()
 
     def _partial(self, ctx: CoreContext, dom: tuple, members: list[CoreKey], mode: int, fid: int, *,
                  targets: list[CoreKey]) -> None:

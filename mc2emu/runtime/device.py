@@ -20,6 +20,7 @@ from typing import Any
 from mc2emu.runtime.core import CoreContext
 from mc2emu.runtime.cross_core import CoreKey, CrossCoreFlags
 from mc2emu.runtime.events import EventBus, EventKind
+from mc2emu.runtime.faults import FaultPlan
 from mc2emu.runtime.gm import GlobalMemory
 from mc2emu.runtime.hazards import (
     ConstraintError,
@@ -84,7 +85,8 @@ class Device:
     """One NPU. `check` switches the hazard checkers; `timeout` is the wait deadline in seconds."""
 
     def __init__(self, rank: int = 0, platform: PlatformSpec = DAV_3510, *, check: bool = True,
-                 timeout: float | None = None, perturb: PerturbPolicy | None = None) -> None:
+                 timeout: float | None = None, perturb: PerturbPolicy | None = None,
+                 faults: FaultPlan | None = None) -> None:
         self.rank = rank
         self.platform = platform
         self.events = EventBus(rank)
@@ -96,6 +98,7 @@ class Device:
         self._bells: dict[CoreKey, Doorbell] = {}
         self.flags = CrossCoreFlags(self)
         self.perturb = perturb
+        self.faults = faults
         self.soft_sync_epochs: dict[Any, int] = {}
         self.launch_count = 0
         self.current: Launch | None = None

@@ -1,0 +1,90 @@
+"""Named, seeded fault injection: break one thing on purpose and check that the emulator diagnoses it.
+
+A `FaultPlan` names one fault, the rank and core it hits and which occurrence of its hook point fires;
+`FaultPlan.seeded(fault, seed, ranks, cores)` draws those from a seed so a stress run is replayable.
+Hook points (who consults the plan):
+
+| fault | hook | what breaks | expected diagnosis |
+|---|---|---|---|
+| DROP_SET_FLAG | CrossCoreSetFlag (kernel ids) | the Set is lost | DEADLOCK (its Wait hangs) |
+| EXTRA_SET_FLAG | CrossCoreSetFlag (kernel ids) | the Set is issued twice | UNCONSUMED_FLAG |
+| SKIP_WAIT_TILE | QuantMatmulMxKernel WaitTile | a tile is read unwaited | UNCONSUMED_FLAG (UDMA) / HCCL_UNWAITED_COMMIT |
+| SWAP_WAIT_ORDER | QuantMatmulMxKernel WaitTile | two waits run in the wrong order | READ_BEFORE_WAIT (HCCL handles) |
+| WRONG_SPLITK | SetupParams splitKNum | the L0C index sequence breaks | SPLITK_SEQUENCE |
+| DELAY_RANK | every checkpoint of one rank | that rank is slow | nothing: results unchanged, no false alarm |
+| KILL_RANK | a checkpoint of one rank | the rank process dies | DEADLOCK, the rank listed as not answering |
+
+"Update addresses before the wait" (ADDR_LIST_UPDATED_EARLY) belongs to the AllGather FragmentTensor
+kernel, which is not emulated yet.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class Fault(enum.Enum):
+    DROP_SET_FLAG = "drop_set_flag"
+    EXTRA_SET_FLAG = "extra_set_flag"
+    SKIP_WAIT_TILE = "skip_wait_tile"
+    SWAP_WAIT_ORDER = "swap_wait_order"
+    WRONG_SPLITK = "wrong_splitk"
+    DELAY_RANK = "delay_rank"
+    KILL_RANK = "kill_rank"
+
+
+# The hook point each fault fires at.
+HOOK_OF = {
+    Fault.DROP_SET_FLAG: "set_flag",
+    Fault.EXTRA_SET_FLAG: "set_flag",
+    Fault.SKIP_WAIT_TILE: "wait_tile",
+    Fault.SWAP_WAIT_ORDER: "wait_tile",
+    Fault.WRONG_SPLITK: "setup_params",
+    Fault.DELAY_RANK: "checkpoint",
+    Fault.KILL_RANK: "checkpoint",
+}
+# DELAY_RANK: how long the slow rank stalls at each of its checkpoints.
+DELAY_RANK_S = 0.02
+# KILL_RANK: exit status of the killed rank process (SIGKILL-like).
+KILLED_EXIT_CODE = 137
+
+
+@dataclass
+class FaultPlan:
+    fault: Fault
+    rank: int
+    core: str | None = None   # None: any core of the rank
+    nth: int = 0              # which occurrence (per core) of the hook point fires
+    fired: list[str] = field(default_factory=list)
+    _counts: dict[str, int] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def seeded(cls, fault: Fault | str, seed: int, ranks: int, core: str | None = None,
+               max_nth: int = 2) -> FaultPlan:
+        fault = Fault(fault) if not isinstance(fault, Fault) else fault
+        rng = np.random.default_rng([seed, zlib.crc32(fault.value.encode())])
+        return cls(fault, int(rng.integers(0, ranks)), core, int(rng.integers(0, max_nth + 1)))
+
+    def fires(self, hook: str, rank: int, core: str) -> bool:
+        """True when this call of `hook` on (rank, core) is the one to break. Thread-safe; fires once."""
+        if HOOK_OF[self.fault] != hook or rank != self.rank:
+            return False
+        if self.fault is Fault.DELAY_RANK:
+            return True
+        if self.core is not None and core != self.core:
+            return False
+        with self._lock:
+            if self.fired:
+                return False
+            n = self._counts.get(core, 0)
+            self._counts[core] = n + 1
+            if n != self.nth:
+                return False
+            self.fired.append(core)
+            return True
