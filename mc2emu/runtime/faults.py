@@ -8,7 +8,7 @@ Hook points (who consults the plan):
 |---|---|---|---|
 | DROP_SET_FLAG | CrossCoreSetFlag (kernel ids) | the Set is lost | DEADLOCK (its Wait hangs) |
 | EXTRA_SET_FLAG | CrossCoreSetFlag (kernel ids) | the Set is issued twice | UNCONSUMED_FLAG |
-| SKIP_WAIT_TILE | QuantMatmulMxKernel WaitTile | a tile is read unwaited | UNCONSUMED_FLAG (UDMA) / HCCL_UNWAITED_COMMIT |
+| SKIP_WAIT_TILE | QuantMatmulMxKernel WaitTile | a tile is read unwaited | UNCONSUMED_FLAG (UDMA), DEADLOCK (CCU) |
 | SWAP_WAIT_ORDER | QuantMatmulMxKernel WaitTile | two waits run in the wrong order | READ_BEFORE_WAIT (HCCL handles) |
 | WRONG_SPLITK | SetupParams splitKNum | the L0C index sequence breaks | SPLITK_SEQUENCE |
 | DELAY_RANK | every checkpoint of one rank | that rank is slow | nothing: results unchanged, no false alarm |
