@@ -52,6 +52,7 @@ class Mode:
     atomic: bool = False   # compile-time atomic write-out (QBMM's MatmulWithScaleMx<.., atomic>)
     batch: int = 1         # leading batch of x1 (QBMM's multi-batch path when > 1)
     comm_tiles: int = 0    # communication tiles per rank's row block (MC2 operators; 0: the CANN ST rule)
+    revision: str | None = None  # a kernel source revision other than the operator's default (QBMM)
 
     def with_overrides(self, overrides: Mapping[str, object]) -> Mode | None:
         """This mode with the user's mode options applied; None if one of them does not apply here or a
@@ -72,6 +73,8 @@ class Mode:
             parts.append(self.hccl_server.value)
         if self.bias:
             parts.append("+bias")
+        if self.revision is not None:
+            parts.append(f"rev {self.revision}")
         if self.atomic:
             parts.append("atomic")
         if self.batch != 1:

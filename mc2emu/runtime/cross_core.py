@@ -69,8 +69,9 @@ class CrossCoreFlags:
         self.device = device
         self.lock: threading.Lock = device.lock
         self.counters: dict[tuple[CoreKey, int, bool], Counter] = {}
-        # partial rounds: (kind, domain, id) -> {setter core: count}
-        self.pending: dict[tuple, dict[CoreKey, int]] = {}
+        # partial rounds: (kind, domain, id) -> {setter core: ids of its Sets not yet in a completed round}
+        self.pending: dict[tuple, dict[CoreKey, collections.deque[int]]] = {}
+        self._set_id = 0
         self.id_mode: dict[tuple[CoreKey, int], int] = {}
         self.kernel_ids_used: set[int] = set()
         self._token = 0
@@ -83,8 +84,10 @@ class CrossCoreFlags:
             c = self.counters[k] = Counter()
         return c
 
-    def _raise(self, ctx: CoreContext, target: CoreKey, fid: int, mode4: bool, mode: int) -> None:
-        """A round completed: raise `target`'s counter (device lock held)."""
+    def _raise(self, ctx: CoreContext, target: CoreKey, fid: int, mode4: bool, mode: int,
+               sources: tuple[tuple[str, int], ...] = ()) -> None:
+        """A round completed: raise `target`'s counter (device lock held). `sources` are the (core, Set id)
+        of the Sets that made the round; the consuming Wait's event carries the same token."""
         c = self.counter(target, fid, mode4)
         if not mode4 and target != ctx.key:
             self._check_mode(ctx, fid, mode, target)
@@ -104,7 +107,8 @@ class CrossCoreFlags:
         self.device.core_bell(target).ring()
         if self.device.events.active:
             self.device.events.emit(EventKind.FLAG_RAISE, ctx.label, f"{target}.flag{fid}",
-                                    c.value, mode=mode, mode4=mode4, token=self._token, target=target)
+                                    c.value, mode=mode, mode4=mode4, token=self._token, target=target,
+                                    sources=sources or ((ctx.label, self._set_id),))
 
     def _check_mode(self, ctx: CoreContext, fid: int, mode: int, core: CoreKey | None = None) -> None:
         """Modes 0-2 share a core's counters: using id `fid` of `core` (default: the caller) in `mode` while
@@ -127,7 +131,7 @@ class CrossCoreFlags:
         c = self.counters.get((key, fid, False))
         if c is not None and c.value > 0:
             return True
-        return any(dom[-1] == fid and cnt.get(key, 0) > 0 for dom, cnt in self.pending.items())
+        return any(dom[-1] == fid and cnt.get(key) for dom, cnt in self.pending.items())
 
     def _validate(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, op: str) -> int | None:
         """Compile-time and DAV_3510 rules. Returns the effective id, or None when the call is a no-op.
@@ -197,9 +201,10 @@ class CrossCoreFlags:
         launch = ctx.launch
         with self.lock:
             self._check_mode(ctx, fid_eff, mode)
+            self._set_id += 1
             if self.device.events.active:
                 self.device.events.emit(EventKind.FLAG_SET, ctx.label, f"flag{fid_eff}", mode,
-                                        pipe=pipe.name, token=self._token + 1)
+                                        pipe=pipe.name, set_id=self._set_id)
             if mode == 2:
                 if ctx.core_type is CoreType.AIV:
                     aivs = launch.groups[ctx.group]
@@ -228,16 +233,19 @@ class CrossCoreFlags:
         cnt = self.pending.get(dom)
         if cnt is None:
             cnt = self.pending[dom] = {}
-        cnt[ctx.key] = cnt.get(ctx.key, 0) + 1
+        mine = cnt.get(ctx.key)
+        if mine is None:
+            mine = cnt[ctx.key] = collections.deque()
+        mine.append(self._set_id)
         if len(cnt) == len(members):  # every member holds at least one Set: a round completes
+            sources = []
             for m in members:
-                n = cnt[m] - 1
-                if n:
-                    cnt[m] = n
-                else:
+                ids = cnt[m]
+                sources.append((m, ids.popleft()))
+                if not ids:
                     del cnt[m]
             for t in targets:
-                self._raise(ctx, t, fid, False, mode)
+                self._raise(ctx, t, fid, False, mode, tuple(sources))
 
     def wait_flag(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, *, internal: bool = False) -> None:
         fid_eff = self._validate(ctx, mode, pipe, fid, "CrossCoreWaitFlag")
@@ -303,7 +311,8 @@ class CrossCoreFlags:
                     out.append((core_label(key), f"flag id {fid}{' (mode 4)' if mode4 else ''} holds "
                                                  f"{c.value} unconsumed round(s)"))
             for dom, cnt in self.pending.items():
-                for key, n in cnt.items():
+                for key, ids in cnt.items():
+                    n = len(ids)
                     if n:
                         out.append((core_label(key), f"{n} Set(s) of {dom[0]} id {dom[-1]} waiting for "
                                                      f"the rest of their round"))

@@ -6,7 +6,9 @@ single-NPU kernel at the same world size as the MC2 operators.
 Shape: m x k x n of one matmul (x2 stored transposed, the official transB = true instantiation).
 Inputs: the recipe of `launch/bench_qbmm.py` (CANN ST style): elements uniform(1, 8) encoded to the format
 (saturating, so E1M2 holds its max), scales 2^0 / 2^1; bias float32 (n,) uniform(-1, 1).
-Modes: plain, + bias, a batch of 2 (the multi-batch path); hazard showcase: the compile-time atomic policy
+Modes: plain, + bias, a batch of 2 (the multi-batch path) in the later kernel revision that advances the
+scale addresses per batch; hazard showcase: the batch of 2 in the default (SPEC) revision, whose
+AddBatchOffset leaves the scales at batch 0 (SCALE_BATCH_OFFSET_MISSING), and the compile-time atomic policy
 on the multi-batch path, which never calls SetAtomicNone in the source (SPEC §5): ATOMIC_LEFT_SET.
 Compare: the golden (decode, one FP32 matmul, + bias, cast) bit-exact or within 1 bf16 ULP.
 """
@@ -53,11 +55,16 @@ ST_LOW, ST_HIGH = 1.0, 8.0
 BIAS_LOW, BIAS_HIGH = -1.0, 1.0
 MULTI_BATCH = 2
 
-MODES = (Mode(), Mode(bias=True), Mode(batch=MULTI_BATCH))
-HAZARD_MODES = (Mode(atomic=True, batch=MULTI_BATCH),)
+FIXED_REVISION = "cc21c0d6"   # kernel_qbmm_mx.h revision with per-batch scale offsets and SetAtomicNone
+
+MODES = (Mode(), Mode(bias=True), Mode(batch=MULTI_BATCH, revision=FIXED_REVISION))
+HAZARD_MODES = (Mode(batch=MULTI_BATCH), Mode(atomic=True, batch=MULTI_BATCH))
 RULES = (
-    ModeRule({"atomic": True, "batch": MULTI_BATCH}, Expect(hazards=frozenset({"ATOMIC_LEFT_SET"})),
+    ModeRule({"atomic": True, "batch": MULTI_BATCH, "revision": None},
+             Expect(hazards=frozenset({"ATOMIC_LEFT_SET"})),
              "the multi-batch path never calls SetAtomicNone"),
+    ModeRule({"batch": MULTI_BATCH, "revision": None}, Expect(hazards=frozenset({"SCALE_BATCH_OFFSET_MISSING"})),
+             "AddBatchOffset does not advance the scale addresses"),
 )
 
 
@@ -96,7 +103,15 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     return call_accepting(op, inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"],
                           bias=inputs.get("bias"), trans_b=True, out_dtype="bfloat16", atomic=case.mode.atomic,
                           block_dim=ctx.block_dim, check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb,
-                          observers=ctx.observers, **_formats(case))
+                          observers=ctx.observers, **_formats(case), **_revision(case))
+
+
+def _revision(case: Case) -> dict[str, Any]:
+    if case.mode.revision is None:
+        return {}
+    from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QbmmMxRevision
+
+    return {"revision": QbmmMxRevision(case.mode.revision)}
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:

@@ -1,0 +1,1 @@
+"""Blaze block components (`include/blaze/gemm/block`): the MX BlockMmad and the QBMM scheduler."""

@@ -1,0 +1,1 @@
+"""Blaze kernels (`include/blaze/gemm/kernel`): GemmUniversal for the QBMM MX schedule."""

@@ -1,0 +1,208 @@
+"""Tensor API layouts: logical 2-D shapes mapped to strided GM storage, built from layout patterns.
+
+Emulates the GM frame layouts of the Ascend C tensor API (ops-tensor / asc-devkit
+`impl/tensor_api/tensor/layout_pattern.h`, used through `FrameLayoutFormat<Pattern, Int<C0>>{}(row,
+column)` and `MakeFrameLayout<Pattern, Int<C0>>(row, column)`). A layout is CuTe-like: each logical
+dimension is a tuple of (size, stride) modes, innermost first, strides in elements:
+
+    pattern            logical (row, column)      element (r, c) at                 stored as
+    NDExtLayoutPtn     A (m, k), B (k, n), C      r * column + c                    row-major
+    DNExtLayoutPtn     A^T (m, k), B^T (k, n)     r + c * row                       (column, row) row-major
+    ScaleANDLayoutPtn  scaleA (m, scaleKLen)      r * column + c                    (m, ceil(k/64), 2)
+    ScaleADNLayoutPtn  scaleA^T (m, scaleKLen)    r*2 + c%2 + (c//2) * 2 * row      (ceil(k/64), m, 2)
+    ScaleBNDLayoutPtn  scaleB (scaleKLen, n)      r%2 + (r//2) * 2 * column + c*2   (ceil(k/64), n, 2)
+    ScaleBDNLayoutPtn  scaleB^T (scaleKLen, n)    r + c * row                       (n, ceil(k/64), 2)
+
+(scaleKLen = ceil(K/64) * SCALE_C0; SPEC §4.) A scale dimension split into (SCALE_C0, len/2) modes can
+only be sliced at whole pairs, as on the device. `IsTrans(pattern)` is the source's `IsTrans<Layout>`.
+FP4 storage is packed two per byte (element 2i in the low nibble); a layout's strides stay in
+elements and the tensor converts them to bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+from mc2emu.blaze.gemm.common_utils import SCALE_C0
+from mc2emu.runtime.hazards import KernelError
+
+Mode = tuple[int, int]  # (size, stride in elements)
+
+
+class LayoutError(KernelError):
+    """A layout built or sliced in a way the tensor API cannot express (odd scale pair, out of shape)."""
+
+
+class LayoutPtn:
+    """Base of the layout pattern tags (`struct NDExtLayoutPtn {}` ...). Never instantiated."""
+
+    TRANS = False  # IsTrans<Layout>: the operand is stored transposed (DN)
+
+
+class NDExtLayoutPtn(LayoutPtn):
+    """Row-major ND layout (`NDExtLayoutPtn`)."""
+
+
+class DNExtLayoutPtn(LayoutPtn):
+    """Column-major DN layout (`DNExtLayoutPtn`): the operand stored transposed."""
+
+    TRANS = True
+
+
+class ScaleANDLayoutPtn(LayoutPtn):
+    """scaleA of a non-transposed A: (m, ceil(k/64), 2)."""
+
+
+class ScaleADNLayoutPtn(LayoutPtn):
+    """scaleA of a transposed A: (ceil(k/64), m, 2)."""
+
+    TRANS = True
+
+
+class ScaleBNDLayoutPtn(LayoutPtn):
+    """scaleB of a non-transposed B (k, n): (ceil(k/64), n, 2)."""
+
+
+class ScaleBDNLayoutPtn(LayoutPtn):
+    """scaleB of a transposed B (n, k): (n, ceil(k/64), 2)."""
+
+    TRANS = True
+
+
+def IsTrans(pattern: type[LayoutPtn]) -> bool:
+    """`IsTrans<Layout>::value`."""
+    return pattern.TRANS
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A logical (rows, cols) view over strided storage. `modes[d]` lists dimension d's (size, stride)
+    modes innermost first; the product of the sizes is `shape[d]`."""
+
+    pattern: type[LayoutPtn]
+    shape: tuple[int, int]
+    modes: tuple[tuple[Mode, ...], tuple[Mode, ...]]
+
+    def __post_init__(self) -> None:
+        for d in (0, 1):
+            size = 1
+            for s, _ in self.modes[d]:
+                size *= s
+            if size != self.shape[d]:
+                raise LayoutError(f"{self.pattern.__name__}: modes {self.modes[d]} of dimension {d} hold "
+                                  f"{size} elements, shape says {self.shape[d]}")
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0]
+
+    @property
+    def cols(self) -> int:
+        return self.shape[1]
+
+    def offset(self, coord: tuple[int, int]) -> int:
+        """Element offset of logical coordinate `coord` (the layout function)."""
+        off = 0
+        for d in (0, 1):
+            x = int(coord[d])
+            for s, st in self.modes[d]:
+                off += (x % s) * st
+                x //= s
+        return off
+
+    def slice(self, coord: tuple[int, int], shape: tuple[int, int]) -> tuple[Layout, int]:
+        """The sub-layout of `shape` elements from `coord` and its element offset (`Tensor::Slice`)."""
+        new_modes: list[tuple[Mode, ...]] = []
+        off = 0
+        for d in (0, 1):
+            o, n = int(coord[d]), int(shape[d])
+            if o < 0 or n < 0 or o + n > self.shape[d]:
+                raise LayoutError(f"{self.pattern.__name__}{self.shape}: slice of {n} from {o} along dimension "
+                                  f"{d} leaves the tensor")
+            dim = self.modes[d]
+            outer_stride = dim[-1][1]
+            if len(dim) == 1:  # ND / DN: one mode per dimension (the hot path of every tile loop)
+                new_modes.append(((n, outer_stride),))
+                off += o * outer_stride
+                continue
+            inner = 1
+            for s, _ in dim[:-1]:
+                inner *= s
+            if o % inner or n % inner:
+                raise LayoutError(f"{self.pattern.__name__}: dimension {d} is stored in groups of {inner} "
+                                  f"(SCALE_C0 pairs); slice start {o} and length {n} must be multiples")
+            new_modes.append((*dim[:-1], (n // inner, outer_stride)))
+            off += (o // inner) * outer_stride
+        sub = object.__new__(Layout)  # sizes are consistent by construction: skip __post_init__'s check
+        object.__setattr__(sub, "pattern", self.pattern)
+        object.__setattr__(sub, "shape", (int(shape[0]), int(shape[1])))
+        object.__setattr__(sub, "modes", (new_modes[0], new_modes[1]))
+        return sub, off
+
+    @cached_property
+    def storage(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """(storage shape, element strides, perm): the modes of size > 1 ordered outer to inner by stride,
+        and the transpose `perm` that turns a storage-ordered array into the logical mode order (dim 0's
+        modes outer to inner, then dim 1's), ready to reshape to `shape`."""
+        return _storage_of(self.modes)
+
+
+@lru_cache(maxsize=4096)
+def _storage_of(dims: tuple[tuple[Mode, ...], tuple[Mode, ...]]) -> tuple[tuple[int, ...], tuple[int, ...],
+                                                                          tuple[int, ...]]:
+    """Layout.storage for the given modes (a pure function; cached because every chunk of a tile loop shares
+    the same few mode tuples)."""
+    modes = [(d, lvl, s, st) for d in (0, 1) for lvl, (s, st) in enumerate(dims[d]) if s != 1]
+    if not modes:
+        return (1,), (1,), (0,)
+    order = sorted(range(len(modes)), key=lambda i: (-modes[i][3], -modes[i][2]))
+    sshape = tuple(modes[i][2] for i in order)
+    sstrides = tuple(modes[i][3] for i in order)
+    logical = sorted(range(len(modes)), key=lambda i: (modes[i][0], -modes[i][1]))
+    perm = tuple(order.index(i) for i in logical)
+    return sshape, sstrides, perm
+
+
+def _check_c0(pattern: type[LayoutPtn], c0: int | None) -> None:
+    if c0 is not None and c0 != SCALE_C0:
+        raise LayoutError(f"{pattern.__name__} only supports fp8_e8m0_t with C0 = {SCALE_C0}, got {c0}")
+
+
+def _even(pattern: type[LayoutPtn], n: int, what: str) -> int:
+    if n % SCALE_C0:
+        raise LayoutError(f"{pattern.__name__}: {what} = {n} must be a multiple of SCALE_C0 = {SCALE_C0}")
+    return n // SCALE_C0
+
+
+def MakeFrameLayout(pattern: type[LayoutPtn], row: int, column: int, c0: int | None = None) -> Layout:
+    """`MakeFrameLayout<Pattern, Int<C0>>(row, column)` for the GM patterns of the MX kernels."""
+    row, column = int(row), int(column)
+    if row < 0 or column < 0:
+        raise LayoutError(f"{pattern.__name__}: negative shape ({row}, {column})")
+    if pattern in (NDExtLayoutPtn, ScaleANDLayoutPtn):
+        if pattern is ScaleANDLayoutPtn:
+            _check_c0(pattern, c0)
+        return Layout(pattern, (row, column), (((row, column),), ((column, 1),)))
+    if pattern in (DNExtLayoutPtn, ScaleBDNLayoutPtn):
+        return Layout(pattern, (row, column), (((row, 1),), ((column, row),)))
+    if pattern is ScaleADNLayoutPtn:
+        _check_c0(pattern, c0)
+        pairs = _even(pattern, column, "column (scaleKLen)")
+        return Layout(pattern, (row, column), (((row, SCALE_C0),), ((SCALE_C0, 1), (pairs, SCALE_C0 * row))))
+    if pattern is ScaleBNDLayoutPtn:
+        _check_c0(pattern, c0)
+        pairs = _even(pattern, row, "row (scaleKLen)")
+        return Layout(pattern, (row, column), (((SCALE_C0, 1), (pairs, SCALE_C0 * column)), ((column, SCALE_C0),)))
+    raise LayoutError(f"no GM frame layout for pattern {pattern!r}")
+
+
+@dataclass(frozen=True)
+class FrameLayoutFormat:
+    """`FrameLayoutFormat<Pattern, Int<C0>>`: a layout maker, called as `MakeLayoutA(m, k)`."""
+
+    pattern: type[LayoutPtn]
+    c0: int | None = None
+
+    def __call__(self, row: int, column: int) -> Layout:
+        return MakeFrameLayout(self.pattern, row, column, self.c0)

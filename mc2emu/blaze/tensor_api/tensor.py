@@ -1,0 +1,185 @@
+"""Tensor API GM tensors: a typed GM pointer plus a layout, sliced without copying, moved by the core.
+
+Emulates `Te::MakeTensor(Te::MakeMemPtr<Te::Location::GM>(addr), layout)`, `Tensor::Slice(coord, shape)`
+and `Tensor::SetL2CacheHint(mode)` of the Ascend C tensor API (`include/tensor_api/tensor.h`, seed 000
+§5.1 invariant 4). A `GmTensor` is a value: `Slice` returns a new tensor over the same bytes (zero copy).
+Data moves only through the core that issues the copy, `tensor.load(ctx)` (a DataCopy GM -> L1/UB,
+`ctx.gm_read`) and `tensor.store(ctx, array)` (a fixpipe / DataCopy to GM, `ctx.gm_write`), so bounds,
+poison (never-written bytes), the core's atomic mode and GM events all apply.
+
+`load` returns the logical (rows, cols) array; for a transposed (DN) tensor that is a transposed view of
+the storage-ordered copy, so `arr.T` is C-contiguous. FP4 tensors (`ml_dtypes.float4_e2m1fn` storage, used
+for both E2M1 and E1M2 codes) are packed two per byte: their innermost stored dimension must start at an
+even element and hold an even count, as the device's byte-addressed copies require.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import ml_dtypes
+import numpy as np
+
+from mc2emu.blaze.tensor_api.layout import Layout, LayoutError
+from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.gm import GmAddr
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.core import CoreContext
+
+FP4_STORAGE_DTYPE = np.dtype(ml_dtypes.float4_e2m1fn)  # packed 4-bit storage of every FP4 element format
+FP4_PER_BYTE = 2  # two FP4 codes per byte
+
+
+class Location(enum.Enum):
+    """`Te::Location`: where a tensor lives. Only GM tensors are modelled as objects; L1/L0 data is held by
+    the block components in numpy arrays whose capacity the core's LocalMemory accounts for."""
+
+    GM = "GM"
+
+
+class CacheMode(enum.Enum):
+    """`Te::CacheMode` of `SetL2CacheHint`."""
+
+    CACHE_MODE_NORMAL = "NORMAL"
+    CACHE_MODE_DISABLE = "DISABLE"
+
+
+@dataclass(frozen=True)
+class MemPtr:
+    """`Te::MakeMemPtr<Location::GM>(ptr)` of a typed `__gm__ T*`."""
+
+    addr: GmAddr
+    dtype: np.dtype
+    location: Location = Location.GM
+
+
+def element_dtype(dtype: Any) -> np.dtype:
+    """The GM storage dtype of a `T`: a numpy / ml_dtypes dtype, an MX `ElemFormat` (FP8: its ml_dtypes type;
+    FP4: packed FP4 storage, shared by E2M1 and E1M2) or a fixpipe `OutDtype`."""
+    if isinstance(dtype, ElemFormat):
+        return FP4_STORAGE_DTYPE if dtype.is_fp4 else np.dtype(dtype.ml_dtype)
+    if isinstance(dtype, OutDtype):
+        return dtype.dtype
+    return np.dtype(dtype)
+
+
+def MakeMemPtr(addr: GmAddr, dtype: Any, location: Location = Location.GM) -> MemPtr:
+    return MemPtr(addr, element_dtype(dtype), location)
+
+
+def is_fp4(dtype: np.dtype) -> bool:
+    return dtype == FP4_STORAGE_DTYPE
+
+
+@dataclass(frozen=True)
+class GmTensor:
+    """A GM tensor. `origin` is the coordinate of this tensor's element (0, 0) in the tensor MakeTensor
+    built (kept for events and traces: a tile's position)."""
+
+    ptr: MemPtr
+    layout: Layout
+    origin: tuple[int, int] = (0, 0)
+    name: str = ""
+
+    @property
+    def addr(self) -> GmAddr:
+        return self.ptr.addr
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.ptr.dtype
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.layout.shape
+
+    def Slice(self, coord: tuple[int, int], shape: tuple[int, int]) -> GmTensor:
+        """Zero-copy sub-tensor of `shape` elements from logical `coord`."""
+        sub, off = self.layout.slice(coord, shape)
+        ptr = self.ptr
+        addr = GmAddr(ptr.addr.alloc, ptr.addr.offset + _byte_offset(off, ptr.dtype))
+        out = object.__new__(GmTensor)  # frozen value: fields set once, here (the dataclass __init__ is 3x slower)
+        object.__setattr__(out, "ptr", MemPtr(addr, ptr.dtype, ptr.location))
+        object.__setattr__(out, "layout", sub)
+        object.__setattr__(out, "origin", (self.origin[0] + int(coord[0]), self.origin[1] + int(coord[1])))
+        object.__setattr__(out, "name", self.name)
+        return out
+
+    def _geometry(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None]:
+        """(storage shape, byte strides, perm or None when the storage order is the logical order)."""
+        return _geometry_of(self.layout, self.ptr.dtype, self.name)
+
+    def load(self, ctx: CoreContext) -> np.ndarray:
+        """Copy this tensor out of GM on behalf of `ctx`'s core; returns the logical (rows, cols) array."""
+        rows, cols = self.layout.shape
+        if rows == 0 or cols == 0:
+            return np.empty((rows, cols), dtype=self.ptr.dtype)
+        sshape, bstrides, perm = self._geometry()
+        raw = ctx.gm_read(self.ptr.addr, self.ptr.dtype, sshape, bstrides)
+        if perm is None:
+            return raw
+        return raw.transpose(perm).reshape(rows, cols)
+
+    def store(self, ctx: CoreContext, value: np.ndarray) -> None:
+        """Write the logical (rows, cols) array `value` into this tensor on behalf of `ctx`'s core (adds when
+        the core's atomic mode is set)."""
+        rows, cols = self.layout.shape
+        value = np.asarray(value)
+        if value.shape != (rows, cols):
+            raise LayoutError(f"store of shape {value.shape} into a tensor of shape {(rows, cols)}")
+        if value.dtype != self.ptr.dtype:
+            raise LayoutError(f"store of {value.dtype} into a {self.ptr.dtype} tensor (cast first)")
+        if rows == 0 or cols == 0:
+            return
+        sshape, bstrides, perm = self._geometry()
+        if perm is None:
+            ctx.gm_write(self.ptr.addr, value, bstrides)
+            return
+        split = [s for d in (0, 1) for s, _ in reversed(self.layout.modes[d]) if s != 1] or [1]
+        inverse = np.argsort(perm)
+        ctx.gm_write(self.ptr.addr, value.reshape(split).transpose(inverse).reshape(sshape), bstrides)
+
+    def SetL2CacheHint(self, ctx: CoreContext, mode: CacheMode) -> None:
+        """Record an L2 cache hint for this tensor (a pure decision: an L2_HINT event)."""
+        ctx.emit(EventKind.L2_HINT, self.name or self.ptr.addr.alloc.name, mode.name,
+                 addr=self.ptr.addr, shape=self.layout.shape)
+
+
+def _geometry_of(layout: Layout, dtype: np.dtype, name: str) -> tuple[tuple[int, ...], tuple[int, ...],
+                                                                      tuple[int, ...] | None]:
+    sshape, sstrides, perm = layout.storage
+    if is_fp4(dtype):
+        if sstrides[-1] != 1 or sshape[-1] % FP4_PER_BYTE or any(s % FP4_PER_BYTE for s in sstrides[:-1]):
+            raise LayoutError(f"FP4 tensor {name}{layout.shape}: the innermost stored dimension must be "
+                              f"contiguous with an even element count and every other stride even (packed two "
+                              f"per byte); storage {sshape} strides {sstrides}")
+        bstrides = (*(s // FP4_PER_BYTE for s in sstrides[:-1]), 1)
+    else:
+        bstrides = tuple(s * dtype.itemsize for s in sstrides)
+    identity = perm == tuple(range(len(perm))) and sshape == layout.shape
+    return sshape, bstrides, None if identity else perm
+
+
+def _byte_offset(elements: int, dtype: np.dtype) -> int:
+    if is_fp4(dtype):
+        if elements % FP4_PER_BYTE:
+            raise LayoutError(f"FP4 tensor slice at element offset {elements}: packed data can only be "
+                              f"addressed at whole bytes (even element offsets)")
+        return elements // FP4_PER_BYTE
+    return elements * dtype.itemsize
+
+
+def MakeTensor(ptr: MemPtr | GmAddr, layout: Layout, dtype: Any = None, name: str = "") -> GmTensor:
+    """`Te::MakeTensor(Te::MakeMemPtr<Location::GM>(addr), layout)`. Accepts a MemPtr, or a GmAddr plus
+    the element dtype (the `T` of `__gm__ T*`)."""
+    if isinstance(ptr, GmAddr):
+        if dtype is None:
+            raise LayoutError("MakeTensor(GmAddr, layout) needs the element dtype (the T of __gm__ T*)")
+        ptr = MakeMemPtr(ptr, dtype)
+    elif dtype is not None and element_dtype(dtype) != ptr.dtype:
+        raise LayoutError(f"MakeTensor: dtype {element_dtype(dtype)} disagrees with the pointer's {ptr.dtype}")
+    return GmTensor(ptr, layout, (0, 0), name)

@@ -1,0 +1,186 @@
+"""`quant_batch_matmul_mx`: the QBMM MX operator on one emulated NPU (no MPI).
+
+Emulates the CANN MX quant batch matmul as ops-tensor builds it: host SWAT tiling
+(`mc2emu.tiling.quant_matmul_tiling_swat`), then an AIC_ONLY launch of `GemmUniversal<.., BlockMmad<
+MatmulWithScaleMx<NONE_FULL_LOAD_MODE, atomic>>, void, BlockSchedulerQbmm>` (`kernel_qbmm_mx`) on a fresh
+`Device`. Inputs are copied into the device's GM, C is read back.
+
+    C = quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, bias=None, trans_a=False, trans_b=False,
+                              out_dtype="bfloat16")
+
+x1 (..., m, k) (transposed: (..., k, m)), x2 (..., k, n) (transposed: (..., n, k)), up to 4 batch
+dimensions broadcast numpy-style (each pair equal or one of them 1); Ascend-layout E8M0 scales with the
+operand's batch dimensions in front (`golden_quant_batch_matmul_mx` documents the shapes); bias (n,),
+(1, n) or (batchC, 1, n) in float32 / bfloat16 / float16. Returns C (..., m, n) as a numpy array of
+`out_dtype` (bfloat16 via ml_dtypes, float16 or float32).
+
+Errors: ConstraintError (the rule named) for shapes and dtypes the operator refuses; with `check=True`,
+HazardError(hazards, output) when the launch filed error-severity hazards (e.g. ATOMIC_LEFT_SET from the
+multi-batch atomic path of the default source revision). `atomic=True` selects the atomic policy: C is
+accumulated onto `c_init` (zeros by default) with one RNE rounding per write-out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mc2emu.blaze import (
+    NONE_FULL_LOAD_MODE,
+    BlockMmadMx,
+    BlockSchedulerQbmmParams,
+    BlockSchedulerQuantBatchMatmulV3,
+    DNExtLayoutPtn,
+    L1Params,
+    MatmulWithScaleMx,
+    NDExtLayoutPtn,
+    Params,
+    ProblemShape,
+    QbmmMxParams,
+    QbmmMxRevision,
+    QBMMTiling,
+    kernel_qbmm_mx,
+)
+from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import storage_dtype
+from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics.errors import MxTypeError, MxValueError
+from mc2emu.numerics.formats import E8M0_DTYPE, MXFP_DIVISOR_SIZE, SCALE_C0
+from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
+from mc2emu.runtime import ConstraintError, Device, HazardError, Severity
+from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulArgs, QuantMatmulTilingSwat, can_implement
+
+MAX_BATCH_DIMS = 4  # batchA1..A4 / batchB1..B4 / batchC1..C4 of QBMMTiling
+BIAS_DTYPES = ("float32", "bfloat16", "float16")  # BiasType instantiations of the MX kernels
+KERNEL_NAME = "quant_batch_matmul_mx"
+
+
+def _operand(x: Any, fmt: ElemFormat | str | None, param: str) -> tuple[np.ndarray, ElemFormat]:
+    arr = np.asarray(x)
+    try:
+        elem = infer_format(arr, fmt, param)
+    except (MxValueError, MxTypeError) as exc:
+        raise ConstraintError(f"{param}.dtype", f"{exc}; pass uint8 codes with {param}_format for E1M2") from None
+    if arr.dtype.itemsize != 1:
+        raise ConstraintError(f"{param}.dtype", f"{param} must hold one element code per byte (an ml_dtypes FP8/FP4 "
+                              f"array or uint8 codes), got {arr.dtype}")
+    if arr.ndim < 2 or arr.ndim > 2 + MAX_BATCH_DIMS:
+        raise ConstraintError(f"{param}.ndim", f"{param} must be 2-D plus up to {MAX_BATCH_DIMS} batch dimensions, "
+                              f"got shape {arr.shape}")
+    codes = arr.view(np.uint8)
+    if elem.is_fp4 and codes.size and int(codes.max()) >= 1 << elem.bits:
+        raise ConstraintError(f"{param}", f"FP4 codes must be < 16 (one unpacked code per byte), got "
+                              f"{int(codes.max())}")
+    return arr, elem
+
+
+def _batch4(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    dims = (1,) * (MAX_BATCH_DIMS - len(shape)) + tuple(int(d) for d in shape)
+    return dims  # type: ignore[return-value]
+
+
+def _check_scale(scale: Any, batch: tuple[int, ...], rows: int, k: int, pairs_first: bool, param: str) -> np.ndarray:
+    s = np.asarray(scale)
+    if s.dtype not in (np.dtype(np.uint8), E8M0_DTYPE):
+        raise ConstraintError(f"{param}.dtype", f"{param} must be float8_e8m0fnu or uint8 E8M0 codes, got {s.dtype}")
+    pairs = -(-k // MXFP_DIVISOR_SIZE)
+    want = (*batch, pairs, rows, SCALE_C0) if pairs_first else (*batch, rows, pairs, SCALE_C0)
+    if s.shape != want:
+        layout = "(ceil(k/64), rows, 2)" if pairs_first else "(rows, ceil(k/64), 2)"
+        raise ConstraintError(f"{param}.shape", f"{param} must have shape {want}: the operand's batch dimensions and "
+                              f"the Ascend layout {layout} for k = {k}; got {s.shape}")
+    return s
+
+
+def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bias: Any = None,
+                          trans_a: bool = False, trans_b: bool = False, out_dtype: Any = "bfloat16",
+                          atomic: bool = False, block_dim: int | None = None, check: bool = True,
+                          timeout: float | None = None, x1_format: ElemFormat | str | None = None,
+                          x2_format: ElemFormat | str | None = None, c_init: Any = None,
+                          revision: QbmmMxRevision = QbmmMxRevision.R106B970C) -> np.ndarray:
+    """Run the QBMM MX kernel on a fresh emulated device and return C (see the module docstring).
+
+    block_dim: AICs to tile for and launch (default: the platform's AIC count; the launch uses the tiling's
+    usedCoreNum). x1_format / x2_format: element formats for uint8 code inputs. c_init: initial C (what an
+    atomic kernel adds onto; default zeros). revision: which kernel_qbmm_mx.h revision to reproduce."""
+    a, fa = _operand(x1, x1_format, "x1")
+    b, fb = _operand(x2, x2_format, "x2")
+    try:
+        out = OutDtype.parse(out_dtype)
+    except MxValueError as exc:
+        raise ConstraintError("out_dtype", str(exc)) from None
+    m, k = (a.shape[-1], a.shape[-2]) if trans_a else (a.shape[-2], a.shape[-1])
+    kb, n = (b.shape[-1], b.shape[-2]) if trans_b else (b.shape[-2], b.shape[-1])
+    if kb != k:
+        raise ConstraintError("x1.k == x2.k", f"K of x1 is {k}, K of x2 is {kb} (trans_a={trans_a}, trans_b={trans_b})")
+    batchA, batchB = _batch4(a.shape[:-2]), _batch4(b.shape[:-2])
+    for i, (ba, bb) in enumerate(zip(batchA, batchB, strict=True)):
+        if ba != bb and 1 not in (ba, bb):
+            raise ConstraintError("batch broadcast", f"batch dimension {i + 1} (4-D, left-padded): x1 has {ba}, x2 "
+                                  f"has {bb}; each pair must be equal or one of them 1")
+    batchC = tuple(max(ba, bb) for ba, bb in zip(batchA, batchB, strict=True))
+    nbatch = int(np.prod(batchC))
+    sa = _check_scale(x1_scale, a.shape[:-2], m, k, trans_a, "x1_scale")
+    sb = _check_scale(x2_scale, b.shape[:-2], n, k, not trans_b, "x2_scale")
+    reasons = can_implement(QuantMatmulArgs(int(m), int(n), int(k), 1, bool(trans_a), bool(trans_b), fa, fb))
+    if reasons:
+        raise ConstraintError("can_implement", "; ".join(reasons))
+    bias_arr, biasThreeDim = None, 0
+    if bias is not None:
+        bias_arr = np.asarray(bias)
+        if bias_arr.dtype.name not in BIAS_DTYPES:
+            raise ConstraintError("bias.dtype", f"bias must be one of {BIAS_DTYPES}, got {bias_arr.dtype}")
+        if bias_arr.shape in ((n,), (1, n)):
+            bias_arr = bias_arr.reshape(1, n)
+        elif bias_arr.shape == (nbatch, 1, n) and nbatch > 1:
+            biasThreeDim = 1
+        else:
+            raise ConstraintError("bias.shape", f"bias must be (n,), (1, n) or (batchC, 1, n) = ({nbatch}, 1, {n}); "
+                                  f"got {bias_arr.shape}")
+    c_shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), m, n)
+    if c_init is not None and np.shape(c_init) != c_shape:
+        raise ConstraintError("c_init.shape", f"c_init must have the output shape {c_shape}, got {np.shape(c_init)}")
+
+    device = Device(rank=0, check=check, timeout=timeout)
+    tiling = QuantMatmulTilingSwat(device.platform, aic_num=block_dim).GetTilingData(m, n, k, trans_a, trans_b, fa, fb)
+    gm = device.gm
+    a_addr = gm.alloc(-(-a.size // 2) if fa.is_fp4 else a.size, "x1")
+    gm.write(a_addr, np.ascontiguousarray(a.view(np.uint8)).reshape(-1, a.shape[-1]).view(storage_dtype(fa)))
+    b_addr = gm.alloc(-(-b.size // 2) if fb.is_fp4 else b.size, "x2")
+    gm.write(b_addr, np.ascontiguousarray(b.view(np.uint8)).reshape(-1, b.shape[-1]).view(storage_dtype(fb)))
+    sa_addr = gm.alloc(sa.size, "x1_scale", data=np.ascontiguousarray(sa).view(np.uint8))
+    sb_addr = gm.alloc(sb.size, "x2_scale", data=np.ascontiguousarray(sb).view(np.uint8))
+    c_elems = int(np.prod(c_shape))
+    if c_init is None:
+        c_addr = gm.alloc(c_elems * out.dtype.itemsize, "y", zero=True)
+    else:
+        c_addr = gm.alloc(0, "y", data=np.ascontiguousarray(np.asarray(c_init, dtype=out.dtype)))
+    bias_addr = None
+    if bias_arr is not None:
+        bias_addr = gm.alloc(0, "bias", data=np.ascontiguousarray(bias_arr))
+
+    layoutA = DNExtLayoutPtn if trans_a else NDExtLayoutPtn
+    layoutB = DNExtLayoutPtn if trans_b else NDExtLayoutPtn
+    BlockMmad = BlockMmadMx.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, atomic), fa, layoutA, fb, layoutB, out,
+                                     NDExtLayoutPtn, bias_arr.dtype if bias_arr is not None else np.float32,
+                                     NDExtLayoutPtn)
+    BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, layoutA, layoutB, fa)
+    params = QbmmMxParams(
+        problemShape=ProblemShape(int(m), int(n), int(k), nbatch),
+        mmadParams=Params(aGmAddr=a_addr, bGmAddr=b_addr, cGmAddr=c_addr, biasGmAddr=bias_addr,
+                          scaleAGmAddr=sa_addr, scaleBGmAddr=sb_addr),
+        l1Params=L1Params(tiling.kL1, tiling.scaleKL1, tiling.nBufferNum),
+        schParams=BlockSchedulerQbmmParams(tiling.baseM, tiling.baseN, tiling.mTailTile, tiling.nTailTile,
+                                           tiling.mBaseTailSplitCnt, tiling.nBaseTailSplitCnt, tiling.mTailMain,
+                                           tiling.nTailMain),
+        qbmmParams=QBMMTiling(*batchA, *batchB, *batchC, biasThreeDim=biasThreeDim, baseM=tiling.baseM,
+                              baseN=tiling.baseN, baseK=tiling.baseK, isBias=int(bias_arr is not None),
+                              dbL0C=tiling.dbL0c))
+    result = device.launch(kernel_qbmm_mx, tiling.block_dim, "AIC_ONLY", BlockMmad, BlockScheduler, params, revision,
+                           name=KERNEL_NAME)
+    c = gm.view(c_addr, out.dtype, c_shape).copy()
+    errors = [h for h in result.hazards if h.severity is Severity.ERROR]
+    if check and errors:
+        raise HazardError(errors, output=c)
+    return c
+
