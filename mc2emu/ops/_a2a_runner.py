@@ -34,6 +34,7 @@ from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithSca
 from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import storage_dtype
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
+from mc2emu.check.happens_before import HappensBeforeChecker
 from mc2emu.comm.hccl import Hccl
 from mc2emu.comm.hccl_server import HcclServer
 from mc2emu.comm.hccl_task import HcclServerType
@@ -123,6 +124,7 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
     world = CommWorld(dev, comm)
     diag = DeadlockDiagnosis(dev, comm)
     diag.attach()
+    hb = HappensBeforeChecker(dev, comm) if check else None
     closed = False
     deadlocked = False
     try:
@@ -164,6 +166,8 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
                              BlockScheduler, Hccl, name=KERNEL_NAME)
             server.end_session()
         wall = time.perf_counter() - t0
+        if hb is not None:
+            hb.finish()
         c = gm.view(c_addr, out_dtype, (oriM, N)).copy()
         world.barrier()
         world.close()
@@ -180,5 +184,7 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         if not closed:
             world.close()
         diag.close(linger=COLLECT_S if deadlocked else 0.0)
+        if hb is not None:
+            hb.close()
         for u in unsubscribe:
             u()

@@ -1,0 +1,206 @@
+"""Happens-before read check: every kernel read of window data must be ordered after the put that wrote it.
+
+On hardware a missing or early wait shows up as sporadic precision errors: whether the data happened to
+arrive decides the numbers. Here the check is made on the synchronization structure, not on timing, so it
+reports the same race on every run, whether or not the data arrived in time.
+
+Recorded per core, in program order (from the event stream, check mode):
+
+| event (kind)                         | record                 | edge                                        |
+|--------------------------------------|------------------------|---------------------------------------------|
+| CrossCoreSetFlag (FLAG_SET)          | set(set_id)            | -> the Wait consuming a round it is part of |
+| CrossCoreWaitFlag returns            | acquire(token)         | <- the Sets of that round (`sources`)       |
+|   (FLAG_RAISE, consumed)             |                        |                                             |
+| put (PUT)                            | put(pe, window, range) | completes at the core's next quiet          |
+| quiet (QUIET)                        | quiet                  |                                             |
+| TeamBarrier store of v in slot i     | store(slot i, v)       | -> the peer's observation of v in that slot |
+|   (BARRIER, extra `store`)           |                        |                                             |
+| TeamBarrier remote read returns v    | observe(peer, slot, v) | <- the peer's store of v                    |
+|   (BARRIER, extra `observed`)        |                        |                                             |
+| GM read of a window (GM_READ)        | read(window, range)    | (local, the checked accesses)               |
+
+At the end of a launch every rank contributes its synchronization log (collective), vector clocks are
+computed over the happens-before graph, and each read of window bytes written by a put of this launch is
+checked: the put's completing quiet must happen before the read. A read that is not is reported as
+READ_BEFORE_WAIT with rank, core, byte range, the put and what is missing. Puts of the HCCL server are
+checked by the hcomm comm policy instead (an HCCL Wait proves only the next repeat of its handle).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mc2emu.runtime.events import Event, EventKind
+from mc2emu.runtime.hazards import Hazard
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.device import Device
+
+# Reports per launch and rank: one race usually shows on many tiles; the first ones say it all.
+MAX_REPORTS = 8
+WINDOW_PREFIX = "win:"
+SERVER_CORES = ("hccl_server", "server")
+
+
+@dataclass
+class _CoreLog:
+    sync: list[tuple] = field(default_factory=list)   # program-ordered sync records
+    reads: list[tuple[int, str, int, int]] = field(default_factory=list)  # (sync position, window, lo, hi)
+
+
+class HappensBeforeChecker:
+    """An EventBus observer on one rank plus the collective end-of-launch check."""
+
+    def __init__(self, device: Device, comm: Any) -> None:
+        self.device = device
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self._lock = threading.Lock()
+        self._logs: dict[str, _CoreLog] = defaultdict(_CoreLog)
+        self._tokens: dict[int, tuple[tuple[str, int], ...]] = {}
+        self._unsubscribe = device.events.subscribe(self)
+
+    # -- recording -----------------------------------------------------------------------------------
+    def __call__(self, e: Event) -> None:
+        k = e.kind
+        if k is EventKind.GM_READ:
+            if not e.obj.startswith(WINDOW_PREFIX):
+                return
+            lo, hi = e.value
+            log = self._logs[e.core]
+            log.reads.append((len(log.sync), e.obj[len(WINDOW_PREFIX):], int(lo), int(hi)))
+        elif k is EventKind.FLAG_SET:
+            self._logs[e.core].sync.append(("set", e.extra["set_id"]))
+        elif k is EventKind.FLAG_RAISE:
+            if e.extra.get("consumed"):
+                self._logs[e.core].sync.append(("acq", e.extra.get("token")))
+            else:
+                with self._lock:
+                    self._tokens[e.extra["token"]] = tuple(e.extra.get("sources", ()))
+        elif k is EventKind.PUT:
+            if e.core in SERVER_CORES:
+                return
+            x = e.extra
+            self._logs[e.core].sync.append(("put", x["pe"], x["window"], int(x["offset"]),
+                                            int(x["offset"]) + int(x["nbytes"])))
+        elif k is EventKind.QUIET:
+            self._logs[e.core].sync.append(("quiet",))
+        elif k is EventKind.BARRIER and "store" in e.extra:
+            x = e.extra
+            self._logs[e.core].sync.append(("store", x["barrier"], int(x["slot"]), int(x["store"])))
+        elif k is EventKind.BARRIER and "observed" in e.extra:
+            x = e.extra
+            self._logs[e.core].sync.append(("observe", x["barrier"], int(x["peer"]), int(x["slot"]),
+                                            int(x["observed"])))
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    # -- the collective check -----------------------------------------------------------------------------
+    def finish(self) -> int:
+        """Collective over the ranks of `comm`: check this launch's reads; returns the number of reports."""
+        logs = {core: log.sync for core, log in self._logs.items()}
+        everyone = self.comm.allgather((logs, self._tokens))
+        reads = {core: log.reads for core, log in self._logs.items() if log.reads}
+        self._logs = defaultdict(_CoreLog)
+        self._tokens = {}
+        if not reads:
+            return 0
+        return self._check(everyone, reads)
+
+    def _check(self, everyone: list[tuple[dict[str, list[tuple]], dict]], reads: dict[str, list]) -> int:
+        entities = [(r, core) for r, (logs, _) in enumerate(everyone) for core in sorted(logs)]
+        index = {ent: i for i, ent in enumerate(entities)}
+        n_ent = len(entities)
+        # Sync edges: event (r, core, pos) <- list of source events.
+        set_pos: dict[tuple[int, str, int], int] = {}
+        stores: dict[tuple[int, str, int, int], tuple[int, str, int]] = {}
+        for r, (logs, _) in enumerate(everyone):
+            for core, sync in logs.items():
+                for pos, rec in enumerate(sync):
+                    if rec[0] == "set":
+                        set_pos[(r, core, rec[1])] = pos
+                    elif rec[0] == "store":
+                        stores[(r, rec[1], rec[2], rec[3])] = (r, core, pos)
+        preds: dict[tuple[int, str, int], list[tuple[int, str, int]]] = defaultdict(list)
+        for r, (logs, tokens) in enumerate(everyone):
+            for core, sync in logs.items():
+                for pos, rec in enumerate(sync):
+                    if rec[0] == "acq":
+                        for src_core, sid in tokens.get(rec[1], ()):
+                            sp = set_pos.get((r, src_core, sid))
+                            if sp is not None:
+                                preds[(r, core, pos)].append((r, src_core, sp))
+                    elif rec[0] == "observe":
+                        _, barrier, peer, slot, value = rec
+                        src = stores.get((peer, barrier, slot, value))
+                        if src is not None:
+                            preds[(r, core, pos)].append(src)
+        # Vector clocks in a topological sweep: vc[e][j] = events of entity j that happen before or at e.
+        vcs: dict[tuple[int, str], list[np.ndarray]] = {ent: [] for ent in entities}
+        done = dict.fromkeys(entities, 0)
+        lengths = {(r, core): len(sync) for r, (logs, _) in enumerate(everyone) for core, sync in logs.items()}
+        progress = True
+        while progress:
+            progress = False
+            for ent in entities:
+                r, core = ent
+                while done[ent] < lengths[ent]:
+                    pos = done[ent]
+                    srcs = preds.get((r, core, pos), ())
+                    if any(done[(sr, sc)] <= sp for sr, sc, sp in srcs):
+                        break
+                    vc = vcs[ent][-1].copy() if pos else np.zeros(n_ent, dtype=np.int64)
+                    for sr, sc, sp in srcs:
+                        np.maximum(vc, vcs[(sr, sc)][sp], out=vc)
+                    vc[index[ent]] = pos + 1
+                    vcs[ent].append(vc)
+                    done[ent] = pos + 1
+                    progress = True
+        # Puts into this rank, with the position of their completing quiet.
+        me = self.rank
+        puts = []
+        for r, (logs, _) in enumerate(everyone):
+            for core, sync in logs.items():
+                quiets = [p for p, rec in enumerate(sync) if rec[0] == "quiet"]
+                for pos, rec in enumerate(sync):
+                    if rec[0] == "put" and rec[1] == me:
+                        i = bisect.bisect_right(quiets, pos)
+                        puts.append((rec[2], rec[3], rec[4], r, core, pos, quiets[i] if i < len(quiets) else None))
+        reported = 0
+        seen: set[tuple] = set()
+        for core, rlist in reads.items():
+            ent = (me, core)
+            for sync_pos, window, lo, hi in rlist:
+                if ent in vcs and sync_pos > 0 and sync_pos <= len(vcs[ent]):
+                    vc = vcs[ent][sync_pos - 1]
+                else:
+                    vc = np.zeros(n_ent, dtype=np.int64)
+                for pwin, plo, phi, pr, pcore, _ppos, quiet in puts:
+                    if pwin != window or phi <= lo or plo >= hi:
+                        continue
+                    src = index.get((pr, pcore))
+                    if quiet is not None and src is not None and vc[src] >= quiet + 1:
+                        continue
+                    key = (core, pr, pcore)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    missing = ("the put is never completed by a quiet" if quiet is None else
+                               f"no wait of {core} is ordered after rank {pr} {pcore}'s quiet #{quiet}")
+                    self.device.hazards.report(
+                        Hazard.READ_BEFORE_WAIT, core,
+                        f"read of window '{window}' bytes [{max(lo, plo)}, {min(hi, phi)}) is not ordered after "
+                        f"the put from rank {pr} {pcore} that writes them: {missing} (the data may or may not "
+                        f"have arrived: on hardware, sporadic wrong numbers)",
+                        window=window, lo=max(lo, plo), hi=min(hi, phi), put_rank=pr, put_core=pcore)
+                    reported += 1
+                    if reported >= MAX_REPORTS:
+                        return reported
+        return reported

@@ -1,0 +1,164 @@
+"""apace `TeamBarrier`: the AIV-side barrier of the UDMA MC2 kernels, across ranks and across cores.
+
+Emulates SPEC §3.1. The barrier owns a small symmetric window of its own; on every rank it holds
+
+| region            | size          | written by                         | read by                              |
+|-------------------|---------------|------------------------------------|--------------------------------------|
+| peer slots        | R x 32 B      | this rank, slot i for rank i       | rank i, remotely (slot `me` of mine) |
+| epochs            | jobs x 32 B   | job j of this rank                 | job j of this rank                   |
+| cross-core flags  | jobs x 32 B   | job j of this rank                 | every job of this rank               |
+
+(each 32-byte slot holds one uint64 counter at its start; 32 B is the device's GM write granule).
+
+`CrossDevice(job)`, state table of one call (`me` = own rank, `step` = min(jobs, R)):
+
+| step                                   | action                                                      |
+|----------------------------------------|-------------------------------------------------------------|
+| job >= R                               | return at once                                              |
+| cnt = epoch[job] + 1                   |                                                             |
+| for i = job, job + step, ... < R       | store cnt into peer slot i of the OWN window (Win_sync)     |
+|   if i != me                           | poll slot `me` of rank i's window (remote read) until >= cnt |
+| done                                   | epoch[job] = cnt                                            |
+
+`CrossCore(job)`: flag[job] += 1 (cnt = the new value); wait until every other job's flag >= cnt.
+
+Epochs and flags live in the window and persist for the barrier's lifetime: keep one `TeamBarrier` alive
+across the launches of one op session. `BarrierMode` is the Init-time choice of the apace all-to-all
+components: the scale all-to-all runs CrossDevice then CrossCore once at Init (`BARRIER_BOTH`), the data
+all-to-all runs neither (`BARRIER_NONE`).
+
+Remote slots are read with `Fetch_and_op(NO_OP)` + `Flush(i)` (exact for `>=`, MPI-NOTES), polled
+through the wait primitive (`poll=True`); cross-core flags are local and wait on a doorbell the bumping
+job rings.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from typing import TYPE_CHECKING
+
+import numpy as np
+from mpi4py import MPI
+
+from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.hazards import ConstraintError, KernelError
+from mc2emu.runtime.waiting import Doorbell
+
+if TYPE_CHECKING:
+    from mc2emu.comm.world import CommWorld
+    from mc2emu.runtime.core import CoreContext
+
+# One counter per 32-byte slot: the GM access granule of the AIV (DataCopy moves 32-byte blocks), which
+# is why apace pads each barrier word to 32 B.
+TEAM_SLOT_BYTES = 32
+WORDS_PER_SLOT = TEAM_SLOT_BYTES // 8
+
+
+class BarrierMode(enum.Enum):
+    """What an apace all-to-all component's Init runs on its TeamBarrier (SPEC §3.1)."""
+
+    BARRIER_NONE = "none"    # data all-to-all: no barrier at Init
+    BARRIER_BOTH = "both"    # scale all-to-all: CrossDevice, then CrossCore, once
+
+
+class TeamBarrier:
+    """One rank's TeamBarrier for `jobs` AIV jobs. Creating it is collective (it allocates a window)."""
+
+    def __init__(self, world: CommWorld, jobs: int, name: str = "team_barrier") -> None:
+        if jobs < 1:
+            raise ConstraintError("TeamBarrier jobs", f"jobs must be >= 1, got {jobs}")
+        self.world = world
+        self.device = world.device
+        self.rank = world.rank
+        self.ranks = world.size
+        self.jobs = int(jobs)
+        self.step = min(self.jobs, self.ranks)
+        self.window = world.window(TEAM_SLOT_BYTES * (self.ranks + 2 * self.jobs), name)
+        words = self.window.u64
+        self._peer = words[0: self.ranks * WORDS_PER_SLOT: WORDS_PER_SLOT]
+        ep0 = self.ranks * WORDS_PER_SLOT
+        self._epoch = words[ep0: ep0 + self.jobs * WORDS_PER_SLOT: WORDS_PER_SLOT]
+        fl0 = ep0 + self.jobs * WORDS_PER_SLOT
+        self._flag = words[fl0: fl0 + self.jobs * WORDS_PER_SLOT: WORDS_PER_SLOT]
+        self._flag_lock = threading.Lock()
+        self._flag_bells = [Doorbell(self._flag_lock) for _ in range(self.jobs)]
+        self._remote_bells = [Doorbell() for _ in range(self.jobs)]
+
+    def _check_job(self, ctx: CoreContext, job: int) -> None:
+        if not 0 <= job < self.jobs:
+            raise KernelError(f"rank {self.rank} {ctx.label}: TeamBarrier job {job} outside [0, {self.jobs})")
+
+    def _remote_slot(self, pe: int) -> int:
+        """Remote read of slot `me` of rank pe's window."""
+        win = self.window.win
+        result = np.zeros(1, dtype=np.uint64)
+        win.Fetch_and_op(np.zeros(1, dtype=np.uint64), result, pe, self.rank * TEAM_SLOT_BYTES, MPI.NO_OP)
+        win.Flush(pe)
+        return int(result[0])
+
+    # -- the apace API -----------------------------------------------------------------------------------
+    def Init(self, ctx: CoreContext, job: int, mode: BarrierMode) -> None:
+        """The Init-time barrier of an apace all-to-all component."""
+        if not isinstance(mode, BarrierMode):
+            raise KernelError(f"mode must be a BarrierMode, got {mode!r}")
+        if mode is BarrierMode.BARRIER_BOTH:
+            self.CrossDevice(ctx, job)
+            self.CrossCore(ctx, job)
+
+    def CrossDevice(self, ctx: CoreContext, job: int) -> None:
+        """Barrier across ranks, split over `jobs` cores (each job serves ranks job, job + step, ...)."""
+        self._check_job(ctx, job)
+        if job >= self.ranks:
+            return
+        ctx.checkpoint("sync_all")
+        cnt = int(self._epoch[job]) + 1
+        me = self.rank
+        waiter = self.device.waiter
+        events = self.device.events
+        for i in range(job, self.ranks, self.step):
+            self._peer[i] = cnt
+            self.window.win.Sync()            # publish the local store to remote readers
+            if events.active:                 # happens-before edges: this store -> rank i's observation
+                events.emit(EventKind.BARRIER, ctx.label, f"TeamBarrier.store({i})", cnt,
+                            barrier=self.window.name, slot=i, store=cnt)
+            if i != me:
+                seen = [0]
+
+                def arrived(i: int = i, seen: list[int] = seen) -> bool:
+                    seen[0] = self._remote_slot(i)
+                    return seen[0] >= cnt
+
+                waiter.wait_until(
+                    self._remote_bells[job], arrived, core=ctx.label,
+                    obj=f"TeamBarrier {self.window.name} slot {me} on rank {i}", expected=f">= {cnt}",
+                    setter=f"rank {i} TeamBarrier CrossDevice(job {i % self.step})",
+                    current=lambda i=i: self._remote_slot(i), poll=True,
+                    waits_for=((i, f"AIV{me % self.step}"),))
+                if events.active:
+                    events.emit(EventKind.BARRIER, ctx.label, f"TeamBarrier.observe({i})", seen[0],
+                                barrier=self.window.name, peer=i, slot=me, observed=seen[0])
+        self._epoch[job] = cnt
+        self.world.sync_windows()             # what peers put before their barrier is visible to loads
+        ctx.emit(EventKind.BARRIER, f"TeamBarrier.CrossDevice({job})", cnt)
+
+    def CrossCore(self, ctx: CoreContext, job: int) -> None:
+        """Barrier across the `jobs` cores of this rank."""
+        self._check_job(ctx, job)
+        ctx.checkpoint("sync_all")
+        flags = self._flag
+        with self._flag_lock:
+            cnt = int(flags[job]) + 1
+            flags[job] = cnt
+            for bell in self._flag_bells:
+                bell.ring()
+        self.device.waiter.wait_until(
+            self._flag_bells[job], lambda: all(int(flags[j]) >= cnt for j in range(self.jobs)),
+            core=ctx.label, obj=f"TeamBarrier {self.window.name} cross-core flags", expected=f"all >= {cnt}",
+            setter=f"CrossCore of all {self.jobs} jobs",
+            current=lambda: [int(v) for v in flags])
+        ctx.emit(EventKind.BARRIER, f"TeamBarrier.CrossCore({job})", cnt)
+
+    # -- inspection ----------------------------------------------------------------------------------------
+    def epoch(self, job: int) -> int:
+        return int(self._epoch[job])
