@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mc2emu.comm.hccl_server import SERVER_CORE
 from mc2emu.runtime.events import Event, EventKind
 from mc2emu.runtime.hazards import Hazard
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 # Reports per launch and rank: one race usually shows on many tiles; the first ones say it all.
 MAX_REPORTS = 8
 WINDOW_PREFIX = "win:"
-SERVER_CORES = ("hccl_server", "server")
+SERVER_CORES = (SERVER_CORE,)   # puts of the HCCL server: checked by the hcomm policy instead
 
 
 @dataclass
