@@ -29,6 +29,7 @@ checked by the hcomm comm policy instead (an HCCL Wait proves only the next repe
 from __future__ import annotations
 
 import bisect
+import contextlib
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -60,8 +61,8 @@ class HappensBeforeChecker:
 
     def __init__(self, device: Device, comm: Any) -> None:
         self.device = device
-        self.comm = comm
-        self.rank = comm.Get_rank()
+        self.comm = comm.Dup()   # its own communicator: its collectives never match a caller's
+        self.rank = self.comm.Get_rank()
         self._lock = threading.Lock()
         self._logs: dict[str, _CoreLog] = defaultdict(_CoreLog)
         self._tokens: dict[int, tuple[tuple[str, int], ...]] = {}
@@ -102,10 +103,13 @@ class HappensBeforeChecker:
 
     def close(self) -> None:
         self._unsubscribe()
+        with contextlib.suppress(Exception):
+            self.comm.Free()
 
     # -- the collective check -----------------------------------------------------------------------------
     def finish(self) -> int:
-        """Collective over the ranks of `comm`: check this launch's reads; returns the number of reports."""
+        """Collective over the ranks of `comm`: check this launch's reads; returns the number of reports.
+        Call it only after a deadline-guarded barrier proved every rank finished the launch."""
         logs = {core: log.sync for core, log in self._logs.items()}
         everyone = self.comm.allgather((logs, self._tokens))
         reads = {core: log.reads for core, log in self._logs.items() if log.reads}

@@ -550,7 +550,7 @@ def gather_results(comm: Any, rec: dict[str, Any], timeout: float = GATHER_S) ->
     if rank != 0:
         comm.isend(rec, dest=0, tag=TAG_RESULT)
         ack = comm.irecv(source=0, tag=TAG_ACK)
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and 0 not in rec.get("unresponsive", []):
             done, _ = ack.test()
             if done:
                 break
@@ -558,11 +558,13 @@ def gather_results(comm: Any, rec: dict[str, Any], timeout: float = GATHER_S) ->
         return None
     reqs = {q: comm.irecv(source=q, tag=TAG_RESULT) for q in range(1, size)}
     results: dict[str, Any] = {"0": rec}
-    while reqs and time.monotonic() < deadline:
+    dead = set(rec.get("unresponsive", []))   # ranks a deadlock report found not answering: never wait for them
+    while set(reqs) - dead and time.monotonic() < deadline:
         for q in list(reqs):
             done, val = reqs[q].test()
             if done:
                 results[str(q)] = val
+                dead.update(val.get("unresponsive", []))
                 del reqs[q]
         if reqs:
             time.sleep(GATHER_POLL_S)

@@ -166,10 +166,10 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
                              BlockScheduler, Hccl, name=KERNEL_NAME)
             server.end_session()
         wall = time.perf_counter() - t0
+        c = gm.view(c_addr, out_dtype, (oriM, N)).copy()
+        world.barrier()                  # deadline-guarded: every rank finished the launch
         if hb is not None:
             hb.finish()
-        c = gm.view(c_addr, out_dtype, (oriM, N)).copy()
-        world.barrier()
         world.close()
         closed = True
         if stats is not None:
@@ -179,6 +179,11 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
     except DeadlockError:
         # Peers are stuck too: a collective close would hang. The caller ends the job (CLI, tests: Abort).
         closed = deadlocked = True
+        raise
+    except BaseException:
+        # Any other failure on this rank leaves the peers in a deadline-guarded wait; freeing the windows
+        # (collective) here could block forever, so they are left to the process's end.
+        closed = True
         raise
     finally:
         if not closed:

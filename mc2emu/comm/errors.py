@@ -1,0 +1,25 @@
+"""Exceptions of the communication layer (windows, SHMEM-like puts, TeamBarrier, HCCL).
+
+Each names the rule that was broken; all derive from the runtime's `Mc2EmuError` so the CLI maps them to
+exit codes like every other mc2emu error.
+"""
+
+from __future__ import annotations
+
+from mc2emu.runtime.hazards import ConstraintError, KernelError
+
+
+class WindowError(KernelError):
+    """A communication call was given an address that is not where the rule says it must be: a
+    destination outside every symmetric window, a range past a window's end, a misaligned signal."""
+
+
+class SymmetryError(ConstraintError):
+    """Ranks created windows that are not symmetric (a different size or order on some rank)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("symmetric window", message)
+
+
+class CommClosedError(KernelError):
+    """A window or world was used after `CommWorld.close()` freed it."""
