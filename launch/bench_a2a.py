@@ -42,6 +42,8 @@ def main():
     ap.add_argument("--wait-order", default="in_order")
     ap.add_argument("--block-dim", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--no-check", dest="check", action="store_false",
+                    help="hazard checkers off (the default runs them, as users do)")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -60,13 +62,14 @@ def main():
         t0 = time.perf_counter()
         out = all_to_all_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], impl=args.impl,
                                       local_matmul=args.local_matmul, wait_order=args.wait_order,
-                                      block_dim=args.block_dim, timeout=120)
+                                      block_dim=args.block_dim, timeout=120, check=args.check)
         emu_walls.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
     ulp = comm.allreduce(bf16_ulp_distance(out, ref), op=MPI.MAX)
     if rank == 0:
         g, e = min(golden_walls), min(emu_walls)
         target = TARGETS.get(size)
-        print(f"all_to_all_quant_matmul {args.impl} localMatmul={args.local_matmul} {args.wait_order}: "
+        print(f"all_to_all_quant_matmul {args.impl} localMatmul={args.local_matmul} {args.wait_order} "
+              f"checks {'on' if args.check else 'off'}: "
               f"m={m} k_total={args.k} (Ka={ka}) n={args.n} R={size} on {os.cpu_count()} cores")
         print(f"  numpy golden wall  {g:8.2f} s")
         print(f"  emulator wall      {e:8.2f} s")

@@ -48,6 +48,8 @@ class Allocation:
     kind: str = "gm"           # "gm" or "window"
     base: int = 0              # device-virtual base address (for printing only)
     reported: set[str] = field(default_factory=set)
+    # Every byte is known written (inputs copied in whole, adopted windows): reads skip the mask test.
+    fully_written: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -118,6 +120,7 @@ class GlobalMemory:
             buf[: raw.size] = raw
             if written is not None:
                 written[: raw.size] = True
+        alloc.fully_written = written is None or bool(zero) or (data is not None and raw.size >= buf.size)
         return GmAddr(alloc, 0)
 
     def adopt(self, buf: np.ndarray, name: str, *, kind: str = "window", written: bool = False) -> GmAddr:
@@ -127,7 +130,9 @@ class GlobalMemory:
         mask = None
         if self.check:
             mask = np.full(buf.shape, written, dtype=bool)
-        return GmAddr(self._register(name, buf, mask, kind), 0)
+        alloc = self._register(name, buf, mask, kind)
+        alloc.fully_written = mask is None or written
+        return GmAddr(alloc, 0)
 
     def _register(self, name: str, buf: np.ndarray, written: np.ndarray | None, kind: str) -> Allocation:
         alloc = Allocation(next(self._ids), name, buf, written, kind, self._next_base)
@@ -193,7 +198,7 @@ class GlobalMemory:
         alloc = addr.alloc
         sdtype = np.dtype(np.uint8) if _is_fp4(dtype) else dtype
         out = np.array(self._raw(alloc.buf, addr.offset, sshape, st, sdtype), copy=True)
-        if alloc.written is not None and hi > lo:
+        if not alloc.fully_written and alloc.written is not None and hi > lo:
             mask = np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
                               strides=(*st, 1))
             if not mask.all():

@@ -31,6 +31,8 @@ from mc2emu.runtime.hazards import DeadlockError, LaunchAborted
 DEFAULT_TIMEOUT_S = 30.0
 # Local waits re-check the deadline at least this often without a ring (aborts ring at once).
 CHECK_INTERVAL_S = 0.25
+# How often, as a fraction of the deadline, a wait samples the other ranks' progress counters.
+GLOBAL_PROBE_FRACTION = 0.25
 # Polled (remote) waits: MPI-NOTES measured 50 us -> 1 ms backoff as the best throughput on 2 cores.
 POLL_BACKOFF_MIN_S = 50e-6
 POLL_BACKOFF_MAX_S = 1e-3
@@ -165,8 +167,8 @@ class Waiter:
             self.events.emit(EventKind.WAIT_BEGIN, core, obj, expected, setter=setter)
         progress = self.progress
         seen_local = progress.count
-        seen_global = self.global_progress() if self.global_progress is not None else None
-        last_progress = now
+        seen_global: Any = None   # sampled lazily: reading every rank's counter costs MPI calls
+        last_progress = last_global = now
         backoff = POLL_BACKOFF_MIN_S
         tries = 0
         abort = self.abort_event
@@ -191,13 +193,15 @@ class Waiter:
                 if progress.count != seen_local:
                     seen_local = progress.count
                     last_progress = max(last_progress, progress.last)
+                if self.global_progress is not None and now - last_global >= limit * GLOBAL_PROBE_FRACTION:
+                    # Other ranks' progress counts too; sampled a few times per deadline so a hang is
+                    # reported within (1 + GLOBAL_PROBE_FRACTION) x timeout of the last progress anywhere.
+                    last_global = now
+                    g = self.global_progress()
+                    if seen_global is not None and g != seen_global:
+                        last_progress = now
+                    seen_global = g
                 if now - last_progress >= limit:
-                    if self.global_progress is not None:
-                        g = self.global_progress()
-                        if g != seen_global:
-                            seen_global = g
-                            last_progress = now
-                            continue
                     self._deadline(rec, limit)
         finally:
             self._records.pop(rec.wid, None)

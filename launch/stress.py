@@ -1,0 +1,276 @@
+"""Fault-injection stress of all_to_all_quant_matmul: N seeded iterations, one MPI job each, every one judged
+against the diagnosis its fault must produce (mc2emu.check.stress).
+
+    python launch/stress.py [--family all|deadlock|pairing] [--iterations 12] [--seed 0] [--max-ranks 4]
+                            [--time-limit 300] [--hard-timeout 90] [--timeout 2]
+
+Families: "deadlock", the faults that hang (drop_set_flag; skip_wait_tile on hcomm/CCU; kill_rank; the
+source's hcomm localMatmul 2 under CCU); "pairing", the faults that unbalance pairs or break ordering
+(extra_set_flag; skip_wait_tile on UDMA and on hcomm/AICPU; wrong_splitk; swap_wait_order; hcomm
+localMatmul 2 under AICPU) and clean runs (delay_rank, seeded perturbation) whose C must equal an
+unperturbed run's bitwise and the golden within 1 ULP. `stress_deadlock.py` / `stress_pairing.py` are this
+driver with the family fixed. Kinds run in a shuffled round robin, each with a random valid configuration
+(impl, localMatmul, wait order, HCCL server), rank count (2..max), shape and fault seed.
+
+Each iteration is one `mpiexec -n R python -m mc2emu.check.stress ...` (printed for every failure, to
+replay it) with a hard timeout: a job still running then is killed (only the processes it started, by
+pid) and counted as a HANG. No iteration starts after --time-limit seconds. Exit status 0 only when
+every fired fault was diagnosed as expected, no clean run raised or changed C, nothing hung or broke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from mc2emu.check.stress import (
+    DEFAULT_TIMEOUT_S,
+    Injection,
+    JobRun,
+    Outcome,
+    Scenario,
+    Tally,
+    expected_diagnosis,
+    failures,
+    judge,
+    parse_lines,
+)
+from mc2emu.launcher import mpiexec_command
+from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel, Impl
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+
+# A job normally ends within the emulator deadline + 3 s of collection + 3 s of linger (+ start-up of up to
+# 4 ranks on 2 cores, a few seconds); past this it is hung.
+DEFAULT_HARD_TIMEOUT_S = 90.0
+DEFAULT_TIME_LIMIT_S = 300.0
+DEFAULT_ITERATIONS = 12
+# Every rank's environment beyond mpiexec_command's BLAS pins.
+RANK_ENV_EXTRA = {"UCX_LOG_LEVEL": "error", "PYTHONUNBUFFERED": "1"}
+# Hydra (MPICH) ends every rank once one exits non-zero; KILL_RANK's survivors must live to report. A job
+# that then stays up is the hard timeout's business.
+HYDRA_NO_CLEANUP = "-disable-auto-cleanup"
+# How often a running job's process tree is recorded (so orphans of a dying mpiexec are still known).
+TREE_POLL_S = 0.5
+# SIGTERM, then SIGKILL after this grace.
+KILL_GRACE_S = 2.0
+
+# -- what to draw -------------------------------------------------------------------------------------------
+Config = tuple[Impl, int, WaitOrder, HcclServerModel]
+CCU, AICPU = HcclServerModel.CCU, HcclServerModel.AICPU
+UDMA = tuple((Impl.UDMA, lm, wo, CCU) for lm in (0, 1, 2) for wo in WaitOrder)
+HCOMM_CCU = tuple((Impl.HCOMM, lm, WaitOrder.IN_ORDER, CCU) for lm in (0, 1))
+HCOMM_AICPU = tuple((Impl.HCOMM, lm, WaitOrder.IN_ORDER, AICPU) for lm in (0, 1))
+VALID = UDMA + HCOMM_CCU + HCOMM_AICPU
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One row of a family: an injection and the configurations it is drawn with."""
+
+    name: str
+    injection: Injection
+    configs: tuple[Config, ...]
+
+
+DEADLOCK_KINDS = (
+    Kind("drop_set_flag", Injection.DROP_SET_FLAG, UDMA),
+    Kind("skip_wait_tile/ccu", Injection.SKIP_WAIT_TILE, HCOMM_CCU),
+    Kind("kill_rank", Injection.KILL_RANK, VALID),
+    Kind("hcomm_lm2/ccu", Injection.NONE, ((Impl.HCOMM, 2, WaitOrder.IN_ORDER, CCU),)),
+)
+PAIRING_KINDS = (
+    Kind("extra_set_flag", Injection.EXTRA_SET_FLAG, UDMA),
+    Kind("skip_wait_tile/udma", Injection.SKIP_WAIT_TILE, UDMA),
+    Kind("skip_wait_tile/aicpu", Injection.SKIP_WAIT_TILE, HCOMM_AICPU),
+    Kind("wrong_splitk", Injection.WRONG_SPLITK, VALID),
+    Kind("swap_wait_order", Injection.SWAP_WAIT_ORDER, HCOMM_CCU + HCOMM_AICPU),
+    Kind("hcomm_lm2/aicpu", Injection.NONE, ((Impl.HCOMM, 2, WaitOrder.IN_ORDER, AICPU),)),
+    Kind("delay_rank", Injection.DELAY_RANK, VALID),
+    Kind("perturb", Injection.PERTURB, VALID),
+)
+FAMILIES = {"deadlock": DEADLOCK_KINDS, "pairing": PAIRING_KINDS, "all": DEADLOCK_KINDS + PAIRING_KINDS}
+# Shapes: 3-4 head tiles of 16 or 32 rows plus maybe a half tail (every seeded hook occurrence exists), Ka of
+# one or two scale pairs, N of one to three base columns. Small: a job is start-up and protocol, not FLOPs.
+HEAD_TILES, TILE_COUNTS, KA_CHOICES, N_CHOICES = (16, 32), (3, 4), (64, 128), (32, 64, 96)
+MIN_RANKS = 2
+EXTRA_BLOCKS = 3   # block_dim drawn from R .. R + 2 (UDMA: AIV block r serves peer r)
+
+
+def draw_scenarios(family: str, iterations: int, seed: int, max_ranks: int = 4,
+                   timeout: float = DEFAULT_TIMEOUT_S) -> list[Scenario]:
+    """`iterations` scenarios of `family`, replayable from `seed`: every kind once per shuffled cycle."""
+    kinds = FAMILIES[family]
+    rng = np.random.default_rng(seed)
+    out: list[Scenario] = []
+    order: list[int] = []
+    while len(out) < iterations:
+        if not order:
+            order = [int(i) for i in rng.permutation(len(kinds))]
+        kind = kinds[order.pop(0)]
+        impl, lm, wo, server = kind.configs[int(rng.integers(len(kind.configs)))]
+        ranks = int(rng.integers(MIN_RANKS, max(MIN_RANKS, max_ranks) + 1))
+        head = int(rng.choice(HEAD_TILES))
+        tail = int(rng.choice((0, head // 2)))
+        # hcomm under AICPU runs one AIC: with more, block 0's Finalize race makes the verdict timing's
+        block_dim = 1 if (impl, server) == (Impl.HCOMM, AICPU) else ranks + int(rng.integers(EXTRA_BLOCKS))
+        clean = expected_diagnosis(Scenario(kind.injection, ranks, impl, lm, wo, server)) is None
+        out.append(Scenario(kind.injection, ranks, impl, lm, wo, server,
+                            ori_m=head * int(rng.choice(TILE_COUNTS)) + tail, ka=int(rng.choice(KA_CHOICES)),
+                            n=int(rng.choice(N_CHOICES)), head_tile_size=head, block_dim=block_dim,
+                            seed=int(rng.integers(1, 2**31 - 1)), timeout=timeout, reference=clean,
+                            golden=clean))
+    return out
+
+
+# -- running one job -----------------------------------------------------------------------------------------
+def _start_time(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_tree(pid: int) -> set[tuple[int, int]]:
+    """(pid, start time) of `pid` and its live descendants (hydra puts each rank in a session of its own,
+    so a process group does not reach them)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        st = _start_time(p)
+        if st is not None:
+            out.add((p, st))
+        todo.extend(children.get(p, []))
+    return out
+
+
+def end_processes(known: set[tuple[int, int]]) -> None:
+    """SIGTERM, then SIGKILL, the recorded processes that still run (same pid and start time: never a
+    process that merely reuses a pid)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [p for p, st in known if _start_time(p) == st]
+        if not alive:
+            return
+        for p in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, sig)
+        deadline = time.monotonic() + KILL_GRACE_S
+        while time.monotonic() < deadline and any(_start_time(p) == st for p, st in known):
+            time.sleep(0.05)
+
+
+def job_command(s: Scenario) -> tuple[list[str], dict[str, str]]:
+    cmd, env = mpiexec_command(s.ranks, s.argv())
+    env.update(RANK_ENV_EXTRA)
+    if "open" not in os.path.realpath(cmd[0]).lower():
+        cmd.insert(1, HYDRA_NO_CLEANUP)
+    return cmd, env
+
+
+def run_job(s: Scenario, hard_timeout: float) -> JobRun:
+    """Run `s` under mpiexec. A job still running after `hard_timeout` s is ended (returncode None); any
+    process of the job left after it ended is ended too."""
+    cmd, env = job_command(s)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    known: set[tuple[int, int]] = set()
+    rc: int | None = None
+    out = err = ""
+    try:
+        while True:
+            known |= process_tree(proc.pid)
+            try:
+                out, err = proc.communicate(timeout=TREE_POLL_S)
+                rc = proc.returncode
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() - t0 > hard_timeout:
+                    break
+    finally:
+        end_processes(known)   # the hung job, or ranks a finished mpiexec left behind
+        if rc is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                out, err = proc.communicate(timeout=KILL_GRACE_S)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    results, _ = parse_lines(out or "")
+    return JobRun(results, rc, time.monotonic() - t0, (err or "")[-4000:])
+
+
+def run_scenario(s: Scenario, hard_timeout: float) -> Outcome:
+    return judge(s, run_job(s, hard_timeout))
+
+
+def replay_command(s: Scenario) -> str:
+    cmd, _ = job_command(s)
+    return shlex.join(cmd)
+
+
+# -- the driver --------------------------------------------------------------------------------------------
+def parse_args(argv: list[str], family: str | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    if family is None:
+        p.add_argument("--family", default="all", choices=sorted(FAMILIES), help="which kinds (default all)")
+    p.add_argument("--iterations", "-n", type=int, default=DEFAULT_ITERATIONS,
+                   help=f"number of jobs (default {DEFAULT_ITERATIONS})")
+    p.add_argument("--seed", type=int, default=0, help="master seed of the draw (default 0)")
+    p.add_argument("--max-ranks", type=int, default=4, help="rank counts drawn from 2..max (default 4)")
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+                   help=f"start no job after this many seconds (default {DEFAULT_TIME_LIMIT_S:.0f})")
+    p.add_argument("--hard-timeout", type=float, default=DEFAULT_HARD_TIMEOUT_S,
+                   help=f"end a job after this many seconds, a HANG (default {DEFAULT_HARD_TIMEOUT_S:.0f})")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                   help=f"emulator wait deadline inside each job (default {DEFAULT_TIMEOUT_S:.0f})")
+    a = p.parse_args(argv)
+    a.family = family or a.family
+    if a.max_ranks < MIN_RANKS:
+        p.error(f"--max-ranks must be at least {MIN_RANKS}")
+    return a
+
+
+def main(argv: list[str] | None = None, family: str | None = None) -> int:
+    a = parse_args(sys.argv[1:] if argv is None else argv, family)
+    scenarios = draw_scenarios(a.family, a.iterations, a.seed, a.max_ranks, a.timeout)
+    print(f"stress {a.family}: {len(scenarios)} iterations, seed {a.seed}, ranks {MIN_RANKS}..{a.max_ranks}, "
+          f"time limit {a.time_limit:.0f} s, hard timeout {a.hard_timeout:.0f} s", flush=True)
+    tally = Tally()
+    t0 = time.monotonic()
+    for i, s in enumerate(scenarios):
+        if time.monotonic() - t0 > a.time_limit:
+            print(f"time limit reached: {len(scenarios) - i} iteration(s) not started", flush=True)
+            break
+        outcome = run_scenario(s, a.hard_timeout)
+        tally.add(outcome)
+        print(f"[{i + 1:>3}/{len(scenarios)}] {outcome.line()}", flush=True)
+    print(f"\n{tally.summary()}\nelapsed             {time.monotonic() - t0:.0f} s")
+    bad = failures(tally.outcomes)
+    if bad:
+        print("\nreplay:")
+        for o in bad:
+            print(f"  {o.verdict.value}: {replay_command(o.scenario)}")
+    return 0 if tally.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
