@@ -35,6 +35,8 @@ from mc2emu.blaze.gemm.common_utils import (
     C0_SIZE_B8,
     IDX_M_TILEIDX,
     IDX_N_TILEIDX,
+    MXFP_DIVISOR_SIZE,
+    MXFP_MULTI_BASE_SIZE,
     SCALE_C0,
     BlockCoord,
 )
@@ -59,12 +61,9 @@ if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
 
-MXFP_DIVISOR_SIZE = 64     # K elements per stored scale pair
-MXFP_MULTI_BASE_SIZE = 2   # scales per pair
 # kCacheLineAlignMask of the kernel class: 128-byte (FP8) / 256-byte (FP4) L2 stream alignment.
 CACHE_LINE_ALIGN_MASK_FP8 = 0x7F
 CACHE_LINE_ALIGN_MASK_FP4 = 0xFF
-MAX_WAIT_MASK_TILES = 32   # waitedMask is a uint32
 
 
 class MatmulMode(enum.IntEnum):

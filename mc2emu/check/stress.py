@@ -49,6 +49,8 @@ LINE_KEY = "mc2emu_stress"
 # covers the spread of verdicts after a deadlock (the requester collects 3 s, every rank lingers 3 s).
 GATHER_S = 10.0
 GATHER_POLL_S = 0.01
+# How long a rank lets its small control messages complete before it moves on (or exits).
+SETTLE_S = 0.5
 TAG_RESULT, TAG_ACK, TAG_DEAD = 7201, 7202, 7203
 # Default emulator wait deadline of a stress job: short, so that a hang is diagnosed in seconds.
 DEFAULT_TIMEOUT_S = 2.0
@@ -441,11 +443,20 @@ class TimedFaultPlan(FaultPlan):
                 _emit({LINE_KEY: "rank", "rank": rank, "status": "killed", "names": [], "fired": True,
                        "t_fault": self.t_fault, "t_start": self.t_fault, "t_end": self.t_fault,
                        "t_exit": self.t_fault, "exit_code": KILLED_EXIT_CODE, "core": core})
-                if self.notify is not None:   # best effort: these small messages leave eagerly
-                    for q in range(self.notify.Get_size()):
-                        if q != rank:
-                            self.notify.isend(rank, dest=q, tag=TAG_DEAD)
+                if self.notify is not None:
+                    comm = self.notify
+                    _settle([comm.isend(rank, dest=q, tag=TAG_DEAD) for q in range(comm.Get_size()) if q != rank])
         return hit
+
+
+def _settle(reqs: list[Any], timeout: float = SETTLE_S) -> None:
+    """Let small sends complete (mpi4py keeps the pickled buffer with the request: it must outlive the
+    send), without ever blocking on a peer that is gone."""
+    deadline = time.monotonic() + timeout
+    while reqs and time.monotonic() < deadline:
+        reqs = [r for r in reqs if not r.test()[0]]
+        if reqs:
+            time.sleep(GATHER_POLL_S)
 
 
 _UNRESPONSIVE = re.compile(r"rank (\d+): no answer")
@@ -540,15 +551,16 @@ def gather_results(comm: Any, rec: dict[str, Any], timeout: float = GATHER_S) ->
 
     def check_obit() -> None:
         done, who = obit.test()
-        if done:
-            dead.add(int(who))
+        if done and isinstance(who, int):
+            dead.add(who)
 
     if rank != 0:
-        comm.isend(rec, dest=0, tag=TAG_RESULT)
+        sent = comm.isend(rec, dest=0, tag=TAG_RESULT)
         ack = comm.irecv(source=0, tag=TAG_ACK)
         while time.monotonic() < deadline and 0 not in dead and not ack.test()[0]:
             check_obit()
             time.sleep(GATHER_POLL_S)
+        _settle([sent])
         return None
     reqs = {q: comm.irecv(source=q, tag=TAG_RESULT) for q in range(1, size)}
     results: dict[str, Any] = {"0": rec}
@@ -564,10 +576,7 @@ def gather_results(comm: Any, rec: dict[str, Any], timeout: float = GATHER_S) ->
             time.sleep(GATHER_POLL_S)
     gathered = {LINE_KEY: "gathered", "results": results, "missing": sorted(reqs)}
     _emit(gathered)
-    for q in range(1, size):
-        if str(q) in results:
-            comm.isend(True, dest=q, tag=TAG_ACK)
-    time.sleep(0.1)   # let the acks leave before this process exits
+    _settle([comm.isend(True, dest=q, tag=TAG_ACK) for q in range(1, size) if str(q) in results])
     return gathered
 
 
@@ -603,9 +612,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                  HcclServerModel(a.hccl_server), a.ori_m, a.ka, a.n, a.head_tile_size, a.block_dim, a.seed,
                  a.timeout, a.reference, a.golden)
     gather_comm = world.Dup()   # the operator's own messages never match the gather's
-    rec = run_rank(s, world, a.data_seed, notify=gather_comm)
+    try:
+        rec = run_rank(s, world, a.data_seed, notify=gather_comm)
+    except Exception as exc:   # a worker bug: report it like any result; never end in MPI_Finalize
+        now = time.time()
+        rec = {LINE_KEY: "rank", "rank": world.Get_rank(), "size": s.ranks, "status": "error", "names": [],
+               "exit_code": 1, "t_start": now, "t_end": now, "message": f"{type(exc).__name__}: {exc}"[:2000]}
     _emit(rec)
-    gather_results(gather_comm, rec)
+    try:
+        gather_results(gather_comm, rec)
+    except Exception as exc:   # the gather is a convenience: every rank's own line is out already
+        sys.stderr.write(f"[mc2emu stress] rank {rec['rank']}: gather failed: {type(exc).__name__}: {exc}\n")
     _emit({LINE_KEY: "exit", "rank": rec["rank"], "t_exit": time.time()})
     sys.stderr.flush()
     # After a deadlock the emulator's windows stay locked and peers may be gone: MPI_Finalize could block.

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from mc2emu.numerics.formats import ElemFormat
+from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel as HcclServer
+from mc2emu.ops.all_to_all_quant_matmul import Impl
 from mc2emu.runtime.hazards import EXIT_BAD_INPUT
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -25,20 +27,6 @@ class OptionError(Exception):
     """A command-line value breaks a rule; the message names the option."""
 
     exit_code = EXIT_BAD_INPUT
-
-
-class Impl(enum.Enum):
-    """How an MC2 operator moves data (SPEC §6): AIV UDMA puts, or the HCCL server (hcomm)."""
-
-    UDMA = "udma"
-    HCOMM = "hcomm"
-
-
-class HcclServer(enum.Enum):
-    """HCCL server model of the hcomm impl (SPEC §3.2); CCU is what hcomm uses on DAV_3510."""
-
-    CCU = "ccu"
-    AICPU = "aicpu"
 
 
 LOCAL_MATMUL_CHOICES = (0, 1, 2)
