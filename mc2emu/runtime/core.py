@@ -48,6 +48,8 @@ class CoreContext:
         self.local = LocalMemory(device.platform, core_type, self.label)
         self.atomic_dtype: np.dtype | None = None
         self.rank = device.rank
+        # A Set held back by the seeded perturbation (consecutive Sets may complete out of order).
+        self.deferred_set: tuple | None = None
 
     # -- indices (Ascend C names) ------------------------------------------------------------------------
     @property
@@ -123,6 +125,8 @@ class CoreContext:
         abort = self.launch.abort
         if abort.is_set():
             raise LaunchAborted(f"rank {self.rank} {self.label}: launch aborted")
+        if self.deferred_set is not None and point not in ("set", "mmad"):
+            self.device.flags.flush_deferred(self)   # a held Set completes before the core blocks or syncs
         faults = self.device.faults
         if faults is not None and faults.fires("checkpoint", self.rank, self.label):
             if faults.fault is Fault.KILL_RANK:

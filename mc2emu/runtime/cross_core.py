@@ -29,7 +29,7 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.faults import Fault
@@ -193,9 +193,35 @@ class CrossCoreFlags:
             if faults.fault is Fault.DROP_SET_FLAG:
                 return
             repeat = 2
+        perturb = self.device.perturb
         for _ in range(repeat):
-            self._set(ctx, mode, pipe, fid_eff)
+            if perturb is not None and perturb.reorder_sets:
+                self._set_reordered(ctx, perturb, (mode, pipe, fid_eff))
+            else:
+                self._set(ctx, mode, pipe, fid_eff)
         self.device.waiter.progress.bump()
+
+    def _set_reordered(self, ctx: CoreContext, perturb: Any, op: tuple[int, Pipe, int]) -> None:
+        """Consecutive Sets of one core may complete out of order (the hardware does not order them): hold
+        one Set back and let the seeded policy decide whether the next one overtakes it. The held Set
+        completes at the latest when the core next waits, synchronizes or ends (`flush_deferred`)."""
+        held = ctx.deferred_set
+        if held is None:
+            ctx.deferred_set = op
+            return
+        ctx.deferred_set = None
+        first, second = (op, held) if perturb.swap(ctx.rank, ctx.label) else (held, op)
+        if first is op:
+            ctx.emit(EventKind.PERTURB, "Set overtaken", held[2], overtaken_by=op[2])
+        self._set(ctx, *first)
+        self._set(ctx, *second)
+
+    def flush_deferred(self, ctx: CoreContext) -> None:
+        held = ctx.deferred_set
+        if held is not None:
+            ctx.deferred_set = None
+            self._set(ctx, *held)
+            self.device.waiter.progress.bump()
 
     def _set(self, ctx: CoreContext, mode: int, pipe: Pipe, fid_eff: int) -> None:
         launch = ctx.launch
@@ -248,6 +274,7 @@ class CrossCoreFlags:
                 self._raise(ctx, t, fid, False, mode, tuple(sources))
 
     def wait_flag(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, *, internal: bool = False) -> None:
+        self.flush_deferred(ctx)
         fid_eff = self._validate(ctx, mode, pipe, fid, "CrossCoreWaitFlag")
         if fid_eff is None:
             return

@@ -147,6 +147,7 @@ class Device:
                 if self.events.active:
                     self.events.emit(EventKind.CORE_BEGIN, ctx.label, launch.name)
                 returns[ctx.label] = kernel(ctx, *args, **kwargs)
+                self.flags.flush_deferred(ctx)
                 launch.core_state[ctx.label] = "finished"
                 if self.events.active:
                     self.events.emit(EventKind.CORE_END, ctx.label, launch.name)

@@ -24,6 +24,9 @@ class PerturbPolicy:
     probability: float = DEFAULT_PROBABILITY
     max_delay_s: float = DEFAULT_MAX_DELAY_S
     points: frozenset[str] = frozenset({"set", "wait", "put", "mmad", "sync_all", "signal"})
+    # Consecutive Sets of one core may complete out of order (hardware does not order them).
+    reorder_sets: bool = True
+    swap_probability: float = 0.5
     _rngs: dict[tuple[int, str], np.random.Generator] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -45,6 +48,10 @@ class PerturbPolicy:
         if rng.random() >= self.probability:
             return 0.0
         return float(rng.random() * self.max_delay_s)
+
+    def swap(self, rank: int, core: str) -> bool:
+        """Whether the next Set of this core overtakes the one held back."""
+        return bool(self._rng(rank, core).random() < self.swap_probability)
 
     def shuffle(self, rank: int, core: str, n: int) -> list[int]:
         """A seeded permutation of n consecutive operations (e.g. Sets hardware does not order)."""

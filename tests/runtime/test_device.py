@@ -235,3 +235,28 @@ def test_events_reach_observers():
     sets = [e for e in rec.of(EventKind.FLAG_RAISE) if e.extra.get("target") == "AIC0"]
     consumed = [e for e in rec.of(EventKind.FLAG_RAISE) if e.extra.get("consumed") and e.core == "AIC0"]
     assert sets[0].extra["token"] == consumed[0].extra["token"]   # a flow from Set to the Wait it released
+
+
+def test_seeded_perturbation_reorders_consecutive_sets_without_losing_any():
+    """Hardware does not order consecutive Sets of one core: the seeded policy lets a Set overtake the
+    previous one; every Wait is still satisfied and nothing is left over."""
+    from mc2emu.runtime import PerturbPolicy
+
+    overtaken = []
+    for seed in range(3):
+        dev = Device(timeout=5, perturb=PerturbPolicy(seed, probability=0.0))
+        rec = EventRecorder()
+        dev.events.subscribe(rec)
+
+        def kernel(ctx):
+            for t in range(8):
+                if ctx.ASCEND_IS_AIV:
+                    ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, t)
+                else:
+                    ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, 7 - t)   # waits in reverse: any order completes
+
+        assert dev.launch(kernel, 2, "MIX_AIC_1_1").hazards == []
+        assert dev.flags.leftovers() == []
+        overtaken.append(sum(1 for e in rec.of(EventKind.PERTURB) if e.obj == "Set overtaken"))
+    assert all(n > 0 for n in overtaken), overtaken
+    assert len(set(overtaken)) >= 1
