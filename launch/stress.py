@@ -133,9 +133,11 @@ def draw_scenarios(family: str, iterations: int, seed: int, max_ranks: int = 4,
 
 # -- running one job -----------------------------------------------------------------------------------------
 def _start_time(pid: int) -> int | None:
+    """The start time (clock ticks after boot) of a live process; None when gone or a zombie."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
+            fields = f.read().rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
 
