@@ -11,19 +11,23 @@ Recorded per core, in program order (from the event stream, check mode):
 | CrossCoreSetFlag (FLAG_SET)          | set(set_id)            | -> the Wait consuming a round it is part of |
 | CrossCoreWaitFlag returns            | acquire(token)         | <- the Sets of that round (`sources`)       |
 |   (FLAG_RAISE, consumed)             |                        |                                             |
-| put (PUT)                            | put(pe, window, range) | completes at the core's next quiet          |
+| put (PUT)                            | put(pe, window, range) | completes at the next quiet / signal to pe  |
 | quiet (QUIET)                        | quiet                  |                                             |
 | TeamBarrier store of v in slot i     | store(slot i, v)       | -> the peer's observation of v in that slot |
 |   (BARRIER, extra `store`)           |                        |                                             |
 | TeamBarrier remote read returns v    | observe(peer, slot, v) | <- the peer's store of v                    |
 |   (BARRIER, extra `observed`)        |                        |                                             |
+| signal post to pe (SIGNAL, post)     | post(pe, slot, op, v)  | -> every wait on that slot (conservative)   |
+| signal wait returns (SIGNAL, wait)   | sigwait(slot, seen)    | <- the posts to that slot                   |
 | GM read of a window (GM_READ)        | read(window, range)    | (local, the checked accesses)               |
 
 At the end of a launch every rank contributes its synchronization log (collective), vector clocks are
 computed over the happens-before graph, and each read of window bytes written by a put of this launch is
-checked: the put's completing quiet must happen before the read. A read that is not is reported as
+checked: the put's completion (its quiet or signal) must happen before the read. A read that is not is reported as
 READ_BEFORE_WAIT with rank, core, byte range, the put and what is missing. Puts of the HCCL server are
 checked by the hcomm comm policy instead (an HCCL Wait proves only the next repeat of its handle).
+The same end-of-launch exchange pairs signals: every signal posted to a rank must be waited up to its
+final value (UNWAITED_SIGNAL otherwise).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mc2emu.comm.hccl_server import SERVER_CORE
+from mc2emu.comm.shmem import SignalOp, SignalRole
 from mc2emu.runtime.events import Event, EventKind
 from mc2emu.runtime.hazards import Hazard
 
@@ -93,6 +98,15 @@ class HappensBeforeChecker:
                                             int(x["offset"]) + int(x["nbytes"])))
         elif k is EventKind.QUIET:
             self._logs[e.core].sync.append(("quiet",))
+        elif k is EventKind.SIGNAL:
+            x = e.extra
+            role = getattr(x.get("role"), "value", x.get("role"))
+            if role == SignalRole.POST.value:
+                op = getattr(x.get("op"), "value", x.get("op"))
+                self._logs[e.core].sync.append(("post", x["pe"], x["window"], int(x["offset"]), op,
+                                                int(x["signal"])))
+            elif role == SignalRole.WAIT.value:
+                self._logs[e.core].sync.append(("sigwait", x["window"], int(x["offset"]), int(x["observed"])))
         elif k is EventKind.BARRIER and "store" in e.extra:
             x = e.extra
             self._logs[e.core].sync.append(("store", x["barrier"], int(x["slot"]), int(x["store"])))
@@ -115,9 +129,38 @@ class HappensBeforeChecker:
         reads = {core: log.reads for core, log in self._logs.items() if log.reads}
         self._logs = defaultdict(_CoreLog)
         self._tokens = {}
+        unwaited = self._unwaited_signals(everyone)
         if not reads:
-            return 0
-        return self._check(everyone, reads)
+            return unwaited
+        return unwaited + self._check(everyone, reads)
+
+    def _unwaited_signals(self, everyone: list[tuple[dict[str, list[tuple]], dict]]) -> int:
+        """Pairing at launch end: every signal posted to this rank must be waited up to its final value."""
+        me = self.rank
+        posted: dict[tuple[str, int], list[tuple[str, int, int, str]]] = defaultdict(list)
+        for r, (logs, _) in enumerate(everyone):
+            for core, sync in logs.items():
+                for rec in sync:
+                    if rec[0] == "post" and rec[1] == me:
+                        posted[(rec[2], rec[3])].append((rec[4], rec[5], r, core))
+        seen: dict[tuple[str, int], int] = {}
+        for rec in (x for sync in everyone[me][0].values() for x in sync if x[0] == "sigwait"):
+            seen[(rec[1], rec[2])] = max(seen.get((rec[1], rec[2]), -1), rec[3])
+        n = 0
+        for (window, off), ps in posted.items():
+            adds = sum(v for op, v, _, _ in ps if op == SignalOp.ADD.value)
+            sets = [v for op, v, _, _ in ps if op == SignalOp.SET.value]
+            final = max([*sets, 0]) + adds if sets else adds
+            got = seen.get((window, off))
+            if got is None or got < final:
+                senders = sorted({f"rank {r} {c}" for _, _, r, c in ps})
+                self.device.hazards.report(
+                    Hazard.UNWAITED_SIGNAL, "launch",
+                    f"signal '{window}'+{off:#x}: {len(ps)} post(s) from {', '.join(senders)} reach {final}, "
+                    + ("never waited on" if got is None else f"but the waits only saw {got}")
+                    + " at launch end (a skipped drain?)", window=window, offset=off, posted=final, waited=got)
+                n += 1
+        return n
 
     def _check(self, everyone: list[tuple[dict[str, list[tuple]], dict]], reads: dict[str, list]) -> int:
         entities = [(r, core) for r, (logs, _) in enumerate(everyone) for core in sorted(logs)]
@@ -133,6 +176,12 @@ class HappensBeforeChecker:
                         set_pos[(r, core, rec[1])] = pos
                     elif rec[0] == "store":
                         stores[(r, rec[1], rec[2], rec[3])] = (r, core, pos)
+        posts: dict[tuple[int, str, int], list[tuple[tuple[int, str, int], str, int]]] = defaultdict(list)
+        for r, (logs, _) in enumerate(everyone):
+            for core, sync in logs.items():
+                for pos, rec in enumerate(sync):
+                    if rec[0] == "post":
+                        posts[(rec[1], rec[2], rec[3])].append(((r, core, pos), rec[4], rec[5]))
         preds: dict[tuple[int, str, int], list[tuple[int, str, int]]] = defaultdict(list)
         for r, (logs, tokens) in enumerate(everyone):
             for core, sync in logs.items():
@@ -142,6 +191,10 @@ class HappensBeforeChecker:
                             sp = set_pos.get((r, src_core, sid))
                             if sp is not None:
                                 preds[(r, core, pos)].append((r, src_core, sp))
+                    elif rec[0] == "sigwait":
+                        # Every post to the slot may have contributed to the value seen (conservative: a race
+                        # between posts is not reported, a wait is never wrongly unordered).
+                        preds[(r, core, pos)].extend(node for node, _, _ in posts.get((r, rec[1], rec[2]), ()))
                     elif rec[0] == "observe":
                         _, barrier, peer, slot, value = rec
                         src = stores.get((peer, barrier, slot, value))
@@ -173,11 +226,13 @@ class HappensBeforeChecker:
         puts = []
         for r, (logs, _) in enumerate(everyone):
             for core, sync in logs.items():
-                quiets = [p for p, rec in enumerate(sync) if rec[0] == "quiet"]
+                # A put completes at the core's next quiet, or at its next signal post to the same rank
+                # (put_signal: the data lands before the signal changes).
+                done_at = [p for p, rec in enumerate(sync) if rec[0] == "quiet" or (rec[0] == "post" and rec[1] == me)]
                 for pos, rec in enumerate(sync):
                     if rec[0] == "put" and rec[1] == me:
-                        i = bisect.bisect_right(quiets, pos)
-                        puts.append((rec[2], rec[3], rec[4], r, core, pos, quiets[i] if i < len(quiets) else None))
+                        i = bisect.bisect_right(done_at, pos)
+                        puts.append((rec[2], rec[3], rec[4], r, core, pos, done_at[i] if i < len(done_at) else None))
         reported = 0
         seen: set[tuple] = set()
         for core, rlist in reads.items():
@@ -197,8 +252,9 @@ class HappensBeforeChecker:
                     if key in seen:
                         continue
                     seen.add(key)
-                    missing = ("the put is never completed by a quiet" if quiet is None else
-                               f"no wait of {core} is ordered after rank {pr} {pcore}'s quiet #{quiet}")
+                    missing = ("the put is never completed by a quiet or a signal" if quiet is None else
+                               f"no wait of {core} is ordered after the completion of that put (rank {pr} "
+                               f"{pcore}'s event #{quiet}: its quiet or signal)")
                     self.device.hazards.report(
                         Hazard.READ_BEFORE_WAIT, core,
                         f"read of window '{window}' bytes [{max(lo, plo)}, {min(hi, phi)}) is not ordered after "
