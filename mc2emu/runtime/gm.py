@@ -50,6 +50,13 @@ class Allocation:
     reported: set[str] = field(default_factory=set)
     # Every byte is known written (inputs copied in whole, adopted windows): reads skip the mask test.
     fully_written: bool = False
+    # Bumped by every write through this GM (not by peers' puts into a window: see `stable`).
+    generation: int = 0
+
+    @property
+    def stable(self) -> bool:
+        """Only this rank's own writes change it (a window is also written by peers, unseen here)."""
+        return self.kind == "gm"
 
     @property
     def nbytes(self) -> int:
@@ -240,6 +247,7 @@ class GlobalMemory:
                 dst[...] = (old + value.astype(np.float32)).astype(dtype)
         else:
             self._raw(alloc.buf, addr.offset, sshape, st, dtype)[...] = value
+        alloc.generation += 1
         if alloc.written is not None and hi > lo:
             np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
                        strides=(*st, 1))[...] = True
@@ -249,6 +257,7 @@ class GlobalMemory:
 
     def mark_written(self, addr: GmAddr, nbytes: int) -> None:
         """Record that `nbytes` from `addr` were written by someone else (a put into this window)."""
+        addr.alloc.generation += 1
         if addr.alloc.written is not None:
             addr.alloc.written[addr.offset: addr.offset + int(nbytes)] = True
 

@@ -182,17 +182,36 @@ class BlockMmadMxType:
 
 
 class _L1Operand:
-    """One operand chunk held in L1: its raw codes as read from GM location `where` (allocation id, offset)."""
+    """One operand chunk held in L1: its raw codes as read from GM location `where` (allocation id, offset),
+    and the `stamp` of that read (see `_stamp`)."""
 
-    __slots__ = ("codes", "where")
+    __slots__ = ("codes", "stamp", "where")
 
-    def __init__(self, codes: np.ndarray, where: tuple[int, int]) -> None:
+    def __init__(self, codes: np.ndarray, where: tuple[int, int], stamp: tuple | None = None) -> None:
         self.codes = codes
         self.where = where
+        self.stamp = stamp
 
 
 def _where(t: GmTensor) -> tuple[int, int]:
     return (t.addr.alloc.aid, t.addr.offset)
+
+
+def _stamp(t: GmTensor) -> tuple | None:
+    """(allocation, offset, shape, generation) of a read from GM this rank alone writes; None for a window.
+    Two reads with equal stamps returned the same bytes (no write in between), so the decode memo may skip
+    its byte compare; reads of windows (peers write them unseen) keep it."""
+    alloc = t.addr.alloc
+    if not alloc.stable:
+        return None
+    return (alloc.aid, t.addr.offset, t.shape, alloc.generation)
+
+
+def _pair(codes: tuple | None, scales: tuple | None, scaleOffset: int, nb: int) -> tuple | None:
+    """The stamp of an (operand chunk, scale window) pair: None unless both reads are stamped."""
+    if codes is None or scales is None:
+        return None
+    return (codes, scales, scaleOffset, nb)
 
 
 class BlockMmadMx:
@@ -245,6 +264,10 @@ class BlockMmadMx:
         self._bL1: list[_L1Operand | None] = []
         self._aFullL1: dict[int, _L1Operand] = {}
         self._scaleAFullL1: np.ndarray | None = None
+        # stamps of the reads that filled the L1 scale buffers (None: a window, or never filled)
+        self._scaleAStamp: list[tuple | None] = [None, None]
+        self._scaleBStamp: list[tuple | None] = [None, None]
+        self._scaleAFullStamp: tuple | None = None
         self._biasL1: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_COUNT
         self._bt: np.ndarray | None = None
         self._step: np.ndarray | None = None
@@ -460,7 +483,8 @@ class BlockMmadMx:
                 self._biasL1[scaleL1BufId] = gmBias.load(self.ctx).astype(np.float32)
             # B GM->L1; slice first, then copy (PadMxKBL1 zero-pads to curPadKL1).
             gmBlockB = gmB.Slice((kL1Offset, 0), (curGmKL1, curN))
-            tensorBL1 = _L1Operand(gmBlockB.load(self.ctx), _where(gmBlockB))
+            stampB = _stamp(gmBlockB)
+            tensorBL1 = _L1Operand(gmBlockB.load(self.ctx), _where(gmBlockB), stampB)
             self._bL1[l1BufId] = tensorBL1
             scaleKOffset = scaleKIterIdx * scaleKOffsetStride
             scaleAKOffset = scaleKOffset
@@ -505,13 +529,16 @@ class BlockMmadMx:
             curScaleKLen = (Align64(curScaleKL1) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
             if self.DispatchPolicy.FULL_LOAD_MODE == NONE_FULL_LOAD_MODE:
                 gmBlockScaleA = gmScaleA.Slice((0, scaleGmOffset), (curM, curScaleKLen))
+                self._scaleAStamp[scaleL1BufId] = _stamp(gmBlockScaleA)
                 self._scaleAL1[scaleL1BufId] = gmBlockScaleA.load(self.ctx)
             gmBlockScaleB = gmScaleB.Slice((scaleGmOffset, 0), (curScaleKLen, curN))
+            self._scaleBStamp[scaleL1BufId] = _stamp(gmBlockScaleB)
             self._scaleBL1[scaleL1BufId] = gmBlockScaleB.load(self.ctx)
         if self.DispatchPolicy.FULL_LOAD_MODE == NONE_FULL_LOAD_MODE:
             tensorScaleAL1 = self._scaleAL1[scaleL1BufId]
         else:
             if self.abL1LoopCnt_ == 0:
+                self._scaleAFullStamp = _stamp(gmScaleA)
                 self._scaleAFullL1 = gmScaleA.load(self.ctx)
             tensorScaleAL1 = self._scaleAFullL1
         tensorScaleBL1 = self._scaleBL1[scaleL1BufId]
@@ -525,12 +552,14 @@ class BlockMmadMx:
         (`abL1LoopCnt_ < kL1Iter_`) copies; later tiles reuse the resident A."""
         if self.DispatchPolicy.FULL_LOAD_MODE == NONE_FULL_LOAD_MODE:
             gmBlockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
-            tensorAL1 = _L1Operand(gmBlockA.load(self.ctx), _where(gmBlockA))
+            stampA = _stamp(gmBlockA)
+            tensorAL1 = _L1Operand(gmBlockA.load(self.ctx), _where(gmBlockA), stampA)
             self._aL1[l1BufId] = tensorAL1
             return tensorAL1
         if self.abL1LoopCnt_ < self.kL1Iter_:
             gmBlockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
-            self._aFullL1[iter0] = _L1Operand(gmBlockA.load(self.ctx), _where(gmBlockA))
+            stampA = _stamp(gmBlockA)
+            self._aFullL1[iter0] = _L1Operand(gmBlockA.load(self.ctx), _where(gmBlockA), stampA)
         resident = self._aFullL1.get(iter0)
         if resident is None:
             raise KernelError(f"{self.ctx.label}: A_FULL_LOAD_MODE chunk {iter0} was never loaded")
@@ -541,10 +570,11 @@ class BlockMmadMx:
         return resident
 
     def _dequant(self, operand: str, tensor: _L1Operand, scale: np.ndarray, elem: ElemFormat,
-                 k_axis: int) -> np.ndarray:
-        """fp32 operand chunk through the launch-wide memo (reused only for byte-identical codes and scales)."""
+                 k_axis: int, stamp: tuple | None = None) -> np.ndarray:
+        """fp32 operand chunk through the launch-wide memo (reused only for byte-identical codes and scales;
+        equal `stamp`s prove it without comparing)."""
         key = (operand, *tensor.where, *tensor.codes.shape)
-        return self.T.host.memo.dequant(self.ctx.launch, key, tensor.codes, scale, elem, k_axis)
+        return self.T.host.memo.dequant(self.ctx.launch, key, tensor.codes, scale, elem, k_axis, stamp)
 
     def Iterate(self, curM: int, curN: int, curGmKL1: int, curPadKL1: int, iter0: int, scaleKOffset: int,
                 scaleAKOffset: int, biasBtOffset: int, isFirstSplitK: bool, isLastSplitK: bool,
@@ -557,8 +587,13 @@ class BlockMmadMx:
         if scaleA.shape[1] != nb or scaleB.shape[0] != nb:
             raise KernelError(f"{self.ctx.label}: L1 scale window at {scaleKOffset} holds fewer than the {nb} "
                               f"scales chunk {iter0} needs (scaleKL1 / kL1 bookkeeping broken)")
-        aF32 = self._dequant("A", tensorAL1, scaleA, self.T.AType, 1)
-        bF32 = self._dequant("B", tensorBL1, scaleB, self.T.BType, 0)
+        full = self.DispatchPolicy.FULL_LOAD_MODE == A_FULL_LOAD_MODE
+        sAStamp = self._scaleAFullStamp if full else self._scaleAStamp[scaleL1BufId]
+        sBStamp = self._scaleBStamp[scaleL1BufId]
+        aF32 = self._dequant("A", tensorAL1, scaleA, self.T.AType, 1,
+                             _pair(tensorAL1.stamp, sAStamp, scaleAKOffset, nb))
+        bF32 = self._dequant("B", tensorBL1, scaleB, self.T.BType, 0,
+                             _pair(tensorBL1.stamp, sBStamp, scaleKOffset, nb))
         baseK = self.baseK_
         hasBias = self.isBias_
         kL0Iter = CeilDiv(curGmKL1, baseK)

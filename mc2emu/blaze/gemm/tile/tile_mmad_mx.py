@@ -114,7 +114,7 @@ class DequantMemo:
         self.misses = 0
 
     def dequant(self, launch: object, key: Any, codes: np.ndarray, scale_codes: np.ndarray, elem: ElemFormat,
-                k_axis: int) -> np.ndarray:
+                k_axis: int, stamp: tuple | None = None) -> np.ndarray:
         if self._launch is not launch:
             with self._lock:
                 if self._launch is not launch:
@@ -123,10 +123,12 @@ class DequantMemo:
                     self.hits = self.misses = 0
         entries = self._entries
         entry = entries.get(key)  # dict get / set are atomic under the GIL; entries are immutable tuples
-        if entry is not None and same_bytes(entry[0], codes) and same_bytes(entry[1], scale_codes):
+        if entry is not None and (
+                (stamp is not None and entry[3] == stamp)
+                or (same_bytes(entry[0], codes) and same_bytes(entry[1], scale_codes))):
             self.hits += 1
             return entry[2]
         self.misses += 1
         f32 = dequant_chunk(codes, scale_codes, elem, k_axis)
-        entries[key] = (codes, np.array(scale_codes, copy=True), f32)
+        entries[key] = (codes, np.array(scale_codes, copy=True), f32, stamp)
         return f32
