@@ -168,6 +168,14 @@ class QuantMatmulMxKernel:
         lp = params.localParams
         self.isBias_ = params.qbmmParams.isBias == BiasMode.BIAS_ENABLED
         self.isAtomicAdd_ = lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1
+        faults = self.ctx.device.faults
+        if self.isAtomicAdd_ and faults is not None and faults.fires("kernel_init", self.ctx.rank, self.ctx.label):
+            self.isAtomicAdd_ = False   # fault injection: the REMOTE pass of localMatmul 1 without atomic add
+        if lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1 and not self.isAtomicAdd_:
+            self.ctx.device.hazards.report(
+                Hazard.LOCAL_WITHOUT_ATOMIC, self.ctx.label,
+                "REMOTE pass with localMatmul 1 but no SetAtomicAdd: its write-out overwrites the LOCAL pass's C "
+                "instead of adding to it (seed 000 §4.4 constraint 1)")
         self.ResetGmAddr(params)
         return True
 

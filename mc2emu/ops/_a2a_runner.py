@@ -162,7 +162,10 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
             aDtype = aStorage if not problem.elem.is_fp4 else np.uint8
             hargs = HcommArgs(params, ct, rowBytes, scaleRowBytes, x1_addr, workspace, dataRecv, server, aDtype,
                               problem.wait_order)
-            res = dev.launch(all_to_all_mx_quant_matmul_hcomm, used, HCOMM_KERNEL_TYPE, hargs, BlockMmad,
+            kernel_type = HCOMM_KERNEL_TYPE
+            if faults is not None and faults.fires("launch", rank, "host"):
+                kernel_type = UDMA_KERNEL_TYPE   # fault injection: the AIC-only kernel launched mixed
+            res = dev.launch(all_to_all_mx_quant_matmul_hcomm, used, kernel_type, hargs, BlockMmad,
                              BlockScheduler, Hccl, name=KERNEL_NAME)
             server.end_session()
         wall = time.perf_counter() - t0

@@ -13,6 +13,8 @@ Hook points (who consults the plan):
 | WRONG_SPLITK | SetupParams splitKNum | the L0C index sequence breaks | SPLITK_SEQUENCE |
 | DELAY_RANK | every checkpoint of one rank | that rank is slow | nothing: results unchanged, no false alarm |
 | KILL_RANK | a checkpoint of one rank | the rank process dies | DEADLOCK, the rank listed as not answering |
+| NO_ATOMIC_ADD | QuantMatmulMxKernel Init | REMOTE pass of localMatmul 1 overwrites C | LOCAL_WITHOUT_ATOMIC |
+| AIV_JOINS_AIC_KERNEL | the hcomm launch | launched MIX_AIC_1_1: AIVs run Run | AIV_RUNS_AIC_KERNEL |
 
 "Update addresses before the wait" (ADDR_LIST_UPDATED_EARLY) belongs to the AllGather FragmentTensor
 kernel, which is not emulated yet.
@@ -36,6 +38,8 @@ class Fault(enum.Enum):
     WRONG_SPLITK = "wrong_splitk"
     DELAY_RANK = "delay_rank"
     KILL_RANK = "kill_rank"
+    NO_ATOMIC_ADD = "no_atomic_add"
+    AIV_JOINS_AIC_KERNEL = "aiv_joins_aic_kernel"
 
 
 # The hook point each fault fires at.
@@ -47,6 +51,8 @@ HOOK_OF = {
     Fault.WRONG_SPLITK: "setup_params",
     Fault.DELAY_RANK: "checkpoint",
     Fault.KILL_RANK: "checkpoint",
+    Fault.NO_ATOMIC_ADD: "kernel_init",
+    Fault.AIV_JOINS_AIC_KERNEL: "launch",
 }
 # DELAY_RANK: how long the slow rank stalls at each of its checkpoints.
 DELAY_RANK_S = 0.02
@@ -75,8 +81,8 @@ class FaultPlan:
         """True when this call of `hook` on (rank, core) is the one to break. Thread-safe; fires once."""
         if HOOK_OF[self.fault] != hook or rank != self.rank:
             return False
-        if self.fault is Fault.DELAY_RANK:
-            return True
+        if self.fault in (Fault.DELAY_RANK, Fault.NO_ATOMIC_ADD, Fault.AIV_JOINS_AIC_KERNEL):
+            return True   # every occurrence on the rank
         if self.core is not None and core != self.core:
             return False
         with self._lock:
