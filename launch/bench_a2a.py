@@ -15,7 +15,6 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import time  # noqa: E402
 
-import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from mc2emu.numerics import bf16_ulp_distance  # noqa: E402

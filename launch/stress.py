@@ -7,10 +7,11 @@ against the diagnosis its fault must produce (mc2emu.check.stress).
 Families: "deadlock", the faults that hang (drop_set_flag; skip_wait_tile on hcomm/CCU; kill_rank; the
 source's hcomm localMatmul 2 under CCU); "pairing", the faults that unbalance pairs or break ordering
 (extra_set_flag; skip_wait_tile on UDMA and on hcomm/AICPU; wrong_splitk; swap_wait_order; hcomm
-localMatmul 2 under AICPU) and clean runs (delay_rank, seeded perturbation) whose C must equal an
-unperturbed run's bitwise and the golden within 1 ULP. `stress_deadlock.py` / `stress_pairing.py` are this
-driver with the family fixed. Kinds run in a shuffled round robin, each with a random valid configuration
-(impl, localMatmul, wait order, HCCL server), rank count (2..max), shape and fault seed.
+localMatmul 2 under AICPU; no_atomic_add; aiv_joins_aic_kernel) and clean runs (delay_rank, seeded
+perturbation) whose C must equal an unperturbed run's bitwise and the golden within 1 ULP.
+`stress_deadlock.py` / `stress_pairing.py` are this driver with the family fixed. Kinds run in a shuffled
+round robin, each with a random valid configuration (impl, localMatmul, wait order, HCCL server), rank
+count (2..max), shape and fault seed.
 
 Each iteration is one `mpiexec -n R python -m mc2emu.check.stress ...` (printed for every failure, to
 replay it) with a hard timeout: a job still running then is killed (only the processes it started, by
@@ -94,6 +95,8 @@ PAIRING_KINDS = (
     Kind("wrong_splitk", Injection.WRONG_SPLITK, VALID),
     Kind("swap_wait_order", Injection.SWAP_WAIT_ORDER, HCOMM_CCU + HCOMM_AICPU),
     Kind("hcomm_lm2/aicpu", Injection.NONE, ((Impl.HCOMM, 2, WaitOrder.IN_ORDER, AICPU),)),
+    Kind("no_atomic_add", Injection.NO_ATOMIC_ADD, tuple(c for c in VALID if c[1] == 1)),
+    Kind("aiv_joins_aic_kernel", Injection.AIV_JOINS_AIC_KERNEL, HCOMM_CCU + HCOMM_AICPU),
     Kind("delay_rank", Injection.DELAY_RANK, VALID),
     Kind("perturb", Injection.PERTURB, VALID),
 )

@@ -17,6 +17,7 @@ Rank result line (`{"mc2emu_stress": "rank", ...}`; times are epoch seconds, the
 |---|---|
 | status | ok, hazard, deadlock, constraint, error, killed |
 | names | hazard names of the HazardError, ["DEADLOCK"] for a DeadlockError |
+| events | error hazards filed during the call (HAZARD events; kept when a deadlock follows) |
 | fired, t_fault | this rank's fault plan fired, and when |
 | t_start, t_end | the injected call began; its verdict was known on this rank (t_exit: the rank exited) |
 | sha, ref_sha | hash of C's bytes (a HazardError's `.output`), and of the unperturbed reference run's C |
@@ -71,6 +72,8 @@ class Injection(enum.Enum):
     WRONG_SPLITK = "wrong_splitk"
     DELAY_RANK = "delay_rank"
     KILL_RANK = "kill_rank"
+    NO_ATOMIC_ADD = "no_atomic_add"
+    AIV_JOINS_AIC_KERNEL = "aiv_joins_aic_kernel"
     PERTURB = "perturb"
     NONE = "none"
 
@@ -127,7 +130,7 @@ class Scenario:
         if self.impl is Impl.HCOMM:
             cfg += f"/{self.hccl_server.value}"
         what = "hcomm_lm2" if self.injection is Injection.NONE else self.injection.value
-        return (f"{what:<15} R={self.ranks} {cfg:<26} m{self.ori_m} k{self.ka} n{self.n} "
+        return (f"{what:<20} R={self.ranks} {cfg:<26} m{self.ori_m} k{self.ka} n{self.n} "
                 f"h{self.head_tile_size} b{self.block_dim} seed {self.seed}")
 
     def argv(self) -> list[str]:
@@ -171,6 +174,10 @@ def expected_diagnosis(s: Scenario) -> str | None:
         return "READ_BEFORE_WAIT"
     if inj is Injection.WRONG_SPLITK:
         return "SPLITK_SEQUENCE"
+    if inj is Injection.NO_ATOMIC_ADD:
+        return "LOCAL_WITHOUT_ATOMIC"
+    if inj is Injection.AIV_JOINS_AIC_KERNEL:
+        return "AIV_RUNS_AIC_KERNEL"
     return None
 
 
@@ -195,6 +202,10 @@ def can_run(s: Scenario) -> list[str]:
         out.append("skip_wait_tile on hcomm/CCU hangs the other AICs: block_dim >= 2")
     if inj is Injection.SWAP_WAIT_ORDER and s.impl is not Impl.HCOMM:
         out.append("swap_wait_order: READ_BEFORE_WAIT is the expectation for HCCL handles only")
+    if inj is Injection.NO_ATOMIC_ADD and s.local_matmul != 1:
+        out.append("no_atomic_add: only localMatmul 1 adds the REMOTE pass atomically")
+    if inj is Injection.AIV_JOINS_AIC_KERNEL and s.impl is not Impl.HCOMM:
+        out.append("aiv_joins_aic_kernel: only the hcomm kernel is AIC-only")
     if s.impl is Impl.UDMA and s.block_dim < s.ranks:
         out.append(f"udma block_dim {s.block_dim} < {s.ranks} ranks (A2A-5)")
     if inj.fault is not None and hook_occurrences(s) < 1:
@@ -212,7 +223,7 @@ def hook_occurrences(s: Scenario) -> int:
         return s.total_tiles         # one Set per round per AIV; every AIC waits every tile once
     if fault is Fault.SWAP_WAIT_ORDER:
         return s.total_tiles - 1     # the last tile has no successor to swap with
-    return MAX_NTH + 1               # checkpoints: many per core
+    return MAX_NTH + 1               # checkpoints: many per core; the others fire at every occurrence
 
 
 def pinned_core(s: Scenario) -> str | None:
@@ -266,10 +277,15 @@ class Outcome:
                 f"seen {seen}{lat} wall {self.wall_s:4.1f}s" + (f"  ({self.note})" if self.note else ""))
 
 
+def _names(rec: dict[str, Any]) -> set[str]:
+    """What one rank diagnosed: its exception's names and every error hazard filed during the call."""
+    return set(rec.get("names", [])) | set(rec.get("events", []))
+
+
 def _seen(results: dict[int, dict[str, Any]]) -> list[str]:
     names: set[str] = set()
     for r in results.values():
-        names.update(r.get("names", []))
+        names |= _names(r)
         if r.get("status") in ("constraint", "error"):
             names.add(r["status"].upper())
     return sorted(names)
@@ -304,7 +320,7 @@ def judge(s: Scenario, run: JobRun) -> Outcome:
         if expected == DEADLOCK and killed:   # the report must name the killed rank as not answering
             hits = [v["t_end"] for v in survivors if set(killed) & set(v.get("unresponsive", []))]
         else:
-            hits = [v["t_end"] for v in survivors if expected in v.get("names", [])]
+            hits = [v["t_end"] for v in survivors if expected in _names(v)]
         if hits:
             out.verdict, out.latency_s = Verdict.DETECTED, min(hits) - t0
         else:
@@ -507,7 +523,7 @@ def run_rank(s: Scenario, comm: Any, data_seed: int, notify: Any = None) -> dict
     """Run the scenario on this rank (collective over `comm`); the rank's result record."""
     from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
     from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
-    from mc2emu.runtime import PerturbPolicy
+    from mc2emu.runtime import EventKind, PerturbPolicy, Severity
 
     rank = comm.Get_rank()
     inp = gen_st_inputs(rank, s.ranks, s.ori_m, s.ka, s.n, seed=data_seed)
@@ -526,11 +542,19 @@ def run_rank(s: Scenario, comm: Any, data_seed: int, notify: Any = None) -> dict
     if plan is not None:
         plan.notify = notify
     perturb = PerturbPolicy(s.seed) if s.injection is Injection.PERTURB else None
+    filed: set[str] = set()   # error hazards as they are filed: a later deadlock drops the HazardError list
+
+    def on_event(e: Any) -> None:
+        if e.kind is EventKind.HAZARD and e.value == Severity.ERROR.value:
+            filed.add(e.obj)
+
     rec["t_start"] = time.time()
-    c = _call(rec, lambda: all_to_all_quant_matmul(*args, **kw, faults=plan, perturb=perturb))
+    c = _call(rec, lambda: all_to_all_quant_matmul(*args, **kw, faults=plan, perturb=perturb,
+                                                   observers=(on_event,)))
     rec["t_end"] = time.time()
-    if plan is not None and plan.fired:
+    if plan is not None and plan.t_fault is not None:
         rec.update(fired=True, t_fault=plan.t_fault)
+    rec["events"] = sorted(filed)
     rec["sha"] = output_hash(c)
     if s.golden and rec["status"] == "ok":
         rec["ulp"] = _golden_ulp(s, rank, c, data_seed)

@@ -179,9 +179,10 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
             stats["launch"] = A2ALaunchInfo(used, (tiling.baseM, tiling.baseN, tiling.baseK), ct, wall,
                                             sum(v for v in res.returns.values() if isinstance(v, int)))
         return c, dev.hazards.take()
-    except DeadlockError:
+    except DeadlockError as exc:
         # Peers are stuck too: a collective close would hang. The caller ends the job (CLI, tests: Abort).
         closed = deadlocked = True
+        exc.hazards = dev.hazards.take()   # what was filed before the hang (e.g. the Finalize race)
         raise
     except BaseException:
         # Any other failure on this rank leaves the peers in a deadline-guarded wait; freeing the windows

@@ -8,13 +8,16 @@ Hook points (who consults the plan):
 |---|---|---|---|
 | DROP_SET_FLAG | CrossCoreSetFlag (kernel ids) | the Set is lost | DEADLOCK (its Wait hangs) |
 | EXTRA_SET_FLAG | CrossCoreSetFlag (kernel ids) | the Set is issued twice | UNCONSUMED_FLAG |
-| SKIP_WAIT_TILE | QuantMatmulMxKernel WaitTile | a tile is read unwaited | UNCONSUMED_FLAG (UDMA), DEADLOCK (CCU) |
+| SKIP_WAIT_TILE | QuantMatmulMxKernel WaitTile | a tile is read unwaited | UDMA: UNCONSUMED_FLAG (1) |
 | SWAP_WAIT_ORDER | QuantMatmulMxKernel WaitTile | two waits run in the wrong order | READ_BEFORE_WAIT (HCCL handles) |
 | WRONG_SPLITK | SetupParams splitKNum | the L0C index sequence breaks | SPLITK_SEQUENCE |
 | DELAY_RANK | every checkpoint of one rank | that rank is slow | nothing: results unchanged, no false alarm |
 | KILL_RANK | a checkpoint of one rank | the rank process dies | DEADLOCK, the rank listed as not answering |
 | NO_ATOMIC_ADD | QuantMatmulMxKernel Init | REMOTE pass of localMatmul 1 overwrites C | LOCAL_WITHOUT_ATOMIC |
 | AIV_JOINS_AIC_KERNEL | the hcomm launch | launched MIX_AIC_1_1: AIVs run Run | AIV_RUNS_AIC_KERNEL |
+
+(1) plus READ_BEFORE_WAIT when no later wait orders the read; hcomm: DEADLOCK when the working block AIC0
+skips under CCU, else HCCL_UNWAITED_COMMIT.
 
 "Update addresses before the wait" (ADDR_LIST_UPDATED_EARLY) belongs to the AllGather FragmentTensor
 kernel, which is not emulated yet.
@@ -82,7 +85,11 @@ class FaultPlan:
         if HOOK_OF[self.fault] != hook or rank != self.rank:
             return False
         if self.fault in (Fault.DELAY_RANK, Fault.NO_ATOMIC_ADD, Fault.AIV_JOINS_AIC_KERNEL):
-            return True   # every occurrence on the rank
+            if not self.fired:
+                with self._lock:
+                    if not self.fired:
+                        self.fired.append(core)   # fires on every occurrence; `fired` names the first
+            return True
         if self.core is not None and core != self.core:
             return False
         with self._lock:

@@ -153,6 +153,8 @@ class DeadlockError(Mc2EmuError):
         self.report = report
         # True when this rank only stopped because another rank declared the deadlock (its report is there).
         self.declared_elsewhere = declared_elsewhere
+        # Hazards this rank filed before the hang (set by the operators).
+        self.hazards: list[HazardReport] = []
 
 
 class HazardError(Mc2EmuError):

@@ -276,6 +276,11 @@ class BlockMmadMx:
     def Init(self, problemShape: Any, l0TileShape: Any, l1Params: L1Params, isBias: bool, dbL0C: bool,
              splitKNum: int = 1) -> None:
         """`Init(problemShape, l0TileShape, l1Params, isBias, dbL0C, splitKNum = 1)`."""
+        if self._initialized and self._nextSplitKIdx != 0:
+            # A re-Init (the next pass of a kernel) while a tile is still open: that tile's C is never written.
+            self._report(f"Init while tile {self._tileOrigin} is open at splitKIdx {self._nextSplitKIdx - 1} of "
+                         f"splitKNum {self.splitKNum_}: its C was never written", expected=self._nextSplitKIdx,
+                         splitKNum=self.splitKNum_, tile=self._tileOrigin)
         self.k_ = int(problemShape[IDX_K_IDX])
         self.kL1_ = int(l1Params.kL1)
         self.scaleKL1_ = int(l1Params.scaleKL1)
