@@ -1,6 +1,7 @@
 """Test-suite plumbing shared by the serial and the multi-rank runs.
 
 - BLAS threads are pinned to 1 before numpy loads (8 ranks on 2 cores: threaded BLAS measured 13x slower).
+- `@pytest.mark.slow` tests are skipped unless `-m slow` asks for them.
 - Under `mpirun ... pytest --with-mpi`, a test failing on one rank would leave the others blocked in the
   next collective: the report hook prints the failure and aborts the whole job instead (MPI-NOTES).
 """
@@ -11,6 +12,17 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import pytest  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    """`@pytest.mark.slow` tests (long stress and 8-rank CLI suites) run only when asked for with `-m slow`
+    (or any `-m` expression naming slow), as the marker's definition in pyproject.toml says."""
+    if "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: opt in with -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 def _world():

@@ -1,6 +1,4 @@
-"""tests/check: the stress driver (`launch/stress.py`, loaded by path as the `driver` fixture), and the
-`@pytest.mark.slow` long stress runs, which run only when asked for with `-m slow` (or any `-m` expression
-naming slow), as the marker's definition in pyproject.toml says."""
+"""tests/check: the stress driver (`launch/stress.py`, loaded by path as the `driver` fixture)."""
 
 import importlib.util
 import sys
@@ -25,12 +23,3 @@ def load_driver():
 @pytest.fixture(scope="session")
 def driver():
     return load_driver()
-
-
-def pytest_collection_modifyitems(config, items):
-    if "slow" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="slow: opt in with -m slow")
-    for item in items:
-        if "slow" in item.keywords and _HERE in Path(str(item.fspath)).parents:
-            item.add_marker(skip)
