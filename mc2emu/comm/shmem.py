@@ -52,6 +52,7 @@ from __future__ import annotations
 import enum
 import operator
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -205,9 +206,10 @@ class Shmem:
         nbytes = int(nbytes)
         window, off = self.world.window_of(dst, nbytes, "put destination")
         ctx.checkpoint("put")
+        t0 = time.perf_counter_ns()
         self._put(ctx, window, off, src, nbytes, pe)
         if self.device.events.active:
-            self._event(ctx, EventKind.PUT, window, off, nbytes, pe)
+            self._event(ctx, EventKind.PUT, window, off, nbytes, pe, t0_ns=t0)
         else:
             self.device.waiter.progress.bump()
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -508,11 +509,12 @@ class BlockMmadMx:
         if isLastSplitK:
             # C L0C->GM: Copy(CopyL0C2GM.with(FixpipeParams(FINAL_ACCUMULATION)), gmC, tensorL0C)
             self.ctx.checkpoint("mmad")
+            t0 = time.perf_counter_ns()
             out = fixpipe_cast(tensorL0C, self._fixpipeOut)
             gmC.store(self.ctx, out)
             self.ctx.emit(EventKind.FIXPIPE, gmC.name or gmC.addr.alloc.name, (*gmC.origin, curM, curN),
                           l0cOffset=l0cOffset, dtype=str(self.T.CType), atomic=self.ctx.atomic_dtype is not None,
-                          unitFlag=FINAL_ACCUMULATION)
+                          unitFlag=FINAL_ACCUMULATION, t0_ns=t0)
             if self.enableL0cPingPong_:
                 self.l0cPingPong_ += 1
 
@@ -640,6 +642,7 @@ class BlockMmadMx:
         """One MMAD (MmadParams m, n, k = Align64(curKL0), unitFlag, cmatrixInitVal): L0C (+)= A @ B."""
         ctx = self.ctx
         ctx.checkpoint("mmad")
+        t0 = time.perf_counter_ns()
         if initCMatrix:
             np.matmul(tensorAL0, tensorBL0, out=tensorL0C)
         elif needBias:
@@ -653,7 +656,7 @@ class BlockMmadMx:
             tensorL0C += step
         ctx.emit(EventKind.MMAD, "mmad", (curM, curN, Align64(curKL0)), tile=gmC.origin, l0=l0PingPongId,
                  unitFlag=FINAL_ACCUMULATION if isFinalAccumulation else NON_FINAL_ACCUMULATION,
-                 cmatrixInitVal=initCMatrix, bias=needBias)
+                 cmatrixInitVal=initCMatrix, bias=needBias, t0_ns=t0)
 
     # -- splitK protocol ---------------------------------------------------------------------------------------------
     def _check_split_k(self, splitKIdx: int, origin: tuple[int, int]) -> None:
