@@ -22,6 +22,7 @@ accumulated onto `c_init` (zeros by default) with one RNE rounding per write-out
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -97,8 +98,12 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
                           atomic: bool = False, block_dim: int | None = None, check: bool = True,
                           timeout: float | None = None, x1_format: ElemFormat | str | None = None,
                           x2_format: ElemFormat | str | None = None, c_init: Any = None,
-                          revision: QbmmMxRevision = QbmmMxRevision.R106B970C) -> np.ndarray:
+                          revision: QbmmMxRevision = QbmmMxRevision.R106B970C, perturb: Any = None,
+                          observers: Iterable[Callable[[Any], None]] = (), faults: Any = None) -> np.ndarray:
     """Run the QBMM MX kernel on a fresh emulated device and return C (see the module docstring).
+
+    perturb: a seeded `PerturbPolicy`; observers: EventBus observers for the call (trace, statistics);
+    faults: a `FaultPlan`.
 
     block_dim: AICs to tile for and launch (default: the platform's AIC count; the launch uses the tiling's
     usedCoreNum). x1_format / x2_format: element formats for uint8 code inputs. c_init: initial C (what an
@@ -141,7 +146,8 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
     if c_init is not None and np.shape(c_init) != c_shape:
         raise ConstraintError("c_init.shape", f"c_init must have the output shape {c_shape}, got {np.shape(c_init)}")
 
-    device = Device(rank=0, check=check, timeout=timeout)
+    device = Device(rank=0, check=check, timeout=timeout, perturb=perturb, faults=faults)
+    unsubscribe = [device.events.subscribe(o) for o in observers]
     tiling = QuantMatmulTilingSwat(device.platform, aic_num=block_dim).GetTilingData(m, n, k, trans_a, trans_b, fa, fb)
     gm = device.gm
     a_addr = gm.alloc(-(-a.size // 2) if fa.is_fp4 else a.size, "x1")
@@ -176,8 +182,12 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
         qbmmParams=QBMMTiling(*batchA, *batchB, *batchC, biasThreeDim=biasThreeDim, baseM=tiling.baseM,
                               baseN=tiling.baseN, baseK=tiling.baseK, isBias=int(bias_arr is not None),
                               dbL0C=tiling.dbL0c))
-    result = device.launch(kernel_qbmm_mx, tiling.block_dim, "AIC_ONLY", BlockMmad, BlockScheduler, params, revision,
-                           name=KERNEL_NAME)
+    try:
+        result = device.launch(kernel_qbmm_mx, tiling.block_dim, "AIC_ONLY", BlockMmad, BlockScheduler, params,
+                               revision, name=KERNEL_NAME)
+    finally:
+        for u in unsubscribe:
+            u()
     c = gm.view(c_addr, out.dtype, c_shape).copy()
     errors = [h for h in result.hazards if h.severity is Severity.ERROR]
     if check and errors:
