@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mc2emu.check.stress import (
+from mc2emu.check.stress_model import (
     DEFAULT_TIMEOUT_S,
     Injection,
     JobRun,

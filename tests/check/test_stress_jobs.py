@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mc2emu.check.stress import (
+from mc2emu.check.stress_model import (
     DEADLOCK,
     FAILING,
     WORKING_BLOCK,

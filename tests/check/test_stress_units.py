@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from mc2emu.check.stress import (
+from mc2emu.check.stress import _parser
+from mc2emu.check.stress_model import (
     DEADLOCK,
     FAILING,
     WORKING_BLOCK,
@@ -14,7 +15,6 @@ from mc2emu.check.stress import (
     Scenario,
     Tally,
     Verdict,
-    _parser,
     can_run,
     expected_diagnosis,
     fault_plan,
