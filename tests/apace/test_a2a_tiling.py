@@ -72,3 +72,15 @@ def test_every_peer_needs_an_aiv_block():
 def test_wait_order_values(bad):
     with pytest.raises(ValueError, match="wait_order"):
         WaitOrder.parse(bad)
+
+
+def test_a_comm_policy_without_wait_tile_is_refused_when_the_kernel_is_built():
+    from mc2emu.apace.quant_matmul_mx_kernel import QuantMatmulMxKernel
+    from mc2emu.runtime import KernelError
+
+    class NoWait:
+        def Wait(self, tile):   # the wrong name: the C++ would not compile
+            return tile
+
+    with pytest.raises(KernelError, match="has no WaitTile"):
+        QuantMatmulMxKernel(None, None, None, NoWait())
