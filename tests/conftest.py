@@ -47,3 +47,9 @@ def pytest_runtest_makereport(item, call):
             sys.stderr.flush()
             world.Abort(1)
     return report
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The multi-rank runs' own counts (tests/test_multirank.py), before pytest's closing line."""
+    for line in config.__dict__.get("_mc2emu_mpi_summaries", []):
+        terminalreporter.write_line(line)

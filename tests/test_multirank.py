@@ -31,5 +31,7 @@ def test_multirank_suite(np_, pytestconfig):
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=MPI_RUN_TIMEOUT_S,
                           check=False)
     out = proc.stdout + proc.stderr
-    sys.stdout.write(f"\n--- mpirun -n {np_}: {out.strip().splitlines()[-1] if out.strip() else ''}\n")
+    last = [ln for ln in out.strip().splitlines() if " passed" in ln or " failed" in ln]
+    summaries = pytestconfig.__dict__.setdefault("_mc2emu_mpi_summaries", [])
+    summaries.append(f"mpirun -n {np_}: {last[-1].strip('= ') if last else 'no summary line'}")
     assert proc.returncode == 0, f"mpirun -n {np_} exited {proc.returncode}:\n{out[-12000:]}"
