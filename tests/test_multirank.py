@@ -3,6 +3,7 @@
 multi-rank test that ran, and a failure shows the tail of the ranks' output."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -31,7 +32,8 @@ def test_multirank_suite(np_, pytestconfig):
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=MPI_RUN_TIMEOUT_S,
                           check=False)
     out = proc.stdout + proc.stderr
-    last = [ln for ln in out.strip().splitlines() if " passed" in ln or " failed" in ln]
+    # every rank prints its own closing line (they may interleave): show one
+    counts = re.findall(r"\d+ (?:passed|failed)[\w, ]*? in [\d.]+s", out)
     summaries = pytestconfig.__dict__.setdefault("_mc2emu_mpi_summaries", [])
-    summaries.append(f"mpirun -n {np_}: {last[-1].strip('= ') if last else 'no summary line'}")
+    summaries.append(f"mpirun -n {np_}: {counts[-1] if counts else 'no summary line'}")
     assert proc.returncode == 0, f"mpirun -n {np_} exited {proc.returncode}:\n{out[-12000:]}"
