@@ -16,10 +16,10 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
+from mc2emu.launcher import idle_barrier  # noqa: E402
 from mc2emu.runtime import Device, Pipe  # noqa: E402
 
 TARGET_ROUND_TRIP_US = 50.0
-IDLE_POLL_S = 5e-3
 
 
 def ping_pong(ctx, n, t_set, t_woken, t_rt):
@@ -42,14 +42,6 @@ def measure(n):
     t_set, t_woken, t_rt = np.zeros(n), np.zeros(n), np.zeros(n)
     dev.launch(ping_pong, 1, "MIX_AIC_1_1", n, t_set, t_woken, t_rt)
     return (t_woken - t_set) * 1e6, t_rt * 1e6
-
-
-def idle_barrier(comm):
-    """A barrier that sleeps instead of busy-polling (MPICH's Barrier spins, which would steal the cores
-    from the rank being measured alone)."""
-    req = comm.Ibarrier()
-    while not req.Test():
-        time.sleep(IDLE_POLL_S)
 
 
 def main():

@@ -44,6 +44,7 @@ from mc2emu.cli.report import (
 )
 from mc2emu.cli.scenarios import Case, Comparison, ExecContext, Mode, OperatorSpec, Registry, Shape, operator_cases
 from mc2emu.cli.stats import derive_stats
+from mc2emu.launcher import idle_barrier
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.runtime.events import Event, EventKind
 from mc2emu.runtime.hazards import (
@@ -61,8 +62,6 @@ from mc2emu.trace.chrome_trace import ChromeTraceRecorder, TraceRecord, clock_of
 
 # Polling of non-blocking barriers: start short (a barrier usually completes in microseconds), back off
 # to a sleep that leaves the CPU to ranks still computing.
-POLL_MIN_S = 1e-4
-POLL_MAX_S = 5e-3
 # A case may take this many deadlines (the wait primitive may extend one once, the operator may wait
 # several times in sequence) plus a fixed slack for the compute itself before the watchdog ends the job.
 WATCHDOG_DEADLINES = 4
@@ -75,13 +74,7 @@ MC2EMU_PACKAGE = "mc2emu."
 
 
 # -- MPI helpers ------------------------------------------------------------------------------------------------
-def quiet_barrier(comm: Any) -> None:
-    """A barrier that sleeps while it waits (the watchdog bounds it)."""
-    req = comm.Ibarrier()
-    delay = POLL_MIN_S
-    while not req.Test():
-        time.sleep(delay)
-        delay = min(2 * delay, POLL_MAX_S)
+quiet_barrier = idle_barrier   # host barrier that sleeps while it waits (the watchdog bounds it)
 
 
 def quiet_gather(comm: Any, obj: Any) -> list[Any] | None:
