@@ -26,7 +26,7 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.numerics import ElemFormat, OutDtype
-from mc2emu.runtime.hazards import ConstraintError, HazardError, Severity
+from mc2emu.runtime.hazards import ConstraintError, HazardError
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import (
     WaitOrder,
     comm_constraint_violations,
@@ -184,9 +184,7 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     result, hazards = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, block_dim=block_dim, check=check,
                               timeout=timeout, comm=comm, perturb=perturb, observers=tuple(observers),
                               head_tile_size=head_tile_size, stats=stats, faults=faults)
-    errors = [h for h in hazards if h.severity is Severity.ERROR]
-    if check and errors:
-        raise HazardError(errors, output=result)
+    HazardError.raise_on_errors(hazards, result, check=check)
     return result
 
 

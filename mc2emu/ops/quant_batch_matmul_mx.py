@@ -48,7 +48,7 @@ from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.errors import MxTypeError, MxValueError
 from mc2emu.numerics.formats import E8M0_DTYPE, MXFP_DIVISOR_SIZE, SCALE_C0
 from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
-from mc2emu.runtime import ConstraintError, Device, HazardError, Severity
+from mc2emu.runtime import ConstraintError, Device, HazardError
 from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulArgs, QuantMatmulTilingSwat, can_implement
 
 MAX_BATCH_DIMS = 4  # batchA1..A4 / batchB1..B4 / batchC1..C4 of QBMMTiling
@@ -189,8 +189,6 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
         for u in unsubscribe:
             u()
     c = gm.view(c_addr, out.dtype, c_shape).copy()
-    errors = [h for h in result.hazards if h.severity is Severity.ERROR]
-    if check and errors:
-        raise HazardError(errors, output=c)
+    HazardError.raise_on_errors(result.hazards, c, check=check)
     return c
 

@@ -172,6 +172,14 @@ class HazardError(Mc2EmuError):
     def names(self) -> set[str]:
         return {h.hazard.value for h in self.hazards}
 
+    @classmethod
+    def raise_on_errors(cls, hazards: list[HazardReport], output: Any, *, check: bool) -> None:
+        """What every operator does at the end of a call: with checks on, error-severity hazards raise
+        (carrying the output for inspection); warnings never do."""
+        errors = [h for h in hazards if h.severity is Severity.ERROR]
+        if check and errors:
+            raise cls(errors, output=output)
+
 
 class CoreError(Mc2EmuError):
     """An exception on one core, re-raised by `launch` labelled with rank and core."""
