@@ -19,8 +19,11 @@ Consequences reproduced (SPEC §6 "Consequences"):
   branch with splitKNum 1, waits and drains every tile (C = rank 0's term); the REMOTE pass then Waits
   again on every handle, beyond Commit: AICPU returns -1 at once (C = sum of the terms of ranks 0..R-2, a
   plain write over pass 1), CCU hangs (caught by the deadline).
-- Bias is loaded at index 0 of every pass, so it is added twice when localMatmul != 0 (BIAS_DOUBLE_ADD).
-- `SyncAll()` does not order block 0's Finalize after the other AICs' Waits.
+- Bias is loaded at index 0 of every pass; with localMatmul == 1 the REMOTE pass adds atomically onto the
+  LOCAL pass's C, so bias is added twice (BIAS_DOUBLE_ADD); with localMatmul == 2 it plain-writes over it.
+- `SyncAll()` does not order block 0's Finalize after the other AICs' Waits: with several AICs under the
+  AICPU model a Wait after Finalize<true> hangs, diagnosed by the deadline (the report names the waiting
+  AICs and the finalized session).
 - mask-ordered waits through repeat handles may read tiles before they arrive: each data Wait proves only
   the next repeat of its handle; reading a later tile after it is reported as READ_BEFORE_WAIT.
 
@@ -37,6 +40,7 @@ import numpy as np
 
 from mc2emu.apace.comm_policy import HcommCommState, HcommCommWaitPolicy
 from mc2emu.apace.quant_matmul_mx_kernel import BiasMode, MatmulMode, Params, QuantMatmulMxKernel
+from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.runtime.hazards import Hazard, Severity
 
 if TYPE_CHECKING:
@@ -141,13 +145,22 @@ class AllToAllMxQuantMatmulHcommImpl:
         ctx = self.ctx
         hz = ctx.device.hazards
         if ctx.GetBlockIdx() == 0:
-            if self.localMatmul != 0 and self.args.params.qbmmParams.isBias == BiasMode.BIAS_ENABLED:
+            # localMatmul 1 only: its REMOTE pass adds atomically onto the LOCAL pass's C (isAtomicAdd_).
+            # With localMatmul 2 the REMOTE pass plain-writes over it (isAtomicAdd_ is false): bias once.
+            if self.localMatmul == 1 and self.args.params.qbmmParams.isBias == BiasMode.BIAS_ENABLED:
                 hz.report(Hazard.BIAS_DOUBLE_ADD, ctx.label,
-                          "bias is loaded at splitKIdx 0 of both the LOCAL and the REMOTE pass "
-                          f"(localMatmul = {self.localMatmul}): C gets it twice")
-            hz.report(Hazard.HCCL_FINALIZE_WHILE_WAITING, ctx.label,
-                      "SyncAll() before Finalize is SyncAll<true>, a no-op on an AIC: block 0's Finalize is not "
-                      "ordered after the other AICs' Waits", severity=Severity.WARNING)
+                          "bias is loaded at splitKIdx 0 of both the LOCAL and the REMOTE pass and the REMOTE "
+                          "pass adds atomically onto the LOCAL pass's C (localMatmul = 1): C gets it twice")
+            session = self.hccl_.session
+            if ctx.GetBlockNum() > 1 and session is not None and session.model is HcclServerType.AICPU:
+                # The race needs another core still owing Waits when block 0's Finalize<true> resets the
+                # finish counters: several AICs, AICPU model. (CCU: a non-working core's Wait completes on
+                # block 0's Wait count, final before Finalize; one AIC: nobody else waits.)
+                hz.report(Hazard.HCCL_FINALIZE_WHILE_WAITING, ctx.label,
+                          f"SyncAll() before Finalize is SyncAll<true>, a no-op on an AIC: block 0's "
+                          f"Finalize<true> is not ordered after the Waits of the other "
+                          f"{ctx.GetBlockNum() - 1} AIC(s) (AICPU model: a Wait after it hangs)",
+                          severity=Severity.WARNING)
         if self.localMatmul != 0:
             self.MatmulProcess(MatmulMode.LOCAL)
         self.MatmulProcess(MatmulMode.REMOTE)

@@ -20,6 +20,9 @@ from mc2emu.runtime.hazards import ConstraintError
 KA_ALIGN = 64
 # Cross-core flag ids 0-15 carry the round index (UdmaCommWaitPolicy waits flag `tile`).
 MAX_COMM_TURNS = 16
+# hcomm: the head and tail AlltoAlls carry tileCnt / tailCnt as their HCCL `repeat`, a uint8_t (the source
+# casts `static_cast<uint8_t>(commTiling.splitAxisTileCnt)`); hcomm waits on HCCL handles, not flags.
+MAX_HCCL_REPEAT = 255
 # The seed's `waitedMask` is a uint32: one bit per communication tile.
 MAX_MASK_TILES = 32
 # The AIV of block r serves peer r; apace sizes its peer tables for 64 ranks.
@@ -87,9 +90,11 @@ def make_comm_tiling(ori_m: int, ka: int, head_tile_size: int) -> CommTilingData
 
 
 def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, rank_size: int,
-                               aiv_blocks: int | None, wait_order: WaitOrder) -> list[tuple[str, str]]:
+                               aiv_blocks: int | None, wait_order: WaitOrder,
+                               hcomm: bool = False) -> list[tuple[str, str]]:
     """(rule, reason) for each of the five constraints of SPEC §6 the configuration breaks. `aiv_blocks`
-    None: no AIV serves peers (hcomm), so constraint 5 checks only R <= 64."""
+    None: no AIV serves peers (hcomm), so constraint 5 checks only R <= 64. `hcomm`: rounds are HCCL repeats
+    (uint8, <= 255 per handle) instead of cross-core flag ids (<= 16)."""
     out: list[tuple[str, str]] = []
     if ka % KA_ALIGN:
         out.append(("A2A-1 Ka % 64 == 0", f"Ka = {ka} is not a multiple of {KA_ALIGN}: scale rows and the "
@@ -105,7 +110,13 @@ def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, r
         out.append(("A2A-3 totalTiles == commTurn",
                     f"kernel waits on ceil(oriM / head) = {total} tiles but the AIVs run {tiling.commTurn} "
                     f"rounds covering {covered} of {ori_m} rows: Waits and Sets would not pair"))
-    if tiling.commTurn > MAX_COMM_TURNS:
+    if hcomm:
+        for what, cnt in (("head", tiling.splitAxisTileCnt), ("tail", tiling.splitAxisTailCnt)):
+            if cnt > MAX_HCCL_REPEAT:
+                out.append((f"A2A-4 (hcomm) HCCL repeat <= {MAX_HCCL_REPEAT}",
+                            f"{cnt} {what} tiles are the repeat of one HCCL AlltoAll, a uint8_t: the device "
+                            f"would wrap it to {cnt % 256}"))
+    elif tiling.commTurn > MAX_COMM_TURNS:
         out.append(("A2A-4 commTurn <= 16", f"{tiling.commTurn} communication rounds but only "
                                             f"{MAX_COMM_TURNS} cross-core flag ids carry the round index"))
     if wait_order is WaitOrder.MASK and total > MAX_MASK_TILES:

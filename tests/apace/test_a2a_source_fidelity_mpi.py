@@ -3,13 +3,20 @@ window poison, the happens-before coverage of hcomm, the Finalize race and the s
 alone. Source: ops-transformer `mc2/common/op_kernel/apace` (libochao-huawei/ops-transformer, commit
 bb298b1c5 for the CommPolicy version emulated, 5778144 for the later one)."""
 
+import contextlib
+
+import ml_dtypes
+import numpy as np
 import pytest
 
-from mc2emu.numerics import bf16_ulp_distance
+from mc2emu.numerics import bf16_ulp_distance, golden_mx_matmul
 from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
-from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a
+from mc2emu.ops.all_to_all_quant_matmul_golden import gathered_operand, gen_st_inputs, golden_a2a
+from mc2emu.runtime import ConstraintError, DeadlockError, EventKind, EventRecorder, HazardError, PerturbPolicy
+from mc2emu.runtime.faults import Fault, FaultPlan
 
 TIMEOUT = 30.0
+ORI_M, N = 150, 200
 
 
 def world():
@@ -53,3 +60,130 @@ def test_head_tile_from_the_launched_core_count(impl):
     x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])
     ulp = bf16_ulp_distance(c, golden_a2a(x1s, x1ss, inp["x2"], inp["x2_scale"], r, "e4m3"))
     assert_all_ranks(comm, ulp <= 1, f"{impl}: {ulp} ULP")
+
+
+# -- item 5: BIAS_DOUBLE_ADD only where the REMOTE pass adds atomically (localMatmul 1) -------------------
+@pytest.mark.mpi(min_size=2)
+def test_hcomm_local_matmul_2_adds_bias_once():
+    """localMatmul 2: isAtomicAdd_ = (REMOTE && localMatmul == 1) is false, so the REMOTE pass plain-writes
+    over the LOCAL pass's C: bias once. AICPU: the REMOTE pass's Waits return -1 (beyond Commit) and C is
+    the terms of ranks 0..R-2 plus the bias; no BIAS_DOUBLE_ADD."""
+    comm = world()
+    r, size = comm.Get_rank(), comm.Get_size()
+    inp = gen_st_inputs(r, size, 64, 128, 64)
+    bias = np.linspace(-4.0, 4.0, 64, dtype=np.float32)
+    with pytest.raises(HazardError) as info:
+        run(inp, impl="hcomm", local_matmul=2, hccl_server="aicpu", wait_order="in_order", block_dim=1,
+            bias=bias)
+    names = info.value.names()
+    assert "HCCL_WAIT_BEYOND_COMMIT" in names and "BIAS_DOUBLE_ADD" not in names, names
+    x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])
+    a, sa = gathered_operand(x1s, x1ss, r, 64)
+    keep, ka, pairs = size - 1, 128, 2
+    part = golden_mx_matmul(a[:, : keep * ka], sa[:, : keep * pairs], inp["x2"][:, : keep * ka],
+                            inp["x2_scale"][:, : keep * pairs], "e4m3", "float32", trans_b=True)
+    want = (part + bias).astype(ml_dtypes.bfloat16)
+    ulp = bf16_ulp_distance(info.value.output, want)
+    assert_all_ranks(comm, ulp <= 1, f"C = sum_(s <= R-2) term_s + bias once: {ulp} ULP")
+
+
+# -- item 7: the flag limit is not hcomm's; HCCL repeats are uint8 ---------------------------------------
+@pytest.mark.mpi(min_size=2)
+def test_hcomm_runs_more_than_16_rounds():
+    """hcomm waits on HCCL handles, not flag ids: 17 head tiles of 16 rows are one AlltoAll of repeat 17."""
+    comm = world()
+    r, size = comm.Get_rank(), comm.Get_size()
+    inp = gen_st_inputs(r, size, 17 * 16, 128, 64)
+    stats = {}
+    c = run(inp, impl="hcomm", wait_order="in_order", head_tile_size=16, block_dim=2, stats=stats)
+    assert stats["launch"].comm_tiling.commTurn == 17
+    x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])
+    ulp = bf16_ulp_distance(c, golden_a2a(x1s, x1ss, inp["x2"], inp["x2_scale"], r, "e4m3"))
+    assert_all_ranks(comm, ulp <= 1, f"{ulp} ULP")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_hcomm_refuses_more_than_255_repeats():
+    comm = world()
+    r, size = comm.Get_rank(), comm.Get_size()
+    inp = gen_st_inputs(r, size, 256 * 16, 64, 16)
+    with pytest.raises(ConstraintError) as info:
+        run(inp, impl="hcomm", wait_order="in_order", head_tile_size=16, block_dim=1)
+    assert info.value.rule == "A2A-4 (hcomm) HCCL repeat <= 255"
+
+
+# -- item 6: the HCCL session owner does not depend on thread timing -------------------------------------
+@pytest.mark.mpi(min_size=2)
+def test_aic_only_kernel_launched_mixed_reports_the_same_whatever_the_timing():
+    """Launched MIX_AIC_1_1, the hcomm kernel's AIVs prepare too. The session belongs to the AICs whatever
+    core Prepares first: every HCCL_WRONG_CORE_TYPE names an AIV, and the reports are the same on every
+    run (here under three perturbation seeds)."""
+    comm = world()
+    r, size = comm.Get_rank(), comm.Get_size()
+    inp = gen_st_inputs(r, size, 64, 128, 64)
+    seen = []
+    for seed in (1, 2, 3):
+        rec = EventRecorder()
+        with contextlib.suppress(HazardError):
+            run(inp, impl="hcomm", wait_order="in_order", block_dim=2, timeout=10.0,
+                faults=FaultPlan(Fault.AIV_JOINS_AIC_KERNEL, rank=r), observers=[rec],
+                perturb=PerturbPolicy(seed, max_delay_s=2e-3))
+        reports = sorted((e.obj, e.core) for e in rec.of(EventKind.HAZARD))
+        wrong = [core for name, core in reports if name == "HCCL_WRONG_CORE_TYPE"]
+        assert wrong and all(core.startswith("AIV") for core in wrong), reports
+        seen.append(reports)
+    assert seen[0] == seen[1] == seen[2], seen
+    comm.Barrier()
+
+
+# -- item 8: the Finalize race is filed where it can occur, and its hang is diagnosed --------------------
+def _finalize_reports(rec):
+    return [e for e in rec.of(EventKind.HAZARD) if e.obj == "HCCL_FINALIZE_WHILE_WAITING"]
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("server, block_dim", [("ccu", 4), ("aicpu", 1)])
+def test_no_finalize_race_warning_where_it_cannot_occur(server, block_dim):
+    comm = world()
+    r, size = comm.Get_rank(), comm.Get_size()
+    inp = gen_st_inputs(r, size, ORI_M, 128, N)
+    rec = EventRecorder()
+    stats = {}
+    run(inp, impl="hcomm", hccl_server=server, wait_order="in_order", block_dim=block_dim, observers=[rec],
+        stats=stats)
+    assert stats["launch"].block_dim == block_dim
+    assert _finalize_reports(rec) == []
+
+
+@pytest.mark.mpi(min_size=2)
+def test_finalize_race_with_several_aics_is_a_diagnosed_hazard():
+    """AICPU, 4 AICs: block 0's Finalize<true> is not ordered after the other AICs' Waits. The warning is
+    filed; when an AIC still owes a Wait at that Finalize, the outcome is a DeadlockError naming it and
+    the finalized session (never an undiagnosed hang), else C is right."""
+    comm = world()
+    r, size = comm.Get_rank(), comm.Get_size()
+    inp = gen_st_inputs(r, size, ORI_M, 128, N)
+    rec = EventRecorder()
+    stats = {}
+    outcome, text = "ok", ""
+    try:
+        c = run(inp, impl="hcomm", hccl_server="aicpu", wait_order="in_order", block_dim=4, observers=[rec],
+                stats=stats, timeout=3.0)
+    except DeadlockError as exc:
+        outcome, text = "deadlock", "" if exc.declared_elsewhere else str(exc)
+    except HazardError as exc:
+        outcome, text = "hazard", str(exc)
+    warn = [e for e in _finalize_reports(rec) if e.value == "warning"]
+    assert len(warn) == 1 and warn[0].core == "AIC0", _finalize_reports(rec)
+    outcomes = comm.allgather(outcome)
+    if "deadlock" in outcomes:
+        texts = [t for t in comm.allgather(text) if t]
+        assert texts, outcomes
+        assert any("was finalized by the working block" in t and "HCCL session" in t for t in texts), texts
+        assert any(f"AIC{i}" in t for t in texts for i in (1, 2, 3)), texts
+        comm.Barrier()
+    else:
+        assert outcomes == ["ok"] * size, outcomes
+        x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])
+        ulp = bf16_ulp_distance(c, golden_a2a(x1s, x1ss, inp["x2"], inp["x2_scale"], r, "e4m3"))
+        assert_all_ranks(comm, ulp <= 1, f"{ulp} ULP")
