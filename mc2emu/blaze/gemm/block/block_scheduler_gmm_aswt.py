@@ -98,7 +98,7 @@ class BlockSchedulerGmmAswtWithTailSplit:
             self.mBaseTail_ = m - (self.mCnt_ - 1) * self.baseM_
             self.nBaseTail_ = n - (self.nCnt_ - 1) * self.baseN_
             self.totalCnt_ = self.mCnt_ * self.nCnt_
-            self.mainMWindow_ = WINDOW_LEN if WINDOW_LEN < self.mCnt_ else self.mCnt_
+            self.mainMWindow_ = WINDOW_LEN if self.mCnt_ > WINDOW_LEN else self.mCnt_
             self.mainRow_ = self.mCnt_ // self.mainMWindow_ - 1
             self.tailWindow_ = self.mCnt_ - self.mainMWindow_ * self.mainRow_
         self.roundIdx_ = 0

@@ -21,8 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import BLOCK_CUBE, BlockContext, \
-    BlockSchedulerGmmAswtWithTailSplit
+from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import (
+    BLOCK_CUBE,
+    BlockContext,
+    BlockSchedulerGmmAswtWithTailSplit,
+)
 from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N, Align16, CeilDiv
 
 if TYPE_CHECKING:
