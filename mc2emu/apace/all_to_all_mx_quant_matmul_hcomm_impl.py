@@ -25,7 +25,9 @@ Consequences reproduced (SPEC §6 "Consequences"):
   AICPU model a Wait after Finalize<true> hangs, diagnosed by the deadline (the report names the waiting
   AICs and the finalized session).
 - mask-ordered waits through repeat handles may read tiles before they arrive: each data Wait proves only
-  the next repeat of its handle; reading a later tile after it is reported as READ_BEFORE_WAIT.
+  the next repeat of its handle, and the scale handle is waited at tile 0 only; the happens-before checker
+  (`check/happens_before.py`) reports every read of workspace bytes before the Wait proving the HCCL
+  repeat that writes them (READ_BEFORE_WAIT, with the byte range, the task and the missing Wait).
 
 Workspace (the HCCL window): the received scaleA at offset 0, its size aligned up to 512 B; the received
 A rows after it (the `all2all_out` role).
@@ -67,29 +69,6 @@ class HcommArgs:
     waitOrder: WaitOrder
 
 
-class _OrderedHcommWaitPolicy(HcommCommWaitPolicy):
-    """HcommCommWaitPolicy plus the read check: a data Wait on a repeat handle proves only its next
-    repeat, so after the n-th Wait on a handle, tiles beyond repeat n-1 of it have not been ordered."""
-
-    def __init__(self, ctx: CoreContext) -> None:
-        super().__init__(ctx)
-        self._proved = {"head": 0, "tail": 0}
-
-    def WaitTile(self, tileIdx: int) -> None:
-        super().WaitTile(tileIdx)
-        st = self.state_
-        assert st is not None
-        which, rep = ("head", tileIdx) if tileIdx < st.headTileCnt_ else ("tail", tileIdx - st.headTileCnt_)
-        self._proved[which] += 1
-        if rep >= self._proved[which]:
-            self.ctx.device.hazards.report(
-                Hazard.READ_BEFORE_WAIT, self.ctx.label,
-                f"WaitTile({tileIdx}) waited the {which} handle for the {self._proved[which]}-th time: that "
-                f"proves repeat {self._proved[which] - 1} arrived, not repeat {rep}; the mmads of tile "
-                f"{tileIdx} read rows that may not have landed (use the in_order wait order)",
-                tile=tileIdx, handle=which, proved=self._proved[which] - 1)
-
-
 class AllToAllMxQuantMatmulHcommImpl:
     """One AIC's instance of the hcomm impl."""
 
@@ -101,7 +80,7 @@ class AllToAllMxQuantMatmulHcommImpl:
         self.rankDim_ = lp.rankSize
         self.localMatmul = lp.localMatmul
         self.hccl_ = hccl_cls(ctx, args.hcclServer)
-        policy = _OrderedHcommWaitPolicy(ctx)
+        policy = HcommCommWaitPolicy(ctx)
         self.quantMatmulKernelImpl_ = QuantMatmulMxKernel(ctx, BlockMmad, scheduler_cls, policy,
                                                           wait_order=args.waitOrder)
 

@@ -370,7 +370,11 @@ class Hccl:
             with s.lock:
                 s.working_waits += 1
             s.ring_all()
-        self._emit(HcclCall.WAIT, h, rc=HCCL_SUCCESS, waits=lh.waits)
+        # What this Wait proves (the happens-before checker): AICPU, or the CCU working block, repeats
+        # < waits of h finished on this rank; a CCU non-working core, whatever the working block's first
+        # `total` Waits proved.
+        self._emit(HcclCall.WAIT, h, rc=HCCL_SUCCESS, waits=lh.waits, total=self.total_waits,
+                   follows_working=s.model is HcclServerType.CCU and not self.working, session=s.number)
         return HCCL_SUCCESS
 
     def _block(self, s: HcclSession, pred: Any, *, obj: str, expected: str, poll: bool,

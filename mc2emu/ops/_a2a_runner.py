@@ -130,6 +130,8 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
     try:
         if is_udma:
             win = world.window(R * oriM * rowBytes + R * oriM * scaleRowBytes, "udma_a2a")
+            if check:
+                win.poison()    # the own block is never written: a read of it is NaN and reported
             winA = win.addr(0)
             winScaleA = win.addr(R * oriM * rowBytes)
             team = TeamBarrier(world, jobs=R)
@@ -138,6 +140,8 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         else:
             scalePart = -(-(R * oriM * scaleRowBytes) // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
             win = world.window(scalePart + R * oriM * rowBytes, "hcomm_workspace")
+            if check:
+                win.poison()    # HCCL workspace: bytes no task writes (the alignment gap) read as NaN
             workspace, dataRecv = win.addr(0), win.addr(scalePart)
             server = HcclServer(world, model=HcclServerType[problem.hccl_server.name])
             aAddr, saAddr = dataRecv, workspace

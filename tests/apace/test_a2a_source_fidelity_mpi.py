@@ -187,3 +187,49 @@ def test_finalize_race_with_several_aics_is_a_diagnosed_hazard():
         x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])
         ulp = bf16_ulp_distance(c, golden_a2a(x1s, x1ss, inp["x2"], inp["x2_scale"], r, "e4m3"))
         assert_all_ranks(comm, ulp <= 1, f"{ulp} ULP")
+
+
+# -- item 3: every hcomm read before the Wait that orders it, with the byte range ------------------------
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("n, block_dim", [(200, 1), (512, 2)])
+def test_hcomm_reads_before_their_wait_name_the_range_task_and_wait(n, block_dim):
+    """150 rows, head tiles of 64 (repeats 0, 1 of the head handle) and a 22-row tail; one M block spans all
+    three. Mask order: its dep is the tail, so the core Waits the tail handle only (proving tail repeat 0)
+    and never the scale handle (waited at tile 0 only) before its mmads: the scaleA rows and both head
+    repeats are read unordered. With 2 AICs (two N blocks) AIC1 is a CCU non-working core: its Wait proves
+    what the working block's first Wait proved, so it is reported the same way."""
+    comm = world()
+    r, size = comm.Get_rank(), comm.Get_size()
+    ori_m, ka, head = 150, 128, 64
+    inp = gen_st_inputs(r, size, ori_m, ka, n)
+    with pytest.raises(HazardError) as info:
+        run(inp, impl="hcomm", wait_order="mask", head_tile_size=head, block_dim=block_dim)
+    scale_rows = ori_m * 4                               # scaleKLen = 4 bytes per row for Ka = 128
+    scale_part = -(-size * scale_rows // 512) * 512
+    put_range = {0: lambda s, rep: (s * scale_rows, (s + 1) * scale_rows),
+                 1: lambda s, rep: (scale_part + s * ori_m * ka + rep * head * ka,
+                                    scale_part + s * ori_m * ka + (rep + 1) * head * ka)}
+    rbw = [h for h in info.value.hazards if h.hazard.value == "READ_BEFORE_WAIT"]
+    cores = [f"AIC{i}" for i in range(block_dim)]
+    for core in cores:
+        got = sorted((h.details["handle"], h.details["repeat"]) for h in rbw if h.core == core)
+        assert got == [(0, 0), (1, 0), (1, 1)], (core, got)
+    for h in rbw:
+        d = h.details
+        plo, phi = put_range[d["handle"]](d["put_rank"], d["repeat"])
+        assert d["window"] == "hcomm_workspace" and d["put_rank"] != r and d["put_core"] == "HCCL-server"
+        assert plo <= d["lo"] < d["hi"] <= phi, (d, plo, phi)
+        assert f"bytes [{d['lo']}, {d['hi']})" in h.message and f"handle {d['handle']} repeat {d['repeat']}" \
+            in h.message
+        assert (f"{d['repeat'] + 1}-th Wait on handle {d['handle']}" in h.message) == (h.core == "AIC0")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_hcomm_in_order_reads_are_all_ordered():
+    comm = world()
+    r, size = comm.Get_rank(), comm.Get_size()
+    inp = gen_st_inputs(r, size, 150, 128, 512)
+    c = run(inp, impl="hcomm", wait_order="in_order", head_tile_size=64, block_dim=2)   # raises on any hazard
+    x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])
+    ulp = bf16_ulp_distance(c, golden_a2a(x1s, x1ss, inp["x2"], inp["x2_scale"], r, "e4m3"))
+    assert_all_ranks(comm, ulp <= 1, f"{ulp} ULP")
