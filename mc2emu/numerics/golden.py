@@ -24,9 +24,10 @@ import numpy as np
 
 from mc2emu.numerics.block_scale import decode_scales
 from mc2emu.numerics.compare import a2a_allclose, ag_compare, bf16_ulp_distance
+from mc2emu.numerics.constants import E8M0_BIAS, MX_GROUP_SIZE
 from mc2emu.numerics.element_codec import FLOAT32_MANTISSA_BITS, decode_elements
 from mc2emu.numerics.errors import MxValueError
-from mc2emu.numerics.formats import E8M0_BIAS, E8M0_DTYPE, MX_GROUP_SIZE, ElemFormat
+from mc2emu.numerics.formats import E8M0_DTYPE, ElemFormat
 from mc2emu.numerics.mx_matmul import OutDtype, fixpipe_cast
 from mc2emu.numerics.scale_layout import from_ascend_scale_a, from_ascend_scale_b, scale_blocks
 

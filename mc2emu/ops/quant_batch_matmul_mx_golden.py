@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mc2emu.numerics import ElemFormat, OutDtype, decode_elements, decode_scales, fixpipe_cast
-from mc2emu.numerics.formats import MX_GROUP_SIZE, SCALE_C0
+from mc2emu.numerics.constants import MX_GROUP_SIZE, SCALE_C0
 
 
 def infer_format(x: np.ndarray, fmt: ElemFormat | str | None, param: str) -> ElemFormat:

@@ -33,7 +33,8 @@ from mc2emu.numerics import (
     to_ascend_scale_a,
     to_ascend_scale_b,
 )
-from mc2emu.numerics.formats import E8M0_DTYPE, MX_GROUP_SIZE
+from mc2emu.numerics.constants import MX_GROUP_SIZE
+from mc2emu.numerics.formats import E8M0_DTYPE
 from mc2emu.runtime import Device, EventRecorder
 
 ST_LOW, ST_HIGH = 1.0, 8.0  # CANN ST elements uniform(1, 8)
