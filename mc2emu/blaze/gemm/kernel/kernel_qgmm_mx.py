@@ -26,7 +26,8 @@ from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import (
     BlockContext,
     BlockSchedulerGmmAswtWithTailSplit,
 )
-from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N, Align16, CeilDiv
+from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N
+from mc2emu.numerics.int_math import Align16, CeilDiv
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
