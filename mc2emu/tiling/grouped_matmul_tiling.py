@@ -26,7 +26,8 @@ from mc2emu.tiling.grouped_quant_basic_api_matmul_tiling import (
     IsCapable,
     QuantBasicApiMMTiling,
 )
-from mc2emu.tiling.grouped_quant_matmul_tiling import GetShapeAttrsInfo, GetTilingKey, GQmmInputInfo
+from mc2emu.tiling.grouped_quant_matmul_shape_attrs import GetShapeAttrsInfo
+from mc2emu.tiling.grouped_quant_matmul_tiling import GetTilingKey, GQmmInputInfo
 
 SYS_WORKSPACE_SIZE = 16 * 1024 * 1024  # GetWorkspaceSize: workspaces[0]
 
