@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import BlockIndex, TailSplitVariant
 from mc2emu.blaze.gemm.kernel.kernel_qgmm_mx import GMMTiling, KernelQGmmMx
 from mc2emu.runtime.hazards import ConstraintError
-from mc2emu.runtime.platform import DAV_3510
 from mc2emu.tiling.grouped_matmul_tiling import GmmTilingResult, TilingGMM
 from mc2emu.tiling.grouped_matmul_tiling_context import (
     GROUPLIST_TYPE_COUNT,
