@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from mpi4py import MPI
 
+from mc2emu.arch.platform import CoreType
 from mc2emu.comm.hccl_session import HcclSession, tag
 from mc2emu.comm.hccl_task import HCCL_MAX_HANDLE_ID, HcclServerType, HcclTask
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.hazards import ConstraintError, Hazard
-from mc2emu.runtime.platform import CoreType
 from mc2emu.runtime.waiting import Doorbell
 
 if TYPE_CHECKING:

@@ -110,8 +110,9 @@ def test_poisoned_window_bytes_nobody_wrote_read_as_nan_and_are_reported():
         assert (a[:16] == 7).all() and (a[32:128] == (rank - 1) % size + 1).all()
         assert (a[16:32] == 0xFF).all() and (a[128:192] == 0xFF).all()
         assert np.isnan(a[16:32].view(np.float16)).all()
-        assert [(h.hazard.value, h.core, h.details.get("lo"), h.details.get("hi"), h.details.get("count")) for h in reports] \
-            == [("READ_UNWRITTEN", "AIV0", 16, 192, 80)], reports
+        got_reports = [(h.hazard.value, h.core, h.details.get("lo"), h.details.get("hi"), h.details.get("count"))
+                       for h in reports]
+        assert got_reports == [("READ_UNWRITTEN", "AIV0", 16, 192, 80)], reports
     finally:
         hb.close()
         cw.close()
