@@ -29,6 +29,11 @@ Consequences reproduced (SPEC §6 "Consequences"):
   (`check/happens_before.py`) reports every read of workspace bytes before the Wait proving the HCCL
   repeat that writes them (READ_BEFORE_WAIT, with the byte range, the task and the missing Wait).
 
+No PipeBarrier orders the LOCAL and REMOTE passes (nor any other step) in the source: `grep PipeBarrier`
+over `mc2/common/op_kernel/apace` finds none at any commit of libochao-huawei/ops-transformer from
+70b74b06d to 5778144 (bb298b1c5 is the version emulated). The passes run in program order on each AIC and
+write C through the same fixpipe, so the emulator models no barrier and no missing-barrier hazard.
+
 Workspace (the HCCL window): the received scaleA at offset 0, its size aligned up to 512 B; the received
 A rows after it (the `all2all_out` role).
 """

@@ -63,6 +63,8 @@ class A2ALaunchInfo:
     comm_tiling: Any
     wall_s: float
     tiles: int
+    tiling_cores: int = 0   # the tiling's usedCoreNum (block_dim differs when the host raised it to R)
+    note: str = ""          # why the launch differs from the tiling, if it does
 
 
 def _tiling(problem: A2AProblem, platform: Any, block_dim: int | None) -> Any:
@@ -79,8 +81,11 @@ def _elem_bytes(problem: A2AProblem, count: int) -> int:
 def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
             bias: np.ndarray | None, *, block_dim: int | None, check: bool, timeout: float | None, comm: Any,
             perturb: Any, observers: tuple[Any, ...], head_tile_size: int | None,
-            stats: dict[str, Any] | None, faults: Any = None) -> tuple[np.ndarray, list[HazardReport]]:
-    from mc2emu.ops.all_to_all_quant_matmul import Impl, tiling_violations
+            stats: dict[str, Any] | None, faults: Any = None, launch: Any = None
+            ) -> tuple[np.ndarray, list[HazardReport]]:
+    from mc2emu.ops.all_to_all_quant_matmul import Impl, LaunchMode, tiling_violations
+
+    launch = LaunchMode.CONVENIENT if launch is None else launch
 
     R, rank = problem.rank_size, problem.rank
     oriM, Ka, N = problem.ori_m, problem.ka, problem.n
@@ -89,10 +94,14 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
     tiling = _tiling(problem, dev.platform, block_dim)
     is_udma = problem.impl is Impl.UDMA
     used = tiling.usedCoreNum
-    if is_udma and block_dim is None:
+    note = ""
+    if is_udma and block_dim is None and used < R and launch is LaunchMode.CONVENIENT:
         # AIV block r serves peer r (constraint A2A-5): a small problem still launches R blocks; the extra
-        # AICs find no tile and only drain their waits.
-        used = max(used, R)
+        # AICs find no tile and only drain their waits. The source host launches usedCoreNum and would
+        # leave peers unserved (LaunchMode.SOURCE reproduces that: constraint 5 refuses it).
+        note = (f"launched {R} blocks where the tiling's usedCoreNum is {used}: AIV block r serves peer r; "
+                f"the source host launches usedCoreNum (launch='source' refuses this with A2A-5)")
+        used = R
     ct, violations = tiling_violations(problem, tiling.baseM, tiling.baseN, used, head_tile_size)
     if violations:
         rule, reason = violations[0]
@@ -181,7 +190,8 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         closed = True
         if stats is not None:
             stats["launch"] = A2ALaunchInfo(used, (tiling.baseM, tiling.baseN, tiling.baseK), ct, wall,
-                                            sum(v for v in res.returns.values() if isinstance(v, int)))
+                                            sum(v for v in res.returns.values() if isinstance(v, int)),
+                                            tiling.usedCoreNum, note)
         return c, dev.hazards.take()
     except DeadlockError as exc:
         # Peers are stuck too: a collective close would hang. The caller ends the job (CLI, tests: Abort).

@@ -43,6 +43,19 @@ class Impl(enum.Enum):
     HCOMM = "hcomm"
 
 
+class LaunchMode(enum.Enum):
+    """How many blocks the UDMA host launches when `block_dim` is not given (AIV block r serves peer r).
+
+    CONVENIENT: the tiling's usedCoreNum, raised to R when it is smaller (the extra AICs find no tile and
+    only drain their waits); the launch info says so (`A2ALaunchInfo.note`). SOURCE: exactly usedCoreNum,
+    as the apace ST host does (`<<<tilingData.tileQbmmTilingData.usedCoreNum>>>` in
+    tests/st/all_to_all_quant_matmul/src/main.cpp, libochao-huawei/ops-transformer bb298b1c5), so a
+    tiling with fewer cores than ranks is refused with constraint 5 (peers would never be served)."""
+
+    CONVENIENT = "convenient"
+    SOURCE = "source"
+
+
 class HcclServerModel(enum.Enum):
     CCU = "ccu"
     AICPU = "aicpu"
@@ -157,12 +170,13 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             timeout: float | None = None, comm: Any = None, perturb: Any = None,
                             observers: Iterable[Callable[[Any], None]] = (),
                             head_tile_size: int | None = None, stats: dict[str, Any] | None = None,
-                            faults: Any = None) -> np.ndarray:
+                            faults: Any = None, launch: str | LaunchMode = "convenient") -> np.ndarray:
     """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C.
 
     Extras beyond the CANN operator: `perturb` (a seeded `PerturbPolicy`), `observers` (EventBus observers
     for the call), `head_tile_size` (override the ST head-tile rule), `stats` (filled with launch facts),
-    `faults` (a `FaultPlan` to inject one named fault)."""
+    `faults` (a `FaultPlan` to inject one named fault), `launch` (`LaunchMode`: what the UDMA host
+    launches when `block_dim` is not given)."""
     from mc2emu.ops._a2a_runner import run_a2a
 
     if comm is None:
@@ -170,6 +184,7 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
 
         comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
+    launch_mode = _parse_enum(LaunchMode, launch, "launch")
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, impl=impl,
                              local_matmul=local_matmul, wait_order=wait_order, hccl_server=hccl_server, bias=bias,
                              out_dtype=out_dtype)
@@ -183,7 +198,7 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     assert problem is not None
     result, hazards = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, block_dim=block_dim, check=check,
                               timeout=timeout, comm=comm, perturb=perturb, observers=tuple(observers),
-                              head_tile_size=head_tile_size, stats=stats, faults=faults)
+                              head_tile_size=head_tile_size, stats=stats, faults=faults, launch=launch_mode)
     HazardError.raise_on_errors(hazards, result, check=check)
     return result
 

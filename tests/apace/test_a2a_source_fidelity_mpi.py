@@ -233,3 +233,44 @@ def test_hcomm_in_order_reads_are_all_ordered():
     x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])
     ulp = bf16_ulp_distance(c, golden_a2a(x1s, x1ss, inp["x2"], inp["x2_scale"], r, "e4m3"))
     assert_all_ranks(comm, ulp <= 1, f"{ulp} ULP")
+
+
+# -- item 9: an AIV running the AIC-only kernel keeps what Init leaves unset ----------------------------
+@pytest.mark.mpi(min_size=2)
+def test_aivs_of_a_mixed_launch_never_set_the_atomic_mode():
+    """localMatmul 1, launched MIX_AIC_1_1 by the fault: Init returns first on an AIV, so its isAtomicAdd_
+    stays false and it never calls SetAtomicAdd (the AICs' REMOTE pass does)."""
+    comm = world()
+    r = comm.Get_rank()
+    inp = gen_st_inputs(r, comm.Get_size(), 64, 128, 64)
+    rec = EventRecorder()
+    with contextlib.suppress(HazardError):
+        run(inp, impl="hcomm", local_matmul=1, wait_order="in_order", block_dim=2, timeout=10.0,
+            faults=FaultPlan(Fault.AIV_JOINS_AIC_KERNEL, rank=r), observers=[rec])
+    atomic = {(e.core, e.value) for e in rec.of(EventKind.ATOMIC_MODE)}
+    assert {core for core, _ in atomic if core.startswith("AIV")} == set(), atomic
+    assert any(core == "AIC0" and value is not None for core, value in atomic), atomic
+    assert "AIV_RUNS_AIC_KERNEL" in {e.obj for e in rec.of(EventKind.HAZARD)}
+    comm.Barrier()
+
+
+# -- item 4: the UDMA launch that differs from the tiling is visible; the source's launch is available ---
+@pytest.mark.mpi(min_size=2)
+def test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused():
+    """16 x 16 output: one tile, usedCoreNum 1 < R (the SWAT tiling uses every AIC unless a single tile is
+    split). Without block_dim the host launches R blocks (AIV block r serves peer r) and says so;
+    launch='source' launches usedCoreNum as the ST host does: constraint 5."""
+    comm = world()
+    r, size = comm.Get_rank(), comm.Get_size()
+    inp = gen_st_inputs(r, size, 16, 64, 16)
+    stats = {}
+    c = run(inp, impl="udma", stats=stats)
+    info = stats["launch"]
+    assert (info.tiling_cores, info.block_dim) == (1, size)
+    assert f"launched {size} blocks where the tiling's usedCoreNum is 1" in info.note
+    x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])
+    ulp = bf16_ulp_distance(c, golden_a2a(x1s, x1ss, inp["x2"], inp["x2_scale"], r, "e4m3"))
+    assert_all_ranks(comm, ulp <= 1, f"{ulp} ULP")
+    with pytest.raises(ConstraintError) as refused:
+        run(inp, impl="udma", launch="source")
+    assert refused.value.rule.startswith("A2A-5") and f"{size} ranks but 1 AIV blocks" in str(refused.value)
