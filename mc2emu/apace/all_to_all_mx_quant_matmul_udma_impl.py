@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from mc2emu.apace.comm_policy import UdmaCommWaitPolicy
 from mc2emu.apace.quant_matmul_mx_kernel import LocalParams, MatmulMode, Params, QuantMatmulMxKernel
+from mc2emu.arch.platform import Pipe
 from mc2emu.comm.team_barrier import BarrierMode
-from mc2emu.runtime.platform import Pipe
 
 if TYPE_CHECKING:
 

@@ -30,17 +30,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mc2emu.blaze.gemm.common_utils import (
-    C0_SIZE_B4,
-    C0_SIZE_B8,
-    IDX_M_TILEIDX,
-    IDX_N_TILEIDX,
-    MXFP_DIVISOR_SIZE,
-    MXFP_MULTI_BASE_SIZE,
-    SCALE_C0,
-    BlockCoord,
-)
-from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import storage_dtype
+from mc2emu.blaze.gemm.common_utils import IDX_M_TILEIDX, IDX_N_TILEIDX, BlockCoord
 from mc2emu.blaze.tensor_api.layout import (
     FrameLayoutFormat,
     MakeFrameLayout,
@@ -51,7 +41,9 @@ from mc2emu.blaze.tensor_api.layout import (
     ScaleBNDLayoutPtn,
 )
 from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
-from mc2emu.numerics.formats import E8M0_DTYPE
+from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
+from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
+from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.faults import Fault
 from mc2emu.runtime.hazards import Hazard, KernelError
@@ -215,7 +207,7 @@ class QuantMatmulMxKernel:
         lp = params.localParams
         M, N, K, _ = params.problemShape
         rankSize, rankId, oriM = lp.rankSize, lp.rankId, lp.originalM
-        scaleKLen = -(-K // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+        scaleKLen = CeilDiv(K, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
         T = self.BlockMmad
         # An AIV running Run (no cube) only joins the waits: its mmads do nothing.
         mm = self.mmadOp_ if self.mmadOp_ is not None else (lambda *args: None)
@@ -231,7 +223,7 @@ class QuantMatmulMxKernel:
         layoutB = MakeLayoutB(rankSize * K, N)
         layoutScaleB = MakeLayoutScaleB(rankSize * scaleKLen, N)
         layoutC = MakeLayoutC(M, N)
-        aType, bType = storage_dtype(T.AType), storage_dtype(T.BType)
+        aType, bType = gm_storage_dtype(T.AType), gm_storage_dtype(T.BType)
         gmA = MakeTensor(MakeMemPtr(self.aGmAddr_, aType), layoutA, name="A(window)")
         gmALocal = MakeTensor(MakeMemPtr(self.localAGmAddr_, aType), layoutA, name="A(local)")
         gmScaleA = MakeTensor(MakeMemPtr(self.scaleAGmAddr_, E8M0_DTYPE), layoutScaleA, name="scaleA(window)")
@@ -255,7 +247,7 @@ class QuantMatmulMxKernel:
         localFirst = lp.matmulMode == MatmulMode.LOCAL and lp.localMatmul == 1
         deferredSync = lp.matmulMode == MatmulMode.DEFERRED_SYNC
         headTileSize = lp.headTileSize
-        totalTiles = -(-oriM // headTileSize)
+        totalTiles = CeilDiv(oriM, headTileSize)
         waitedMask = 0
         ready = -1
 
@@ -381,8 +373,8 @@ class QuantMatmulMxKernel:
         mask = self.kCacheLineAlignMask
         if self.transB:
             scaleKL1 = params.l1Params.scaleKL1
-            scaleKRowBytes = -(-K // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
-            scaleKL1RowBytes = -(-scaleKL1 // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKRowBytes = CeilDiv(K, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKL1RowBytes = CeilDiv(scaleKL1, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
             aligned = (scaleKRowBytes & mask) == 0 and (scaleKL1RowBytes & mask) == 0
         else:
             scaleNStrideBytes = N * MXFP_MULTI_BASE_SIZE

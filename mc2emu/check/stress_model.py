@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel, Impl
 from mc2emu.runtime.faults import Fault, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
@@ -89,7 +90,7 @@ class Scenario:
 
     @property
     def total_tiles(self) -> int:
-        return -(-self.ori_m // self.head_tile_size)
+        return CeilDiv(self.ori_m, self.head_tile_size)
 
     @property
     def hcomm_lm2(self) -> bool:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import BlockIndex
+from mc2emu.arch.platform import DAV_3510
+from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import BlockIndex, TailSplitVariant
 from mc2emu.blaze.gemm.kernel.kernel_qgmm_mx import GMMTiling, KernelQGmmMx
 from mc2emu.runtime.hazards import ConstraintError
-from mc2emu.runtime.platform import DAV_3510
 from mc2emu.tiling.grouped_matmul_tiling import GmmTilingResult, TilingGMM
 from mc2emu.tiling.grouped_matmul_tiling_context import (
     GROUPLIST_TYPE_COUNT,
@@ -93,18 +93,25 @@ def grouped_matmul_mx_schedule(group_sizes: Sequence, n: int, k: int | None = No
                                split: str = "M", block_num: int = 32, trans_b: bool = False,
                                x_dtype: str = "float8_e4m3fn", group_list_type: str = "count",
                                l1_size: int | None = None, l0c_size: int | None = None,
-                               ) -> tuple[GmmScheduleRecord, ...]:
+                               variant: str = "cgmct") -> tuple[GmmScheduleRecord, ...]:
     """Every tile each of `block_num` cores runs for this group list, ordered by core then execution order.
 
     split "M": `group_sizes` are the groups' row counts (M of x defaults to their sum; K defaults to 64: the
     schedule does not depend on K). split "K": they are the groups' K extents, `m` is required and K is their
     sum (groups with K = 0 run no tile: their outputs are zero-filled by the AIV side). `group_list_type`
-    "cumsum" / "sparse" ((group, size) rows) read `group_sizes` the way the kernel reads groupList."""
+    "cumsum" / "sparse" ((group, size) rows) read `group_sizes` the way the kernel reads groupList.
+    `variant` "cgmct" (default: ops-transformer's GmmCgmctMxKernel) or "blaze" (ops-tensor's Blaze scheduler and
+    sample kernel) selects the tail-split rule (see block_scheduler_gmm_aswt.py)."""
     split_k = str(split).strip().upper() == "K"
     if not split_k and str(split).strip().upper() != "M":
         raise ConstraintError("grouped_matmul_mx_schedule: split", f"split {split!r} is not 'M' or 'K'")
     if not 1 <= int(block_num) <= MAX_BLOCK_NUM:
         raise ConstraintError("grouped_matmul_mx_schedule: block_num", f"block_num {block_num} not in 1..65535")
+    try:
+        tail_variant = TailSplitVariant(str(variant).strip().lower())
+    except ValueError:
+        raise ConstraintError("grouped_matmul_mx_schedule: variant", f"variant {variant!r} is not 'cgmct' or "
+                              "'blaze'") from None
     glt = parse_group_list_type(group_list_type)
     flat = _flat_group_list(group_sizes, glt)
     lengths = _group_lengths(flat, glt)
@@ -137,7 +144,7 @@ def grouped_matmul_mx_schedule(group_sizes: Sequence, n: int, k: int | None = No
     is_fp4 = GeDataType.parse(x_dtype, "x").is_4bit
     records: list[GmmScheduleRecord] = []
     for core in range(int(block_num)):
-        kernel = KernelQGmmMx(gmm, transA=split_k, transB=bool(trans_b), isFp4=is_fp4)
+        kernel = KernelQGmmMx(gmm, transA=split_k, transB=bool(trans_b), isFp4=is_fp4, variant=tail_variant)
         for t in kernel.Tiles(flat, BlockIndex(core, int(block_num))):
             records.append(GmmScheduleRecord(t.group, t.mTileIdx, t.nTileIdx, core, t.roundIdx, t.singleCoreM,
                                              t.singleCoreN, t.mOffset, t.nOffset))

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mc2emu.arch.platform import CoreType, Pipe
 from mc2emu.runtime import sync_all
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.faults import DELAY_RANK_S, KILLED_EXIT_CODE, Fault
 from mc2emu.runtime.hazards import LaunchAborted
 from mc2emu.runtime.local_memory import LocalMemory
-from mc2emu.runtime.platform import CoreType, Pipe
 
 if TYPE_CHECKING:
     from mc2emu.runtime.device import Device, Launch

@@ -31,11 +31,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mc2emu.arch.platform import CoreType, Pipe
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.faults import Fault
 from mc2emu.runtime.hazards import FlagOverflowError, Hazard, KernelError, Severity
 from mc2emu.runtime.kernel_type import KernelType
-from mc2emu.runtime.platform import CoreType, Pipe
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext

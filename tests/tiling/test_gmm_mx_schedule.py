@@ -161,6 +161,25 @@ def test_schedule_refusals(args: list, kwargs: dict, rule: str) -> None:
     assert rule in err.value.rule
 
 
+def test_blaze_variant_tail_split() -> None:
+    """Blaze: minimum pieces of 16 on both axes -> 2 x 3 pieces per tail tile; M pieces rounded to 16 (16 / 9),
+    N pieces to 128, so the third N piece of a 256 tile starts past the edge and its core idles."""
+    recs = grouped_matmul_mx_schedule([25, 25, 25, 25], 700, 4096, variant="blaze")
+    last = [r for r in recs if r.group == 3]
+    assert sorted({r.m_piece for r in last}) == [9, 16]
+    assert sorted(r.core for r in last) == [9, 12, 13, 14, 15, 18, 19, 20, 21, 24, 25, 26]
+    assert_exactly_once(recs, {g: (25, 700) for g in range(4)})
+    cgmct = grouped_matmul_mx_schedule([25, 25, 25, 25], 700, 4096)
+    assert [r for r in cgmct if r.group < 3] == [r for r in recs if r.group < 3]  # same walk before the split
+
+
+def test_blaze_variant_reads_counts_only() -> None:
+    with pytest.raises(ConstraintError, match="count group list"):
+        grouped_matmul_mx_schedule([10, 30], 256, 1024, group_list_type="cumsum", variant="blaze")
+    with pytest.raises(ConstraintError, match="variant"):
+        grouped_matmul_mx_schedule([10, 30], 256, 1024, variant="catlass")
+
+
 # --- exactly once, for random group lists -------------------------------------------------------------------------
 group_lists = st.one_of(
     st.lists(st.integers(0, 700), min_size=1, max_size=12),                               # with empty groups
@@ -169,17 +188,17 @@ group_lists = st.one_of(
 )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sizes=group_lists, n=st.integers(1, 2100), block_num=st.sampled_from([1, 7, 20, 24, 25, 32]),
-       trans_b=st.booleans(), fp4=st.booleans())
+       trans_b=st.booleans(), fp4=st.booleans(), variant=st.sampled_from(["cgmct", "blaze"]))
 def test_split_m_every_element_exactly_once(sizes: list[int], n: int, block_num: int, trans_b: bool,
-                                            fp4: bool) -> None:
+                                            fp4: bool, variant: str) -> None:
     if sum(sizes) == 0:
         return
     if fp4 and not trans_b and n % 2:
         n += 1
     recs = grouped_matmul_mx_schedule(sizes, n, 1024, block_num=block_num, trans_b=trans_b,
-                                      x_dtype="float4_e2m1" if fp4 else "float8_e4m3fn")
+                                      x_dtype="float4_e2m1" if fp4 else "float8_e4m3fn", variant=variant)
     assert_exactly_once(recs, {g: (s, n) for g, s in enumerate(sizes) if s > 0})
     for core in range(block_num):
         rounds = [(r.group, r.round) for r in recs if r.core == core]
@@ -188,9 +207,9 @@ def test_split_m_every_element_exactly_once(sizes: list[int], n: int, block_num:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ks=st.lists(st.integers(0, 3) .map(lambda v: 256 * v), min_size=1, max_size=8), m=st.integers(1, 1200),
-       n=st.integers(1, 1500), block_num=st.sampled_from([1, 8, 24, 32]))
-def test_split_k_every_element_exactly_once(ks: list[int], m: int, n: int, block_num: int) -> None:
+       n=st.integers(1, 1500), block_num=st.sampled_from([1, 8, 24, 32]), variant=st.sampled_from(["cgmct", "blaze"]))
+def test_split_k_every_element_exactly_once(ks: list[int], m: int, n: int, block_num: int, variant: str) -> None:
     if sum(ks) == 0:
         return
-    recs = grouped_matmul_mx_schedule(ks, n, m=m, split="K", block_num=block_num)
+    recs = grouped_matmul_mx_schedule(ks, n, m=m, split="K", block_num=block_num, variant=variant)
     assert_exactly_once(recs, {g: (m, n) for g, k in enumerate(ks) if k > 0})
