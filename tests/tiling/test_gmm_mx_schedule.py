@@ -7,13 +7,16 @@ kernel's SetMNK / BaseMBalance) and counts how often every output element is wri
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import BlockIndex, BlockSchedulerGmmAswtWithTailSplit
-from mc2emu.ops import grouped_matmul_mx_schedule
+from mc2emu.ops import grouped_matmul_mx_schedule, grouped_matmul_mx_tiling
+from mc2emu.ops.grouped_matmul_mx_tiling_api import format_grouped_matmul_mx_schedule, format_grouped_matmul_mx_tiling
 from mc2emu.runtime.hazards import ConstraintError
 
 
@@ -213,3 +216,15 @@ def test_split_k_every_element_exactly_once(ks: list[int], m: int, n: int, block
         return
     recs = grouped_matmul_mx_schedule(ks, n, m=m, split="K", block_num=block_num, variant=variant)
     assert_exactly_once(recs, {g: (m, n) for g, k in enumerate(ks) if k > 0})
+
+
+def test_schedule_and_tiling_printouts() -> None:
+    recs = grouped_matmul_mx_schedule([25, 25, 25, 25], 700, 4096)
+    text = format_grouped_matmul_mx_schedule(recs).splitlines()
+    assert len(text) == 21 and text[18] == "core 18: g3(0,2)r0[0+13,640+60]"
+    assert json.loads(format_grouped_matmul_mx_schedule(recs, as_json=True))[0]["n_piece"] == 256
+    t = grouped_matmul_mx_tiling(600, 700, 4096, group_num=4)
+    lines = dict(line.split(" = ") for line in format_grouped_matmul_mx_tiling(t).splitlines())
+    assert {k.strip(): v for k, v in lines.items()}["depthA1"] == "4"
+    j = json.loads(format_grouped_matmul_mx_tiling(t, as_json=True))
+    assert j["mmTilingData"]["l1BufferStage"] == 3 and j["tilingKey"] == 0 and j["mmTilingData"]["stepKa"] == 2
