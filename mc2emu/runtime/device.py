@@ -12,6 +12,7 @@ the device through the core context.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,7 +126,7 @@ class Device:
                 "block_dim",
                 f"a mixed kernel's block_dim {block_dim} exceeds the {self.platform.aic_count} physical AIC "
                 f"cores of {self.platform.name}")
-        launch = Launch(kt, block_dim, name=name or getattr(kernel, "__name__", "kernel"))
+        launch = Launch(kt, block_dim, name=name or str(getattr(kernel, "__name__", "kernel")))
         self.current = launch
         self.launch_count += 1
         mark = len(self.hazards.peek())
@@ -175,7 +176,8 @@ class Device:
         if failures:
             ctx, exc = self._first_failure(failures)
             if isinstance(exc, Mc2EmuError):
-                exc.add_note(f"(raised on rank {self.rank} {ctx.label} in launch '{launch.name}')")
+                if sys.version_info >= (3, 11):  # add_note is 3.11+; on 3.10 the error goes up without it
+                    exc.add_note(f"(raised on rank {self.rank} {ctx.label} in launch '{launch.name}')")
                 raise exc
             raise CoreError(self.rank, ctx.label, exc) from exc
         self._end_of_launch_checks(contexts, launch)
