@@ -52,7 +52,7 @@ from mc2emu.check.stress_model import (
     Scenario,
     fault_plan,
 )
-from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel, Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import HcclServerModel, Impl
 from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -140,7 +140,7 @@ def _call(rec: dict[str, Any], fn: Any) -> Any:
 
 def run_rank(s: Scenario, comm: Any, data_seed: int, notify: Any = None) -> dict[str, Any]:
     """Run the scenario on this rank (collective over `comm`); the rank's result record."""
-    from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
+    from mc2emu.ops import all_to_all_quant_matmul
     from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
     from mc2emu.runtime import EventKind, PerturbPolicy, Severity
 

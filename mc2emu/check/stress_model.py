@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel, Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import HcclServerModel, Impl
 from mc2emu.runtime.faults import Fault, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 

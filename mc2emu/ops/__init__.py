@@ -1,10 +1,22 @@
-"""Operators: one entry per operator, each with its golden beside it (the top layer below check / run).
+"""Operators: one entry per operator, each with its golden beside it (the layer below check / run).
+
+Every operator and its golden are functions of this package:
 
 - `quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, bias, trans_a, trans_b, out_dtype, atomic, block_dim,
-  check, timeout, ...)` -> C, one emulated NPU; golden: `golden_quant_batch_matmul_mx`.
+  ...)` -> C, one emulated NPU; golden: `golden_quant_batch_matmul_mx`.
+- `all_to_all_quant_matmul(x1, x1_scale, x2, x2_scale, *, impl, local_matmul, wait_order, hccl_server, bias,
+  out_dtype, block_dim, comm, ...)` -> this rank's C, collective; golden: `golden_a2a` (per rank, from every
+  rank's x1 / x1_scale).
+
+Every operator takes the common keywords `check`, `timeout`, `perturb`, `observers`, `faults` (and `comm`
+when it communicates); see `mc2emu.host.CallOptions`. The modules are named apart from the functions
+(`<op>_op.py` the entry, `<op>_host.py` the host program, `<op>_golden.py` the golden), so
+`mc2emu.ops.<op>` is always the callable; docs/adding-an-operator.md lists the files of an operator.
 """
 
-from mc2emu.ops.quant_batch_matmul_mx import quant_batch_matmul_mx
+from mc2emu.ops.all_to_all_quant_matmul_golden import golden_a2a
+from mc2emu.ops.all_to_all_quant_matmul_op import all_to_all_quant_matmul
 from mc2emu.ops.quant_batch_matmul_mx_golden import golden_quant_batch_matmul_mx
+from mc2emu.ops.quant_batch_matmul_mx_op import quant_batch_matmul_mx
 
-__all__ = ["golden_quant_batch_matmul_mx", "quant_batch_matmul_mx"]
+__all__ = ["all_to_all_quant_matmul", "golden_a2a", "golden_quant_batch_matmul_mx", "quant_batch_matmul_mx"]

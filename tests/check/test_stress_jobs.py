@@ -22,7 +22,7 @@ from mc2emu.check.stress_model import (
     fault_plan,
     judge,
 )
-from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel, Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import HcclServerModel, Impl
 from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
