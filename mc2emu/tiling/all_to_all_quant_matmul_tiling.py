@@ -90,8 +90,9 @@ def make_comm_tiling(ori_m: int, ka: int, head_tile_size: int) -> CommTilingData
 
 
 def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, rank_size: int,
-                               aiv_blocks: int, wait_order: WaitOrder) -> list[tuple[str, str]]:
-    """(rule, reason) for each of the five constraints of SPEC §6 the configuration breaks."""
+                               aiv_blocks: int | None, wait_order: WaitOrder) -> list[tuple[str, str]]:
+    """(rule, reason) for each of the five constraints of SPEC §6 the configuration breaks. `aiv_blocks`
+    None: no AIV serves peers (hcomm), so constraint 5 checks only R <= 64."""
     out: list[tuple[str, str]] = []
     if ka % KA_ALIGN:
         out.append(("A2A-1 Ka % 64 == 0", f"Ka = {ka} is not a multiple of {KA_ALIGN}: scale rows and the "
@@ -112,10 +113,11 @@ def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, r
                                             f"{MAX_COMM_TURNS} cross-core flag ids carry the round index"))
     if wait_order is WaitOrder.MASK and total > MAX_MASK_TILES:
         out.append(("A2A-4 tiles <= 32 (mask)", f"{total} tiles do not fit the uint32 waitedMask"))
-    if rank_size > aiv_blocks or rank_size > MAX_RANKS:
+    short = aiv_blocks is not None and rank_size > aiv_blocks
+    if short or rank_size > MAX_RANKS:
         out.append(("A2A-5 R <= AIV blocks, R <= 64",
                     f"{rank_size} ranks but {aiv_blocks} AIV blocks (AIV block r serves peer r; some peers "
-                    f"would never be served)" if rank_size > aiv_blocks else f"{rank_size} ranks > {MAX_RANKS}"))
+                    f"would never be served)" if short else f"{rank_size} ranks > {MAX_RANKS}"))
     return out
 
 
@@ -135,14 +137,16 @@ def a2a_tiling(platform: PlatformSpec, *, ori_m: int, ka: int, n: int, rank_size
     """Tile the call; raises `ConstraintError` naming the first constraint of SPEC §6 it breaks.
 
     aiv_served (UDMA): AIV block r serves peer r (constraint A2A-5), so a small problem still launches R
-    blocks (the extra AICs find no tile and only drain their waits) and the AIV blocks are the launch's;
-    otherwise the AIV count of the platform's 64-block limit is not a constraint."""
+    blocks (the extra AICs find no tile and only drain their waits); hcomm launches AIC only (the HCCL
+    server serves every peer), so constraint 5 checks only R <= 64. The head tile comes from the launched
+    core count for both impls (CANN ST `main.cpp`: headMSize = CeilDiv(usedCoreNum, CeilDiv(n, baseN)) *
+    baseM)."""
     mm = QuantMatmulTilingSwat(platform, aic_num=block_dim).GetTilingData(ori_m, n, ka, False, True, elem, b_elem)
     used = mm.usedCoreNum
     if aiv_served and block_dim is None:
         used = max(used, rank_size)
-    aiv_blocks = used if aiv_served else MAX_RANKS
-    head = head_tile_size or st_head_tile_size(aiv_blocks, n, mm.baseM, mm.baseN)
+    aiv_blocks = used if aiv_served else None
+    head = head_tile_size or st_head_tile_size(used, n, mm.baseM, mm.baseN)
     ct = make_comm_tiling(ori_m, ka, head)
     violations = comm_constraint_violations(ct, ori_m=ori_m, ka=ka, rank_size=rank_size, aiv_blocks=aiv_blocks,
                                             wait_order=wait_order)

@@ -20,7 +20,7 @@ OPS_DIR = Path(ops.__file__).parent
 
 
 def test_all_names_are_functions():
-    assert set(ops.__all__) == set(OPERATORS) | set(GOLDENS)
+    assert set(OPERATORS) | set(GOLDENS) <= set(ops.__all__)
     for name in ops.__all__:
         obj = getattr(ops, name)
         assert isinstance(obj, types.FunctionType), f"mc2emu.ops.{name} is {type(obj).__name__}"
