@@ -47,13 +47,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mc2emu.arch.platform import DAV_3510, PlatformSpec
 from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
 from mc2emu.check.happens_before import HappensBeforeChecker
 from mc2emu.comm.world import CommWorld
 from mc2emu.runtime.device import Device, LaunchResult
+from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.hazards import DeadlockError, HazardReport
 from mc2emu.runtime.kernel_type import KernelType
-from mc2emu.runtime.platform import DAV_3510, PlatformSpec
 
 if TYPE_CHECKING:
     from mc2emu.comm.window import Window
@@ -221,7 +222,8 @@ class LaunchHarness:
     def launch(self, kernel: Callable[..., Any], block_dim: int, kernel_type: KernelType, *args: Any) -> HarnessLaunch:
         """Launch `kernel` (after a host barrier when communicating: every rank has set up its windows)."""
         faults = self.opts.faults
-        if kernel_type is KernelType.AIC_ONLY and faults is not None and faults.fires("launch", self.rank, "host"):
+        aic_only = kernel_type is KernelType.AIC_ONLY
+        if aic_only and faults is not None and faults.fires(FaultHook.LAUNCH, self.rank, "host"):
             kernel_type = FAULTED_LAUNCH_TYPE   # fault injection: the AIC-only kernel launched mixed
         if self.world is not None:
             self.world.barrier()

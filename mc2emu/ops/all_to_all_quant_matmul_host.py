@@ -26,22 +26,21 @@ from mc2emu.apace.quant_matmul_mx_kernel import (
     Params,
     QBMMTiling,
 )
+from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, L1Params
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams, BlockSchedulerQuantBatchMatmulV3
 from mc2emu.blaze.gemm.common_utils import ProblemShape
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
-from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import storage_dtype
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.comm.hccl import Hccl
 from mc2emu.comm.hccl_server import HcclServer
-from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.comm.shmem import Shmem
 from mc2emu.comm.team_barrier import TeamBarrier
 from mc2emu.host.harness import CallOptions, LaunchHarness
+from mc2emu.numerics.formats import gm_storage_dtype
 from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
-from mc2emu.runtime.platform import DAV_3510
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import a2a_tiling
 
 if TYPE_CHECKING:
@@ -85,12 +84,12 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         rowBytes = _elem_bytes(problem, Ka)
         scaleRowBytes = scale_k_len(Ka)
         gm = h.device.gm
-        aStorage = storage_dtype(problem.elem)
+        aStorage = gm_storage_dtype(problem.elem)
         x1_addr = gm.alloc(R * oriM * rowBytes, "x1")
         gm.write(x1_addr, np.ascontiguousarray(x1).view(aStorage) if not problem.elem.is_fp4 else
                  np.ascontiguousarray(x1).view(np.uint8).view(aStorage))
         x1s_addr = gm.alloc(0, "x1_scale", data=np.ascontiguousarray(x1_scale).view(np.uint8))
-        bStorage = storage_dtype(problem.b_elem)
+        bStorage = gm_storage_dtype(problem.b_elem)
         x2_addr = gm.alloc(N * _elem_bytes(problem, R * Ka), "x2")
         gm.write(x2_addr, np.ascontiguousarray(x2).view(np.uint8).view(bStorage))
         x2s_addr = gm.alloc(0, "x2_scale", data=np.ascontiguousarray(x2_scale).view(np.uint8))
@@ -117,7 +116,7 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
             scalePart = -(-(R * oriM * scaleRowBytes) // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
             win = h.window(scalePart + R * oriM * rowBytes, "hcomm_workspace")
             workspace, dataRecv = win.addr(0), win.addr(scalePart)
-            server = HcclServer(h.world, model=HcclServerType[problem.hccl_server.name])
+            server = HcclServer(h.world, model=problem.hccl_server)
             aAddr, saAddr = dataRecv, workspace
         params = Params(
             problemShape=ProblemShape(oriM, N, Ka, 1),

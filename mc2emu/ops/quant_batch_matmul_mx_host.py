@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze import (
     NONE_FULL_LOAD_MODE,
     BlockMmadMx,
@@ -29,12 +30,11 @@ from mc2emu.blaze import (
     QBMMTiling,
     kernel_qbmm_mx,
 )
-from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import storage_dtype
 from mc2emu.host.harness import CallOptions, LaunchHarness
 from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics.formats import gm_storage_dtype
 from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
-from mc2emu.runtime.platform import DAV_3510
 from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat
 
 KERNEL_NAME = "quant_batch_matmul_mx"
@@ -74,9 +74,9 @@ def run_qbmm(p: QbmmProblem, opts: CallOptions, *, block_dim: int | None) -> tup
         gm = h.device.gm
         a, b = p.a, p.b
         a_addr = gm.alloc(-(-a.size // 2) if p.fa.is_fp4 else a.size, "x1")
-        gm.write(a_addr, np.ascontiguousarray(a.view(np.uint8)).reshape(-1, a.shape[-1]).view(storage_dtype(p.fa)))
+        gm.write(a_addr, np.ascontiguousarray(a.view(np.uint8)).reshape(-1, a.shape[-1]).view(gm_storage_dtype(p.fa)))
         b_addr = gm.alloc(-(-b.size // 2) if p.fb.is_fp4 else b.size, "x2")
-        gm.write(b_addr, np.ascontiguousarray(b.view(np.uint8)).reshape(-1, b.shape[-1]).view(storage_dtype(p.fb)))
+        gm.write(b_addr, np.ascontiguousarray(b.view(np.uint8)).reshape(-1, b.shape[-1]).view(gm_storage_dtype(p.fb)))
         sa_addr = gm.alloc(p.sa.size, "x1_scale", data=np.ascontiguousarray(p.sa).view(np.uint8))
         sb_addr = gm.alloc(p.sb.size, "x2_scale", data=np.ascontiguousarray(p.sb).view(np.uint8))
         c_elems = int(np.prod(p.c_shape))

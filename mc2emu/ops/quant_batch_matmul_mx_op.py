@@ -29,8 +29,9 @@ import numpy as np
 from mc2emu.blaze import QbmmMxRevision
 from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE, SCALE_C0
 from mc2emu.numerics.errors import MxTypeError, MxValueError
-from mc2emu.numerics.formats import E8M0_DTYPE, MXFP_DIVISOR_SIZE, SCALE_C0
+from mc2emu.numerics.formats import E8M0_DTYPE
 from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
 from mc2emu.ops.quant_batch_matmul_mx_host import QbmmProblem, run_qbmm
 from mc2emu.runtime.hazards import ConstraintError, HazardError
