@@ -45,7 +45,7 @@ from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE,
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.runtime.events import EventKind
-from mc2emu.runtime.faults import Fault
+from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import Hazard, KernelError
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -161,7 +161,8 @@ class QuantMatmulMxKernel:
         self.isBias_ = params.qbmmParams.isBias == BiasMode.BIAS_ENABLED
         self.isAtomicAdd_ = lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1
         faults = self.ctx.device.faults
-        if self.isAtomicAdd_ and faults is not None and faults.fires("kernel_init", self.ctx.rank, self.ctx.label):
+        if (self.isAtomicAdd_ and faults is not None
+                and faults.fires(FaultHook.KERNEL_INIT, self.ctx.rank, self.ctx.label)):
             self.isAtomicAdd_ = False   # fault injection: the REMOTE pass of localMatmul 1 without atomic add
         if lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1 and not self.isAtomicAdd_:
             self.ctx.device.hazards.report(
@@ -255,7 +256,7 @@ class QuantMatmulMxKernel:
             """`commPolicy_.WaitTile(t)`, through the fault-injection hook (skip it, or swap it with t + 1)."""
             nonlocal waitedMask, ready
             faults = ctx.device.faults
-            if faults is not None and faults.fires("wait_tile", ctx.rank, ctx.label):
+            if faults is not None and faults.fires(FaultHook.WAIT_TILE, ctx.rank, ctx.label):
                 ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", t)
                 if faults.fault is Fault.SKIP_WAIT_TILE:
                     return

@@ -49,6 +49,7 @@ from mc2emu.numerics.errors import MxTypeError, MxValueError
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
 from mc2emu.runtime import ConstraintError, Device, HazardError
+from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulArgs, QuantMatmulTilingSwat, can_implement
 
 MAX_BATCH_DIMS = 4  # batchA1..A4 / batchB1..B4 / batchC1..C4 of QBMMTiling
@@ -183,7 +184,7 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
                               baseN=tiling.baseN, baseK=tiling.baseK, isBias=int(bias_arr is not None),
                               dbL0C=tiling.dbL0c))
     try:
-        result = device.launch(kernel_qbmm_mx, tiling.block_dim, "AIC_ONLY", BlockMmad, BlockScheduler, params,
+        result = device.launch(kernel_qbmm_mx, tiling.block_dim, KernelType.AIC_ONLY, BlockMmad, BlockScheduler, params,
                                revision, name=KERNEL_NAME)
     finally:
         for u in unsubscribe:

@@ -1,9 +1,18 @@
-"""Host tiling (above blaze and apace, below ops): the apace SWAT quant-matmul tiling.
+"""Host tiling (above blaze and apace, below ops): the apace SWAT quant-matmul tiling and GroupedMatmul's MX tiling.
 
 `QuantMatmulTilingSwat(platform).GetTilingData(m, n, k, transA, transB, aType, bType)` returns a frozen
 `QuantMatmulTilingData`; `can_implement(QuantMatmulArgs(...))` lists the rules an input breaks.
+`TilingGMM(GmmTilingContext.mx(m, n, k, group_num=...))` returns a `GmmTilingResult` (GMMQuantParams +
+QuantBasicApiMMTiling, tiling key, block dim) or raises `ConstraintError` naming the rule.
 """
 
+from mc2emu.tiling.grouped_matmul_tiling import GmmTilingResult, TilingGMM
+from mc2emu.tiling.grouped_matmul_tiling_context import GMMCompileInfo, GmmTilingContext
+from mc2emu.tiling.grouped_quant_basic_api_matmul_tiling import (
+    GMMQuantBasicApiTilingData,
+    GMMQuantParams,
+    QuantBasicApiMMTiling,
+)
 from mc2emu.tiling.quant_matmul_tiling_swat import (
     QuantMatmulArgs,
     QuantMatmulPlatformInfo,
@@ -14,6 +23,7 @@ from mc2emu.tiling.quant_matmul_tiling_swat import (
 )
 
 __all__ = [
-    "QuantMatmulArgs", "QuantMatmulPlatformInfo", "QuantMatmulRunInfo", "QuantMatmulTilingData",
-    "QuantMatmulTilingSwat", "can_implement",
+    "GMMCompileInfo", "GMMQuantBasicApiTilingData", "GMMQuantParams", "GmmTilingContext", "GmmTilingResult",
+    "QuantBasicApiMMTiling", "QuantMatmulArgs", "QuantMatmulPlatformInfo", "QuantMatmulRunInfo",
+    "QuantMatmulTilingData", "QuantMatmulTilingSwat", "TilingGMM", "can_implement",
 ]
