@@ -96,6 +96,14 @@ def test_edge_merge_and_tail_split():
     assert (td.mTailCnt, td.nTailCnt) == (2, 2)
 
 
+def test_n_edge_merge_keeps_the_first_of_equal_costs():
+    # m = 1024, n = 2000: 4 x 8 = 32 tiles, M has no tail -> N edge (208). Unmerged cost 1 window * 256.
+    # mergeLen 1: tailMain Align16(464 / 2) = 240, main rounds CeilDiv(32 % 32, 32) = 0, tail round 1: 240 < 256.
+    # mergeLen 2: tailMain Align16(720 / 3) = 240, cost 240 again: on N only a strictly better cost replaces.
+    td = tile(1024, 2000, 4096)
+    assert (td.nBaseTailSplitCnt, td.nTailMain, td.mBaseTailSplitCnt, td.mTailMain) == (2, 240, 1, 0)
+
+
 def test_no_n_tail_split_when_trans_b():
     # transB: only M splits: mCnt grows while (mCnt + 1) * 8 <= 32 -> 4; nCnt stays 1.
     td = tile(1124, 2048, 4096, transB=True)
@@ -109,6 +117,9 @@ def test_shrink_only_when_tiles_fewer_than_aics():
     assert tile(256, 4096, 4096).baseN == 128
     sixteen = WeightQuantTilingSwat(DAV_3510, aic_num=16).GetTilingData(256, 4096, 4096)
     assert (sixteen.baseM, sixteen.baseN, sixteen.usedCoreNum) == (256, 256, 16)  # 16 tiles = 16 AICs
+    # tiles == AICs is no shrink: on 2 AICs, m = 300 gives 2 x 1 tiles; shrinking would make baseM 160
+    two = WeightQuantTilingSwat(DAV_3510, aic_num=2).GetTilingData(300, 256, 64)
+    assert (two.baseM, two.baseN, two.usedCoreNum) == (256, 256, 2)
     small = tile(100, 200, 64)  # 1 x 1 tile: CalcBasicBlock splits N over the AICs
     assert (small.baseM, small.baseN, small.usedCoreNum) == (112, 16, 13)
 
