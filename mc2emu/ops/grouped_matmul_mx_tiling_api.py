@@ -12,13 +12,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import BlockIndex
+from mc2emu.arch.platform import DAV_3510
+from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import BlockIndex, TailSplitVariant
 from mc2emu.blaze.gemm.kernel.kernel_qgmm_mx import GMMTiling, KernelQGmmMx
 from mc2emu.runtime.hazards import ConstraintError
-from mc2emu.runtime.platform import DAV_3510
 from mc2emu.tiling.grouped_matmul_tiling import GmmTilingResult, TilingGMM
 from mc2emu.tiling.grouped_matmul_tiling_context import (
     GROUPLIST_TYPE_COUNT,
@@ -93,18 +94,25 @@ def grouped_matmul_mx_schedule(group_sizes: Sequence, n: int, k: int | None = No
                                split: str = "M", block_num: int = 32, trans_b: bool = False,
                                x_dtype: str = "float8_e4m3fn", group_list_type: str = "count",
                                l1_size: int | None = None, l0c_size: int | None = None,
-                               ) -> tuple[GmmScheduleRecord, ...]:
+                               variant: str = "cgmct") -> tuple[GmmScheduleRecord, ...]:
     """Every tile each of `block_num` cores runs for this group list, ordered by core then execution order.
 
     split "M": `group_sizes` are the groups' row counts (M of x defaults to their sum; K defaults to 64: the
     schedule does not depend on K). split "K": they are the groups' K extents, `m` is required and K is their
     sum (groups with K = 0 run no tile: their outputs are zero-filled by the AIV side). `group_list_type`
-    "cumsum" / "sparse" ((group, size) rows) read `group_sizes` the way the kernel reads groupList."""
+    "cumsum" / "sparse" ((group, size) rows) read `group_sizes` the way the kernel reads groupList.
+    `variant` "cgmct" (default: ops-transformer's GmmCgmctMxKernel) or "blaze" (ops-tensor's Blaze scheduler and
+    sample kernel) selects the tail-split rule (see block_scheduler_gmm_aswt.py)."""
     split_k = str(split).strip().upper() == "K"
     if not split_k and str(split).strip().upper() != "M":
         raise ConstraintError("grouped_matmul_mx_schedule: split", f"split {split!r} is not 'M' or 'K'")
     if not 1 <= int(block_num) <= MAX_BLOCK_NUM:
         raise ConstraintError("grouped_matmul_mx_schedule: block_num", f"block_num {block_num} not in 1..65535")
+    try:
+        tail_variant = TailSplitVariant(str(variant).strip().lower())
+    except ValueError:
+        raise ConstraintError("grouped_matmul_mx_schedule: variant", f"variant {variant!r} is not 'cgmct' or "
+                              "'blaze'") from None
     glt = parse_group_list_type(group_list_type)
     flat = _flat_group_list(group_sizes, glt)
     lengths = _group_lengths(flat, glt)
@@ -137,12 +145,37 @@ def grouped_matmul_mx_schedule(group_sizes: Sequence, n: int, k: int | None = No
     is_fp4 = GeDataType.parse(x_dtype, "x").is_4bit
     records: list[GmmScheduleRecord] = []
     for core in range(int(block_num)):
-        kernel = KernelQGmmMx(gmm, transA=split_k, transB=bool(trans_b), isFp4=is_fp4)
+        kernel = KernelQGmmMx(gmm, transA=split_k, transB=bool(trans_b), isFp4=is_fp4, variant=tail_variant)
         for t in kernel.Tiles(flat, BlockIndex(core, int(block_num))):
             records.append(GmmScheduleRecord(t.group, t.mTileIdx, t.nTileIdx, core, t.roundIdx, t.singleCoreM,
                                              t.singleCoreN, t.mOffset, t.nOffset))
     return tuple(records)
 
 
-__all__ = ["GROUPLIST_TYPE_COUNT", "GROUPLIST_TYPE_CUMSUM", "GmmScheduleRecord", "grouped_matmul_mx_schedule",
-           "grouped_matmul_mx_tiling"]
+def format_grouped_matmul_mx_tiling(result: GmmTilingResult, *, as_json: bool = False) -> str:
+    """Seed 002 §15's debugging fields, one `name = value` per line, or JSON with the source's field names
+    (gmmQuantParams, mmTilingData incl. the unserialized depthA1 / depthB1 / stepKa / stepKb, tilingKey, ...)."""
+    if as_json:
+        return json.dumps(result.as_dict(), indent=2, sort_keys=False)
+    fields = result.debug_fields()
+    width = max(len(k) for k in fields)
+    return "\n".join(f"{k:<{width}} = {v}" for k, v in fields.items())
+
+
+def format_grouped_matmul_mx_schedule(records: Sequence[GmmScheduleRecord], *, as_json: bool = False) -> str:
+    """The schedule per core: `core c: g<group> (mi,ni) r<round> [m_off+m_piece, n_off+n_piece]` in run order."""
+    if as_json:
+        return json.dumps([asdict(r) for r in records], indent=1)
+    by_core: dict[int, list[GmmScheduleRecord]] = {}
+    for r in records:
+        by_core.setdefault(r.core, []).append(r)
+    lines = []
+    for core in sorted(by_core):
+        tiles = " ".join(f"g{r.group}({r.mi},{r.ni})r{r.round}[{r.m_offset}+{r.m_piece},{r.n_offset}+{r.n_piece}]"
+                         for r in by_core[core])
+        lines.append(f"core {core:2d}: {tiles}")
+    return "\n".join(lines)
+
+
+__all__ = ["GmmScheduleRecord", "format_grouped_matmul_mx_schedule", "format_grouped_matmul_mx_tiling",
+           "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling"]

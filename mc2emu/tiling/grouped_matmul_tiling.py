@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from mc2emu.runtime.hazards import ConstraintError
+from mc2emu.arch.errors import ConstraintError
 from mc2emu.tiling.grouped_matmul_tiling_context import GeDataType, GetSizeByDataType, GmmTilingContext
 from mc2emu.tiling.grouped_quant_basic_api_matmul_tiling import (
     DoLibApiTiling,
@@ -26,7 +26,8 @@ from mc2emu.tiling.grouped_quant_basic_api_matmul_tiling import (
     IsCapable,
     QuantBasicApiMMTiling,
 )
-from mc2emu.tiling.grouped_quant_matmul_tiling import GetShapeAttrsInfo, GetTilingKey, GQmmInputInfo
+from mc2emu.tiling.grouped_quant_matmul_shape_attrs import GetShapeAttrsInfo
+from mc2emu.tiling.grouped_quant_matmul_tiling import GetTilingKey, GQmmInputInfo
 
 SYS_WORKSPACE_SIZE = 16 * 1024 * 1024  # GetWorkspaceSize: workspaces[0]
 

@@ -39,8 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from mc2emu.runtime.hazards import ConstraintError
-from mc2emu.runtime.platform import DAV_3510, PlatformSpec
+from mc2emu.arch import DAV_3510, ConstraintError, PlatformSpec
 
 # --- weight_quant_tiling.h constants -------------------------------------------------------------------------------
 BASIC_BLOCK_SIZE_16 = 16  # fractal edge: M / N / K alignment
@@ -96,7 +95,7 @@ class WeightQuantPlatformInfo:
     l0cSize: int
     btSize: int
     totalUbSize: int  # AscendC::TOTAL_UB_SIZE: the kernel splits it in two halves
-    usableUbSize: int  # what a kernel can allocate on the emulated platform (runtime/local_memory.py)
+    usableUbSize: int  # what a kernel can allocate on the emulated platform (mc2emu/runtime/local_memory.py)
 
     @classmethod
     def from_platform(cls, platform: PlatformSpec = DAV_3510, aic_num: int | None = None) -> WeightQuantPlatformInfo:

@@ -24,6 +24,7 @@ from mc2emu.blaze.tensor_api import (
     FrameLayoutFormat,
     LayoutError,
     NDExtLayoutPtn,
+    ScaleANDLayoutPtn,
     SliceLocal,
 )
 from mc2emu.runtime import Device, Hazard
@@ -524,3 +525,90 @@ def test_slice_past_the_last_fragment_is_reported_and_reproduced():
     assert "piece skipped" in hazards[1].message and "piece skipped" not in hazards[0].message
     np.testing.assert_array_equal(stale[:, 0], [1, 1, 2, 2])
     np.testing.assert_array_equal(skipped[:, 0], [1, 1, 0, 0])
+
+
+def test_slice_taken_before_an_in_place_rewrite_reads_the_new_addresses():
+    """The list is shared by reference with every slice: a rewrite between Slice and copy is seen (no report)."""
+    frags = [np.full((2, 2), f, F32) for f in range(4)]
+
+    def body(ctx):
+        addrs, _ = place_fragments(ctx.device, frags, NDExtLayoutPtn)
+        lst = list(addrs)
+        ft = MakeFragmentTensor(frag_param(2, 2, 2, 0, 2), lst, LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
+                                ElementType=F32)
+        view = ft.Slice((1, 0), (2, 2))
+        lst[0], lst[1] = addrs[2], addrs[3]
+        out = np.zeros((2, 2), F32)
+        FragmentSliceCopy(CopyGM2L1(ctx), out, view, isScatter=False)
+        return out
+
+    out, _, hazards = on_core(body)
+    assert hazards == []
+    np.testing.assert_array_equal(out[:, 0], [2, 3])
+
+
+@pytest.mark.parametrize("elem", ["float8_e4m3fn", "float4_e2m1fn"])
+def test_tail_region_as_the_ag_kernel_uses_it(elem):
+    """The AG TAIL: R = 4 fragments of paddedTailM 16 rows (tailM 5 real) of A (m rows of K = 192 per rank,
+    rank-major window), scaleA ((m, 6) E8M0, ScaleANDLayoutPtn) and C (bf16, N = 32). A tile of 40 rows from
+    row 8 is gathered K chunk by K chunk (nested slices, as CopyAInL1 slices blockA) into an L1 buffer padded
+    to 64 columns, scaleA likewise; its C is scattered: only the tailM real rows of each rank land."""
+    R, m, tailM, padded, K, N, headRows = 4, 13, 5, 16, 192, 32, 8
+    dt = np.dtype(getattr(ml_dtypes, elem))
+    e8m0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(3)
+    # every rank's A padded to headRows + paddedTailM rows (the rows past m are what the gather reads there)
+    rowsA = headRows + padded
+    a = rng.integers(0, 16 if "float4" in elem else 120, (R, rowsA, K)).astype(np.uint8)  # element codes
+    sa = rng.integers(100, 140, (R, rowsA, K // 32)).astype(np.uint8).view(e8m0)
+    l0c = (rng.integers(-64, 64, (R * padded, N)) * 0.5).astype(F32)  # exact in bf16
+    mPos, curM, kL1 = 8, 40, 64
+
+    def body(ctx):
+        gm = ctx.device.gm
+        if "float4" in elem:
+            packed = (a[..., 0::2] & 0x0F) | ((a[..., 1::2] & 0x0F) << 4)
+            winA = gm.alloc(packed.nbytes, "winA", data=packed)
+            rowBytes = K // 2
+        else:
+            winA = gm.alloc(a.nbytes, "winA", data=a)
+            rowBytes = K
+        winS = gm.alloc(sa.nbytes, "winScale", data=sa.view(np.uint8))
+        cGM = gm.alloc(R * m * N * 2, "c", zero=True)
+        lstA = [winA + r * rowsA * rowBytes + headRows * rowBytes for r in range(R)] + [None] * 28
+        lstS = [winS + r * rowsA * (K // 32) + headRows * (K // 32) for r in range(R)] + [None] * 28
+        lstC = [cGM + r * m * N * 2 + headRows * N * 2 for r in range(R)] + [None] * 28
+        tailA = MakeFragmentTensor(FragmentParam((R * padded, K), padded, tailM, 0, R), lstA,
+                                   LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn), ElementType=dt, name="tailFragA_")
+        tailS = MakeFragmentTensor(FragmentParam((R * padded, K // 32), padded, tailM, 0, R), lstS,
+                                   LayoutFactory=FrameLayoutFormat(ScaleANDLayoutPtn, 2), ElementType=e8m0,
+                                   name="tailFragScaleA_")
+        tailC = MakeFragmentTensor(FragmentParam((R * padded, N), padded, tailM, 0, R), lstC,
+                                   LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn), ElementType=bf16, name="tailFragC_")
+        blockA = tailA.Slice((mPos, 0), (curM, K))
+        gotA = []
+        for iter0 in range(K // kL1):
+            l1 = np.zeros((curM, kL1 + 64), dt)
+            FragmentSliceCopy(CopyGM2L1(ctx), l1, blockA.Slice((0, iter0 * kL1), (curM, kL1)), isScatter=False)
+            gotA.append(l1)
+        l1s = np.zeros((curM, K // 32), e8m0)
+        FragmentSliceCopy(CopyGM2L1(ctx), l1s, tailS.Slice((mPos, 0), (curM, K // 32)), isScatter=False)
+        FragmentSliceCopy(CopyL0C2GM(ctx), l0c[mPos:mPos + curM], tailC.Slice((mPos, 0), (curM, N)), isScatter=True)
+        return gotA, l1s, gm.view(cGM, np.uint16, (R, m, N)).copy()
+
+    (gotA, l1s, c), _, hazards = on_core(body)
+    assert hazards == []
+    rows = [(g // padded, headRows + g % padded) for g in range(mPos, mPos + curM)]  # (rank, row of its A)
+    expectA = np.stack([a[r, row] for r, row in rows])
+    for iter0, l1 in enumerate(gotA):
+        np.testing.assert_array_equal(l1[:, :kL1].view(np.uint8) & (0x0F if "float4" in elem else 0xFF),
+                                      expectA[:, iter0 * kL1:(iter0 + 1) * kL1])
+        assert not l1[:, kL1:].view(np.uint8).any()
+    np.testing.assert_array_equal(l1s.view(np.uint8), np.stack([sa.view(np.uint8)[r, row] for r, row in rows]))
+    expectC = np.zeros((R, m, N), np.uint16)
+    for i, g in enumerate(range(mPos, mPos + curM)):
+        r, rel = divmod(g, padded)
+        if rel < tailM:
+            expectC[r, headRows + rel] = l0c[mPos + i].view(np.uint32) >> 16
+    np.testing.assert_array_equal(c, expectC)

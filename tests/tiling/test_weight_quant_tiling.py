@@ -10,8 +10,7 @@ import dataclasses
 
 import pytest
 
-from mc2emu.runtime.hazards import ConstraintError
-from mc2emu.runtime.platform import DAV_3510
+from mc2emu.arch import DAV_3510, ConstraintError
 from mc2emu.tiling import WeightQuantTilingSwat, weight_quant_can_implement
 from mc2emu.tiling.weight_quant_tiling_swat import (
     FINDING_A_FRACTAL,

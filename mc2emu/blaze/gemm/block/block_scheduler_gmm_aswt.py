@@ -20,17 +20,38 @@ inside a window, N reversed on odd windows. `UpdateTailTile()` splits each tile 
 mTailCnt x nTailCnt pieces for otherwise idle cores: pieces of ceil(tile / cnt) rounded up to 128 on an inner
 axis (M with transA, N without transB) and N to the tail alignment; the piece is chosen by the absolute core
 index mod the piece count; a piece that starts past the tile edge is (0, 0, 0, 0).
+
+Two variants of the tail split, selected with `variant=` (default `TailSplitVariant.CGMCT`, the scheduler
+`GmmCgmctMxKernel` instantiates in `grouped_matmul_apt.cpp`):
+- CGMCT (above): piece counts from minimum pieces of 128 on an inner axis (M with transA, N without transB)
+  and 16 otherwise; M pieces rounded to 128 with transA only, N pieces to nTailAlign then to 128 without
+  transB.
+- BLAZE: hicann/ops-tensor `include/blaze/gemm/block/block_scheduler_gmm_aswt_with_tail_split.h`
+  (`Blaze::Gemm::Block::BlockSchedulerGmmSwatWithTailSplit`, 1ea0db2f): minimum pieces of
+  min(16, tail align) on both axes (no split when there is no tail tile), pieces rounded to mTailAlign /
+  nTailAlign only (its sample kernel sets 16 / 128 for an ND operand and 128 / 16 for a DN one).
+The tile walk (windows, core ranges, rounds) is the same in both.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Protocol
 
-from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N, WINDOW_LEN, Align, CeilDiv, cdiv
+from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N, WINDOW_LEN
+from mc2emu.numerics.constants import CUBE_BLOCK
+from mc2emu.numerics.int_math import Align, CeilDiv, cdiv
 
 INNER_AXIS_MIN_SPLIT_VAL = 128  # ND2NZ cache line: an inner-axis tail piece is at least 128 elements
-BLOCK_CUBE = 16  # AscendC::BLOCK_CUBE: the smallest outer-axis tail piece
+BLOCK_CUBE = CUBE_BLOCK  # AscendC::BLOCK_CUBE: the smallest outer-axis tail piece
+
+
+class TailSplitVariant(enum.Enum):
+    """Which source's tail split the scheduler follows."""
+
+    CGMCT = "cgmct"  # ops-transformer gmm/common/cgmct (the production GroupedMatmul kernel)
+    BLAZE = "blaze"  # ops-tensor include/blaze (Blaze::Gemm::Block::BlockSchedulerGmmSwatWithTailSplit)
 
 
 class BlockContext(Protocol):
@@ -61,7 +82,8 @@ class BlockSchedulerGmmAswtWithTailSplit:
     """One core's scheduler state."""
 
     def __init__(self, baseM: int, baseN: int, baseK: int, ctx: BlockContext, *, transA: bool = False,
-                 transB: bool = False) -> None:
+                 transB: bool = False, variant: TailSplitVariant = TailSplitVariant.CGMCT) -> None:
+        self.variant_ = TailSplitVariant(variant)
         self.TransA_ = bool(transA)
         self.TransB_ = bool(transB)
         self.ctx_ = ctx
@@ -123,11 +145,17 @@ class BlockSchedulerGmmAswtWithTailSplit:
         """Without arguments: choose mTailCnt x nTailCnt <= the idle cores per tail tile (the source's overload
         `UpdateTailTile()`), then split. With arguments: split each last-round tile that many ways."""
         if mTailCnt is None or nTailCnt is None:
+            blaze = self.variant_ is TailSplitVariant.BLAZE
+            if blaze and self.GetTailTileCnt() == 0:
+                return
             remainTile = (self.blockNum_ - self.endBlockIdx_ - 1) // self.GetTailTileCnt() + 1
             if remainTile <= 1:
                 return
-            mMin = INNER_AXIS_MIN_SPLIT_VAL if self.TransA_ else BLOCK_CUBE
-            nMin = BLOCK_CUBE if self.TransB_ else INNER_AXIS_MIN_SPLIT_VAL
+            if blaze:
+                mMin, nMin = min(BLOCK_CUBE, self.mTailAlign_), min(BLOCK_CUBE, self.nTailAlign_)
+            else:
+                mMin = INNER_AXIS_MIN_SPLIT_VAL if self.TransA_ else BLOCK_CUBE
+                nMin = BLOCK_CUBE if self.TransB_ else INNER_AXIS_MIN_SPLIT_VAL
             mTile = min(CeilDiv(self.mBaseTail_, mMin), remainTile)
             nTile = min(CeilDiv(self.nBaseTail_, nMin), remainTile)
             while mTile * nTile > remainTile:
@@ -192,11 +220,15 @@ class BlockSchedulerGmmAswtWithTailSplit:
             return singleCoreM, singleCoreN, 0, 0
         singleCoreMSplit = CeilDiv(singleCoreM, self.mTailCnt_)
         singleCoreNSplit = CeilDiv(singleCoreN, self.nTailCnt_)
-        if self.TransA_:  # (k, m): M is the inner axis
-            singleCoreMSplit = Align(singleCoreMSplit, INNER_AXIS_MIN_SPLIT_VAL)
-        singleCoreNSplit = Align(singleCoreNSplit, self.nTailAlign_)
-        if not self.TransB_:  # (k, n): N is the inner axis
-            singleCoreNSplit = Align(singleCoreNSplit, INNER_AXIS_MIN_SPLIT_VAL)
+        if self.variant_ is TailSplitVariant.BLAZE:
+            singleCoreMSplit = Align(singleCoreMSplit, self.mTailAlign_)
+            singleCoreNSplit = Align(singleCoreNSplit, self.nTailAlign_)
+        else:
+            if self.TransA_:  # (k, m): M is the inner axis
+                singleCoreMSplit = Align(singleCoreMSplit, INNER_AXIS_MIN_SPLIT_VAL)
+            singleCoreNSplit = Align(singleCoreNSplit, self.nTailAlign_)
+            if not self.TransB_:  # (k, n): N is the inner axis
+                singleCoreNSplit = Align(singleCoreNSplit, INNER_AXIS_MIN_SPLIT_VAL)
         mSplitIdx = (self.blockIdx_ % self.tailCnt_) % self.mTailCnt_
         nSplitIdx = (self.blockIdx_ % self.tailCnt_) // self.mTailCnt_
         mSplitAddrOffset = mSplitIdx * singleCoreMSplit

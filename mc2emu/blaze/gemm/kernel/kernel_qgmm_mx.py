@@ -14,6 +14,10 @@ the loop at its first empty entry but still runs the last entry); `BaseMBalance`
 tiles of a group: curBaseM = Align16(ceil(m / ceil(m / baseM))) (m 600, baseM 256: 208 / 208 / 184); the
 last group's tail split is tried only when `(GetEndBlockIdx() + 1) <= blockNum >> 1`; a tail piece of size 0
 ends the core's group (`return`). transA is split-K (SetMNK sets K), otherwise split-M (SetMNK sets M).
+
+`variant=TailSplitVariant.BLAZE` follows the Blaze sample kernel (ops-tensor `quant_grouped_matmul_mx_kernel.h`,
+`KernelQGmmMx` over `Blaze::...::BlockSchedulerGmmAswtWithTailSplit`): SetTailAlign(16 for ND A / 128 for DN A,
+128 for ND B / 16 for DN B), a count group list only, no sparse break; the group loop is otherwise the same.
 """
 
 from __future__ import annotations
@@ -23,10 +27,14 @@ from typing import TYPE_CHECKING
 
 from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import (
     BLOCK_CUBE,
+    INNER_AXIS_MIN_SPLIT_VAL,
     BlockContext,
     BlockSchedulerGmmAswtWithTailSplit,
+    TailSplitVariant,
 )
-from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N, Align16, CeilDiv
+from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N
+from mc2emu.numerics.int_math import Align16, CeilDiv
+from mc2emu.runtime.hazards import ConstraintError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -99,7 +107,12 @@ class QGmmTileTask:
 class KernelQGmmMx:
     """The group loop of one core (`Run` without the mmad)."""
 
-    def __init__(self, gmmParams: GMMTiling, *, transA: bool, transB: bool, isFp4: bool = False) -> None:
+    def __init__(self, gmmParams: GMMTiling, *, transA: bool, transB: bool, isFp4: bool = False,
+                 variant: TailSplitVariant = TailSplitVariant.CGMCT) -> None:
+        self.variant = TailSplitVariant(variant)
+        if self.variant is TailSplitVariant.BLAZE and gmmParams.groupListType != GROUP_LIST_TYPE_COUNT:
+            raise ConstraintError("KernelQGmmMx (Blaze sample): count group list", "the Blaze sample kernel reads "
+                                  "groupList as per-group counts only (groupListType 1)")
         self.gmmParams = gmmParams
         self.transA = bool(transA)
         self.transB = bool(transB)
@@ -157,8 +170,11 @@ class KernelQGmmMx:
         """`Run`'s loops for the core `ctx` names: every tile it runs, in order."""
         p = self.gmmParams
         bs = BlockSchedulerGmmAswtWithTailSplit(p.baseM, p.baseN, p.baseK, ctx, transA=self.transA,
-                                                transB=self.transB)
-        if not self.transA:
+                                                transB=self.transB, variant=self.variant)
+        if self.variant is TailSplitVariant.BLAZE:  # SetSchedulerTailAlign
+            bs.SetTailAlign(INNER_AXIS_MIN_SPLIT_VAL if self.transA else BLOCK_CUBE,
+                            BLOCK_CUBE if self.transB else INNER_AXIS_MIN_SPLIT_VAL)
+        elif not self.transA:
             bs.SetTailAlign(1, BLOCK_CUBE if self.transB else self.c0Size)
         sparse = self.groupListType_ == GROUP_LIST_TYPE_SPARSE
         for loopIdx in range(self.groupNum_ - 1):
