@@ -4,12 +4,16 @@
   check, timeout, ...)` -> C, one emulated NPU; golden: `golden_quant_batch_matmul_mx`.
 - `grouped_matmul_mx_tiling(m, n, k, *, group_num, ...)` -> the GroupedMatmul MX host tiling (TilingGMM);
   `grouped_matmul_mx_schedule(group_sizes, n, k, *, m, split, block_num, ...)` -> every tile each core runs.
+- weight_quant_matmul (seed 001; the V+C kernel is to come): its golden `golden_weight_quant_matmul` and the
+  dequant golden `golden_weight_dequant` (bf16 / fp16 arithmetic, checked bit for bit against the AIV path).
 """
 
 from mc2emu.ops.grouped_matmul_mx_tiling_api import grouped_matmul_mx_schedule, grouped_matmul_mx_tiling
 from mc2emu.ops.quant_batch_matmul_mx import quant_batch_matmul_mx
 from mc2emu.ops.quant_batch_matmul_mx_golden import golden_quant_batch_matmul_mx
+from mc2emu.ops.weight_quant_matmul_golden import golden_weight_dequant, golden_weight_quant_matmul
 
 __all__ = [
-    "golden_quant_batch_matmul_mx", "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling", "quant_batch_matmul_mx",
+    "golden_quant_batch_matmul_mx", "golden_weight_dequant", "golden_weight_quant_matmul", "grouped_matmul_mx_schedule",
+    "grouped_matmul_mx_tiling", "quant_batch_matmul_mx",
 ]
