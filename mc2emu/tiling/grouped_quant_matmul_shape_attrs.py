@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mc2emu.runtime.hazards import ConstraintError
+from mc2emu.arch.errors import ConstraintError
 from mc2emu.tiling.grouped_matmul_tiling_context import (
     GROUPLIST_TYPE_COUNT,
     GROUPLIST_TYPE_CUMSUM,

@@ -141,9 +141,16 @@ def test_sparse_list_stops_at_first_empty_entry_but_runs_the_last() -> None:
     assert {r.group for r in recs} == {5, 1}  # entry (7, 40) is after the break; the last entry still runs
 
 
-def test_cumsum_list() -> None:
+def test_seed_003_example_cumsum_10_30_30_45() -> None:
+    """Seed 003 §2: groupList [10, 30, 30, 45] (cumsum), N 512, K 4096. The seed assumes baseM 128; the tiling
+    of x with 45 rows gives baseM 48 and BaseMBalance 16 / 32 / 16. Group 2 is empty; group 3 (last, ending on
+    core 5 <= 16) is split 1 x 2 onto cores 4-7."""
+    assert grouped_matmul_mx_tiling(45, 512, 4096, group_num=4).mmTilingData.baseM == 48
     recs = grouped_matmul_mx_schedule([10, 30, 30, 45], 512, 4096, group_list_type="cumsum")
-    assert {r.group for r in recs} == {0, 1, 3}
+    got = [(r.group, r.core, r.mi, r.ni, r.m_piece, r.n_piece, r.n_offset) for r in recs]
+    assert got == [(0, 0, 0, 0, 10, 256, 0), (0, 1, 0, 1, 10, 256, 256), (1, 2, 0, 0, 20, 256, 0),
+                   (1, 3, 0, 1, 20, 256, 256), (3, 4, 0, 0, 15, 128, 0), (3, 5, 0, 0, 15, 128, 128),
+                   (3, 6, 0, 1, 15, 128, 256), (3, 7, 0, 1, 15, 128, 384)]
     assert_exactly_once(recs, {0: (10, 512), 1: (20, 512), 3: (15, 512)})
 
 
