@@ -68,13 +68,6 @@ class Launch:
     def cores_of(self, core_type: CoreType) -> list[CoreKey]:
         return self.aics if core_type is CoreType.AIC else self.aivs
 
-    def domain(self, core_type: CoreType) -> list[CoreKey]:
-        """Members of a mode-0 barrier issued by `core_type`."""
-        return self.cores_of(core_type)
-
-    def group_aivs(self, group: int) -> list[CoreKey]:
-        return self.groups[group]
-
 
 @dataclass
 class LaunchResult:
@@ -110,10 +103,6 @@ class Device:
         if bell is None:
             bell = self._bells.setdefault(key, Doorbell(self.lock))
         return bell
-
-    def set_check(self, check: bool) -> None:
-        self.check = check
-        self.hazards.enabled = check
 
     # -- launch --------------------------------------------------------------------------------------------
     def launch(self, kernel: Kernel, block_dim: int, kernel_type: KernelType | str, *args: Any,
