@@ -32,7 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mc2emu.blaze.gemm.common_utils import IDX_M_TILEIDX, IDX_N_TILEIDX, BlockCoord
+from mc2emu.blaze.gemm.block.block_mmad_mx import Params as BlockMmadParams
+from mc2emu.blaze.gemm.common_utils import (
+    FP4_CACHE_LINE_ALIGN_MASK,
+    FP8_CACHE_LINE_ALIGN_MASK,
+    IDX_M_TILEIDX,
+    IDX_N_TILEIDX,
+    BlockCoord,
+)
+from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QBMMTiling
 from mc2emu.blaze.tensor_api.layout import (
     FrameLayoutFormat,
     MakeFrameLayout,
@@ -43,11 +51,12 @@ from mc2emu.blaze.tensor_api.layout import (
     ScaleBNDLayoutPtn,
 )
 from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
-from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
+from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_MULTI_BASE_SIZE, SCALE_C0
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.events import EventKind
-from mc2emu.runtime.faults import Fault
+from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.gm import Allocation, GmAddr
 from mc2emu.runtime.hazards import Hazard, KernelError, Severity
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
@@ -55,9 +64,6 @@ from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
 
-# kCacheLineAlignMask of the kernel class: 128-byte (FP8) / 256-byte (FP4) L2 stream alignment.
-CACHE_LINE_ALIGN_MASK_FP8 = 0x7F
-CACHE_LINE_ALIGN_MASK_FP4 = 0xFF
 
 
 # What an address member holds before ResetGmAddr sets it (an AIV: Init returns first). An empty
@@ -77,15 +83,6 @@ class BiasMode(enum.IntEnum):
 
 
 @dataclass(frozen=True)
-class QBMMTiling:
-    baseM: int
-    baseN: int
-    baseK: int
-    dbL0C: int
-    isBias: BiasMode = BiasMode.BIAS_DISABLED
-
-
-@dataclass(frozen=True)
 class LocalParams:
     rankId: int
     rankSize: int
@@ -99,22 +96,12 @@ class LocalParams:
 
 
 @dataclass(frozen=True)
-class MmadParams:
-    aGmAddr: GmAddr
-    bGmAddr: GmAddr
-    scaleAGmAddr: GmAddr
-    scaleBGmAddr: GmAddr
-    cGmAddr: GmAddr
-    biasGmAddr: GmAddr | None
-
-
-@dataclass(frozen=True)
 class Params:
     problemShape: tuple[int, int, int, int]   # (M, N, K, B): M = oriM, K = Ka (per rank), B = 1
-    mmadParams: MmadParams
+    mmadParams: BlockMmadParams   # `typename BlockMmad::Params` (blaze block_mmad_mx.Params)
     l1Params: Any
     schParams: Any
-    qbmmParams: QBMMTiling
+    qbmmParams: QBMMTiling        # the QBMM tiling struct (blaze kernel_qbmm_mx.QBMMTiling; the batch fields stay 1)
     localParams: LocalParams
 
 
@@ -147,7 +134,7 @@ class QuantMatmulMxKernel:
         self.transB = bool(BlockMmad.TRANS_B)
         isFp4 = BlockMmad.AType.is_fp4
         self.C0_SIZE = C0_SIZE_B4 if isFp4 else C0_SIZE_B8
-        self.kCacheLineAlignMask = CACHE_LINE_ALIGN_MASK_FP4 if isFp4 else CACHE_LINE_ALIGN_MASK_FP8
+        self.kCacheLineAlignMask = FP4_CACHE_LINE_ALIGN_MASK if isFp4 else FP8_CACHE_LINE_ALIGN_MASK
         self.isBias_ = False
         self.isAtomicAdd_ = False
         self.needUpdateTail_ = False
@@ -172,7 +159,8 @@ class QuantMatmulMxKernel:
         self.isBias_ = params.qbmmParams.isBias == BiasMode.BIAS_ENABLED
         self.isAtomicAdd_ = lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1
         faults = self.ctx.device.faults
-        if self.isAtomicAdd_ and faults is not None and faults.fires("kernel_init", self.ctx.rank, self.ctx.label):
+        if (self.isAtomicAdd_ and faults is not None
+                and faults.fires(FaultHook.KERNEL_INIT, self.ctx.rank, self.ctx.label)):
             self.isAtomicAdd_ = False   # fault injection: the REMOTE pass of localMatmul 1 without atomic add
         self.needUpdateTail_ = False   # the source's Init resets it (the impls reuse one kernel for both passes)
         if lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1 and not self.isAtomicAdd_:
@@ -218,7 +206,7 @@ class QuantMatmulMxKernel:
         lp = params.localParams
         M, N, K, _ = params.problemShape
         rankSize, rankId, oriM = lp.rankSize, lp.rankId, lp.originalM
-        scaleKLen = CeilDiv(K, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+        scaleKLen = scale_k_len(K)
         T = self.BlockMmad
         # An AIV running Run (no cube) only joins the waits: its mmads do nothing.
         mm = self.mmadOp_ if self.mmadOp_ is not None else (lambda *args: None)
@@ -266,7 +254,7 @@ class QuantMatmulMxKernel:
             """`commPolicy_.WaitTile(t)`, through the fault-injection hook (skip it, or swap it with t + 1)."""
             nonlocal waitedMask, ready
             faults = ctx.device.faults
-            if faults is not None and faults.fires("wait_tile", ctx.rank, ctx.label):
+            if faults is not None and faults.fires(FaultHook.WAIT_TILE, ctx.rank, ctx.label):
                 ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", t)
                 if faults.fault is Fault.SKIP_WAIT_TILE:
                     return
@@ -387,8 +375,8 @@ class QuantMatmulMxKernel:
         mask = self.kCacheLineAlignMask
         if self.transB:
             scaleKL1 = params.l1Params.scaleKL1
-            scaleKRowBytes = CeilDiv(K, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
-            scaleKL1RowBytes = CeilDiv(scaleKL1, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKRowBytes = scale_k_len(K)
+            scaleKL1RowBytes = scale_k_len(scaleKL1)
             aligned = (scaleKRowBytes & mask) == 0 and (scaleKL1RowBytes & mask) == 0
         else:
             scaleNStrideBytes = N * MXFP_MULTI_BASE_SIZE

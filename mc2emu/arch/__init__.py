@@ -6,7 +6,7 @@ platform; the runtime builds the device from the same table.
 """
 
 from mc2emu.arch.errors import EXIT_BAD_INPUT, EXIT_HAZARD, EXIT_MISMATCH, ConstraintError, Mc2EmuError
-from mc2emu.arch.platform import DAV_3510, KIB, CoreType, Pipe, PlatformSpec
+from mc2emu.arch.platform import DAV_3510, KIB, CoreType, FlagMode, Pipe, PlatformSpec
 
 __all__ = [
     "DAV_3510",
@@ -16,6 +16,7 @@ __all__ = [
     "KIB",
     "ConstraintError",
     "CoreType",
+    "FlagMode",
     "Mc2EmuError",
     "Pipe",
     "PlatformSpec",

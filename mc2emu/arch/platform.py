@@ -40,6 +40,23 @@ class Pipe(enum.Enum):
     PIPE_ALL = "ALL"
 
 
+class FlagMode(enum.IntEnum):
+    """The `mode` template argument of `CrossCoreSetFlag<mode, pipe>` / `CrossCoreWaitFlag<mode, pipe>`
+    (asc-devkit 核间同步, SPEC §2). Kernels pass the source's literal (`CrossCoreSetFlag(2, ...)`); the
+    flag API converts it to a member once, at its boundary, and prints it as the number."""
+
+    ALL_CORES_OF_TYPE = 0  # a round: every AIC (or every AIV) of the launch Set the id
+    AIVS_OF_GROUP = 1      # a round: every AIV of one group (MIX 1:2) Set the id
+    AIC_AIV_OF_GROUP = 2   # AIV -> AIC (every AIV of the group) and AIC -> each AIV of its group
+    MIX_1_2 = 4            # MIX 1:2 only: its own counters, AIC ids 0-31, AIV ids 0-15
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 @dataclass(frozen=True)
 class PlatformSpec:
     """Capacities and protocol limits of one emulated NPU (one MPI rank)."""

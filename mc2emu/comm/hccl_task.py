@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -42,10 +42,11 @@ _PACKED_DTYPES = (np.dtype(ml_dtypes.float4_e2m1fn),)
 
 
 class HcclServerType(enum.Enum):
-    """Which server executes the client's messages (SPEC §3.2); chosen per launch."""
+    """Which server executes the client's messages (SPEC §3.2); chosen per launch. The one HCCL server
+    model enum of mc2emu (the operators' `hccl_server` option parses to it)."""
 
-    AICPU = "aicpu"   # Wait beyond Commit: error, returns -1; Finalize<true> resets the finish counters
     CCU = "ccu"       # DAV_3510 default (hcomm): Wait beyond Commit hangs; non-working cores follow block 0
+    AICPU = "aicpu"   # Wait beyond Commit: error, returns -1; Finalize<true> resets the finish counters
 
 
 class HcclCMDType(enum.Enum):
@@ -82,7 +83,7 @@ class HcclReduceOp(enum.Enum):
         return np.minimum(acc, value)
 
 
-def hccl_dtype(dtype: object) -> np.dtype:
+def hccl_dtype(dtype: Any) -> np.dtype:
     """The element dtype of a task; packed FP4 has no byte size HCCL could count in."""
     dt = np.dtype(dtype)
     if dt in _PACKED_DTYPES:

@@ -11,14 +11,14 @@ from mc2emu.apace.quant_matmul_mx_kernel import (
     BiasMode,
     LocalParams,
     MatmulMode,
-    MmadParams,
     Params,
-    QBMMTiling,
     QuantMatmulMxKernel,
 )
 from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx
+from mc2emu.blaze.gemm.block.block_mmad_mx import Params as BlockMmadParams
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQuantBatchMatmulV3
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
+from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QBMMTiling
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.runtime import Device
@@ -27,9 +27,10 @@ from mc2emu.runtime import Device
 def _params(dev, mode, local_matmul):
     a, sa, b, sb, c, bias, la, lsa = (dev.gm.alloc(64, name) for name in
                                       ("win_a", "win_sa", "b", "sb", "c", "bias", "a", "sa"))
-    mp = MmadParams(a, b, sa, sb, c, bias)
+    mp = BlockMmadParams(aGmAddr=a, bGmAddr=b, cGmAddr=c, biasGmAddr=bias, scaleAGmAddr=sa, scaleBGmAddr=sb)
     lp = LocalParams(0, 2, 16, la, lsa, local_matmul, 1, mode, 16)
-    return Params((16, 16, 64, 1), mp, None, None, QBMMTiling(16, 16, 64, 1, BiasMode.BIAS_ENABLED), lp)
+    q = QBMMTiling(baseM=16, baseN=16, baseK=64, dbL0C=1, isBias=BiasMode.BIAS_ENABLED)
+    return Params((16, 16, 64, 1), mp, None, None, q, lp)
 
 
 def test_init_resets_need_update_tail_on_aic_and_leaves_the_aiv_alone():

@@ -13,6 +13,7 @@ import numpy as np
 
 from mc2emu.cli.scenarios import Arrays, Case, Comparison, ExecContext, OperatorSpec, Shape
 from mc2emu.runtime import Device, HazardError, Pipe
+from mc2emu.runtime.kernel_type import KernelType
 
 SELF_CHECK_BLOCK_DIM = 4
 SELF_CHECK_ROUNDS = 200
@@ -53,7 +54,7 @@ def _execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     dev = Device(ctx.rank, check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb)
     unsubscribe = [dev.events.subscribe(o) for o in ctx.observers]
     try:
-        res = dev.launch(self_check_kernel, _block_dim(ctx), "MIX_AIC_1_2", int(inputs["rounds"][0]),
+        res = dev.launch(self_check_kernel, _block_dim(ctx), KernelType.MIX_AIC_1_2, int(inputs["rounds"][0]),
                          name="self_check")
     finally:
         for u in unsubscribe:
