@@ -58,7 +58,7 @@ class OperatorMode:
             have = getattr(self, name, None)
             if have is None or (name in SELECTORS and have != value):
                 return None
-        return dataclasses.replace(self, **overrides)  # type: ignore[arg-type]
+        return dataclasses.replace(self, **overrides)
 
     def impl_name(self) -> str:
         impl = getattr(self, "impl", None)

@@ -102,12 +102,14 @@ def make_inputs(case: Case, rank: int, size: int) -> Arrays:
     fmt = case.dtype or ElemFormat.E4M3
     rng = np.random.default_rng([case.seed, rank])
     nb = -(-k // MX_GROUP_SIZE)
-    lead = (case.mode.batch,) if case.mode.batch != 1 else ()
+    mode = case.mode
+    assert isinstance(mode, QbmmMode)
+    lead = (mode.batch,) if mode.batch != 1 else ()
     x1 = _codes(rng, (*lead, m, k), fmt)
-    x1_scale = np.stack([to_ascend_scale_a(gen_ag_scales((m, nb), rng)) for _ in range(case.mode.batch)])
+    x1_scale = np.stack([to_ascend_scale_a(gen_ag_scales((m, nb), rng)) for _ in range(mode.batch)])
     arrays = {"x1": x1, "x1_scale": x1_scale if lead else x1_scale[0], "x2": _codes(rng, (n, k), fmt),
               "x2_scale": to_ascend_scale_b(gen_ag_scales((n, nb), rng), trans=True)}
-    if case.mode.bias:
+    if mode.bias:
         arrays["bias"] = rng.uniform(BIAS_LOW, BIAS_HIGH, n).astype(np.float32)
     return arrays
 
