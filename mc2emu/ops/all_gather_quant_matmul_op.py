@@ -27,6 +27,7 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
+from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.runtime.hazards import ConstraintError, HazardError
 from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations, make_ag_comm_tiling
@@ -128,8 +129,12 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             observers: Iterable[Callable[[Any], None]] = (), faults: Any = None,
                             stats: dict[str, Any] | None = None,
                             kernel_variant: str | AgKernelVariant = "source") -> np.ndarray:
-    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C."""
-    from mc2emu.ops._ag_runner import run_ag
+    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C.
+
+    The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
+    `mc2emu.host.CallOptions`. Extras: `stats` (filled with launch facts), `kernel_variant` (a reproduced
+    hazard of the kernel, `AgKernelVariant`)."""
+    from mc2emu.ops.all_gather_quant_matmul_host import run_ag
 
     if comm is None:
         from mpi4py import MPI
@@ -146,7 +151,7 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
         rule, reason = e[0]
         raise ConstraintError(rule, f"{reason} (on rank {r})" if r != rank else reason)
     assert problem is not None
-    result, hazards = run_ag(problem, x1, x1_scale, x2, x2_scale, block_dim=block_dim, check=check, timeout=timeout,
-                             comm=comm, perturb=perturb, observers=tuple(observers), faults=faults, stats=stats)
+    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    result, hazards = run_ag(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats)
     HazardError.raise_on_errors(hazards, result, check=check)
     return result
