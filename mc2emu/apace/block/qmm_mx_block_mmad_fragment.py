@@ -10,7 +10,9 @@ line for line; so this class reuses `BlockMmadMx` and replaces exactly the three
 
 - `CopyAInL1`: `PadMxKAL1Zero(tensorAL1, curGmAKL1)` then `FragmentSliceCopy<false>(copyGM2L1, tensorAL1,
   gmA.Slice({0, iter0 * kL1}, {curM, curGmAKL1}))`: the rows are gathered piece by piece from the fragments
-  (the padded rows of a TAIL fragment too); the K padding to Align64 is zero on both operands and is not
+  (the padded rows of a TAIL fragment too); a piece the copy skips (a fragment past the list, reported
+  FRAGMENT_OUT_OF_RANGE) leaves its L1 rows as they were: zeros here (this L1 holds no stale data, so a
+  straddling block stays deterministic); the K padding to Align64 is zero on both operands and is not
   materialized (as in `BlockMmadMx`);
 - `CopyScalesInL1`: scaleA by `FragmentSliceCopy<false>` of `gmScaleA.Slice({0, scaleKStart}, {curM,
   scaleKLength})`, scaleB by a plain `Te::Copy`;
@@ -94,7 +96,7 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
                 curScaleKL1 = self.k_ - kL1Offset
             scaleKLength = (Align64(curScaleKL1) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
             blockScaleA = gmScaleA.Slice((0, scaleGmOffset), (curM, scaleKLength))
-            tensorScaleAL1 = np.empty((curM, scaleKLength), dtype=np.dtype(blockScaleA.ElementType))
+            tensorScaleAL1 = np.zeros((curM, scaleKLength), dtype=np.dtype(blockScaleA.ElementType))
             FragmentSliceCopy(CopyGM2L1(self.ctx), tensorScaleAL1, blockScaleA, isScatter=False)
             self._scaleAStamp[scaleL1BufId] = None
             self._scaleAL1[scaleL1BufId] = tensorScaleAL1
@@ -110,7 +112,7 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
                   iter0: int) -> _L1Operand:
         """`CopyAInL1` (mode 0): PadMxKAL1Zero, then the gather of this K chunk's rows from the fragments."""
         blockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
-        tensorAL1 = np.empty((curM, curGmKL1), dtype=np.dtype(blockA.ElementType))
+        tensorAL1 = np.zeros((curM, curGmKL1), dtype=np.dtype(blockA.ElementType))
         FragmentSliceCopy(CopyGM2L1(self.ctx), tensorAL1, blockA, isScatter=False)
         operand = _L1Operand(tensorAL1, _fragment_where(blockA), None)
         self._aL1[l1BufId] = operand
