@@ -219,7 +219,7 @@ def reproduced(rep: CaseReport) -> str:
 
 
 def table_rows(reports: Sequence[CaseReport]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for rep in reports:
         c, s = rep.case, rep.stats
         result = rep.status.label

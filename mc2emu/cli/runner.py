@@ -304,7 +304,8 @@ class CaseRunner:
                           perturb=PerturbPolicy(self.opts.perturb) if self.opts.perturb is not None else None)
         quiet_barrier(self.comm)
         out: np.ndarray | None = None
-        raised, message, hazards = Raised.NOTHING, "", ()
+        raised, message = Raised.NOTHING, ""
+        hazards: tuple[str, ...] = ()
         hazard_reports: tuple[tuple[str, int, str], ...] = ()
         t0 = time.perf_counter_ns()
         try:

@@ -95,7 +95,8 @@ class Mode:
         conv: dict[str, Callable[[Any], Any]] = {"impl": Impl, "wait_order": WaitOrder, "hccl_server": HcclServer,
                                                  "local_matmul": int, "bias": bool, "atomic": bool, "batch": int,
                                                  "comm_tiles": int}
-        return cls(**{k: (None if d.get(k) is None else conv[k](d[k])) for k in conv if k in d})
+        kw: dict[str, Any] = {k: (None if d.get(k) is None else conv[k](d[k])) for k in conv if k in d}
+        return cls(**kw)
 
 
 def _plain(v: Any) -> Any:

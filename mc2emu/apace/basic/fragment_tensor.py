@@ -31,7 +31,7 @@ Facts from the source that shape this emulation:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -339,7 +339,8 @@ def FragmentSliceCopy(copyHandle: CopyHandle, tensor: Any, fragmentTensor: Fragm
             if not isinstance(info.addr, GmAddr):
                 continue
         fragment = fragmentTensor.GetFragment(info.fragmentIdx)
-        fragSlice = fragment.Slice(tuple(info.fragCoord), tuple(info.copyShape))
+        fragSlice = fragment.Slice(cast("tuple[int, int]", tuple(info.fragCoord)),
+                                   cast("tuple[int, int]", tuple(info.copyShape)))
         tensorSlice = _slice(tensor, info.localCoord, info.copyShape)
         if isScatter:
             Copy(copyHandle, fragSlice, tensorSlice)
@@ -350,5 +351,5 @@ def FragmentSliceCopy(copyHandle: CopyHandle, tensor: Any, fragmentTensor: Fragm
 
 def _slice(tensor: Any, coord: Sequence[int], shape: Sequence[int]) -> Any:
     if isinstance(tensor, GmTensor):
-        return tensor.Slice(tuple(coord), tuple(shape))
+        return tensor.Slice(cast("tuple[int, int]", tuple(coord)), cast("tuple[int, int]", tuple(shape)))
     return SliceLocal(tensor, coord, shape)

@@ -11,6 +11,7 @@ returns is (m, n, mSplitOffset, nSplitOffset) and is indexed with `IDX_M_TILEIDX
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 # --- ProblemShape / BlockShape slots (common_utils.h MNK_*, constant.h IDX_*) ------------------------------
@@ -74,7 +75,7 @@ class BlockCoord:
     def __getitem__(self, idx: int) -> int:
         return (self.m, self.n, self.k, self.b)[idx]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[int]:
         return iter((self.m, self.n, self.k, self.b))
 
     def __eq__(self, other: object) -> bool:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -138,12 +138,13 @@ class GemmUniversalQbmmMx:
         self.MakeLayoutScaleA = FrameLayoutFormat(ScaleADNLayoutPtn if self.transA else ScaleANDLayoutPtn, SCALE_C0)
         self.MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn if self.transB else ScaleBNDLayoutPtn, SCALE_C0)
         self.mmadOp_: BlockMmadMx | None = None
-        self.aGmAddr_: GmAddr | None = None
-        self.bGmAddr_: GmAddr | None = None
-        self.cGmAddr_: GmAddr | None = None
-        self.biasGmAddr_: GmAddr | None = None
-        self.scaleAGmAddr_: GmAddr | None = None
-        self.scaleBGmAddr_: GmAddr | None = None
+        # GM_ADDR members (nullptr until Init's ResetGmAddr sets them; bias stays nullptr without a bias)
+        self.aGmAddr_: GmAddr = cast("GmAddr", None)
+        self.bGmAddr_: GmAddr = cast("GmAddr", None)
+        self.cGmAddr_: GmAddr = cast("GmAddr", None)
+        self.biasGmAddr_: GmAddr = cast("GmAddr", None)
+        self.scaleAGmAddr_: GmAddr = cast("GmAddr", None)
+        self.scaleBGmAddr_: GmAddr = cast("GmAddr", None)
         self.batchCOffset_ = 0
         self.batchAOffset_ = 0
         self.batchBOffset_ = 0
@@ -194,13 +195,13 @@ class GemmUniversalQbmmMx:
 
     def ResetGmAddr(self, params: QbmmMxParams) -> None:
         mp = params.mmadParams
-        self.aGmAddr_ = mp.aGmAddr
-        self.bGmAddr_ = mp.bGmAddr
-        self.cGmAddr_ = mp.cGmAddr
-        self.scaleAGmAddr_ = mp.scaleAGmAddr
-        self.scaleBGmAddr_ = mp.scaleBGmAddr
+        self.aGmAddr_ = cast("GmAddr", mp.aGmAddr)
+        self.bGmAddr_ = cast("GmAddr", mp.bGmAddr)
+        self.cGmAddr_ = cast("GmAddr", mp.cGmAddr)
+        self.scaleAGmAddr_ = cast("GmAddr", mp.scaleAGmAddr)
+        self.scaleBGmAddr_ = cast("GmAddr", mp.scaleBGmAddr)
         if self.isBias_:
-            self.biasGmAddr_ = mp.biasGmAddr
+            self.biasGmAddr_ = cast("GmAddr", mp.biasGmAddr)
 
     def ProcessWithBatch(self, params: QbmmMxParams, bs: BlockSchedulerQuantBatchMatmulV3) -> None:
         q = params.qbmmParams
@@ -341,7 +342,7 @@ class GemmUniversalQbmmMx:
         self.SetL2Cache(problemShape, params.qbmmParams.baseM, params.qbmmParams.baseN, gmB, gmC)
 
         kPos = 0  # K is not split, so the K coordinate is 0
-        mmadOp_ = self.mmadOp_
+        mmadOp_ = cast(BlockMmadMx, self.mmadOp_)  # Init built it (the kernel runs on AICs only)
         while bs.GetTileIdx(blockIdx):
             singleShape = bs.GetBlockShape(blockIdx, self.weightNz)
             if singleShape[IDX_M_TILEIDX] <= 0 or singleShape[IDX_N_TILEIDX] <= 0:
