@@ -33,6 +33,10 @@ TRIPLE_BUFFER_COUNT = 3  # the only non-power-of-two L1 buffer count (GetL1Buffe
 QUADRUPLE_BUFFER_COUNT = 4  # the largest l1BufNum the L1 offset tables hold
 WINDOW_LEN = 4  # rows of M tiles per serpentine scheduling window (common_utils.h, apace constant.h)
 
+# --- L2 stream alignment (kCacheLineAlignMask of the MX GEMM kernels: QBMM and the apace MC2 kernel) ----------
+FP8_CACHE_LINE_ALIGN_MASK = 0x7F  # 128-byte cache line alignment for FP8 GM streaming
+FP4_CACHE_LINE_ALIGN_MASK = 0xFF  # 256 elements: the same 128 bytes for packed FP4
+
 # --- mmad unit flags (common_utils.h) ----------------------------------------------------------------------------
 FINAL_ACCUMULATION = 3  # mmad unitFlag on the last K step of a tile: L0C may be read by the fixpipe
 NON_FINAL_ACCUMULATION = 2  # mmad unitFlag while more K steps follow

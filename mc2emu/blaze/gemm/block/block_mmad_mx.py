@@ -90,14 +90,15 @@ L1_BUF_NUMS = (DOUBLE_BUFFER_COUNT, TRIPLE_BUFFER_COUNT, QUADRUPLE_BUFFER_COUNT)
 
 @dataclass(frozen=True)
 class Params:
-    """`BlockMmad::Params`: the GM base addresses of the operands."""
+    """`BlockMmad::Params`: the GM base addresses of the operands (bias: None without a bias). The one home of
+    the MX GEMM's address bundle: the QBMM kernel and the apace MC2 kernel (`BlockMmadParams`) both take it."""
 
-    aGmAddr: GmAddr | None = None
-    bGmAddr: GmAddr | None = None
-    cGmAddr: GmAddr | None = None
-    biasGmAddr: GmAddr | None = None
-    scaleAGmAddr: GmAddr | None = None
-    scaleBGmAddr: GmAddr | None = None
+    aGmAddr: GmAddr
+    bGmAddr: GmAddr
+    cGmAddr: GmAddr
+    biasGmAddr: GmAddr | None
+    scaleAGmAddr: GmAddr
+    scaleBGmAddr: GmAddr
 
 
 @dataclass(frozen=True)

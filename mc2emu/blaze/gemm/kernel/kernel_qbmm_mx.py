@@ -36,6 +36,8 @@ import numpy as np
 from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, BlockMmadMxType, L1Params, Params
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams
 from mc2emu.blaze.gemm.common_utils import (
+    FP4_CACHE_LINE_ALIGN_MASK,
+    FP8_CACHE_LINE_ALIGN_MASK,
     IDX_M_TILEIDX,
     IDX_N_TILEIDX,
     MNK_B,
@@ -56,9 +58,9 @@ from mc2emu.blaze.tensor_api.layout import (
     ScaleBNDLayoutPtn,
 )
 from mc2emu.blaze.tensor_api.tensor import CacheMode, GmTensor, MakeMemPtr, MakeTensor
-from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
+from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, SCALE_C0
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
-from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.hazards import Hazard, Severity
 
 if TYPE_CHECKING:
@@ -68,8 +70,6 @@ if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
 
-FP8_CACHE_LINE_ALIGN_MASK = 0x7F  # 128-byte cache line alignment for FP8 weight GM streaming
-FP4_CACHE_LINE_ALIGN_MASK = 0xFF  # 256 elements: the same 128 bytes for packed FP4 weights
 
 
 class QbmmMxRevision(enum.Enum):
@@ -195,11 +195,11 @@ class GemmUniversalQbmmMx:
 
     def ResetGmAddr(self, params: QbmmMxParams) -> None:
         mp = params.mmadParams
-        self.aGmAddr_ = cast("GmAddr", mp.aGmAddr)
-        self.bGmAddr_ = cast("GmAddr", mp.bGmAddr)
-        self.cGmAddr_ = cast("GmAddr", mp.cGmAddr)
-        self.scaleAGmAddr_ = cast("GmAddr", mp.scaleAGmAddr)
-        self.scaleBGmAddr_ = cast("GmAddr", mp.scaleBGmAddr)
+        self.aGmAddr_ = mp.aGmAddr
+        self.bGmAddr_ = mp.bGmAddr
+        self.cGmAddr_ = mp.cGmAddr
+        self.scaleAGmAddr_ = mp.scaleAGmAddr
+        self.scaleBGmAddr_ = mp.scaleBGmAddr
         if self.isBias_:
             self.biasGmAddr_ = cast("GmAddr", mp.biasGmAddr)
 
@@ -268,13 +268,13 @@ class GemmUniversalQbmmMx:
         if self.isBiasThreeDim_:
             self.biasGmAddr_ = self.biasGmAddr_ + self.batchCOffset_ * n * self.BlockMmad.BiasType.itemsize
         if self.revision is QbmmMxRevision.CC21C0D6:
-            scaleKLen = CeilDiv(k, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKLen = scale_k_len(k)
             self.scaleAGmAddr_ = self.scaleAGmAddr_ + self.batchAOffset_ * m * scaleKLen
             self.scaleBGmAddr_ = self.scaleBGmAddr_ + self.batchBOffset_ * n * scaleKLen
         elif (self.batchAOffset_ or self.batchBOffset_) and not self._scale_offset_reported:
             # Reproduced as the source does it (every batch reads batch 0's scales); reported once when this
             # batch's own scales differ from batch 0's, i.e. when C really comes out wrong.
-            scaleKLen = CeilDiv(k, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKLen = scale_k_len(k)
             gm = self.ctx.device.gm
             differs = False
             for base, off, rows in ((self.scaleAGmAddr_, self.batchAOffset_, m),
@@ -316,7 +316,7 @@ class GemmUniversalQbmmMx:
         T = self.BlockMmad
         problemShape = params.problemShape
         m, n, k = problemShape[MNK_M], problemShape[MNK_N], problemShape[MNK_K]
-        scaleKLen = CeilDiv(k, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+        scaleKLen = scale_k_len(k)
         layoutA = self.MakeLayoutA(m, k)
         layoutScaleA = self.MakeLayoutScaleA(m, scaleKLen)
         layoutB = self.MakeLayoutB(k, n)
