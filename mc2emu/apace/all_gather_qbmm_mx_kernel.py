@@ -50,7 +50,7 @@ from mc2emu.apace.basic.fragment_tensor import MAX_FRAGMENT_COUNT, FragmentParam
 from mc2emu.arch.platform import Pipe
 from mc2emu.blaze.gemm.block.block_mmad_mx import L1Params
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams
-from mc2emu.blaze.gemm.common_utils import IDX_M_TILEIDX, IDX_N_TILEIDX, BlockCoord
+from mc2emu.blaze.gemm.common_utils import FP8_CACHE_LINE_ALIGN_MASK, IDX_M_TILEIDX, IDX_N_TILEIDX, BlockCoord
 from mc2emu.blaze.tensor_api.layout import (
     DNExtLayoutPtn,
     FrameLayoutFormat,
@@ -69,8 +69,8 @@ if TYPE_CHECKING:
     from mc2emu.runtime.gm import GmAddr
     from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData
 
-# `kCacheLineAlignMask` of the kernel: fixed 128-byte alignment (FP8 only).
-K_CACHE_LINE_ALIGN_MASK = 0x7F
+# `kCacheLineAlignMask` of the kernel: fixed to the FP8 128-byte mask (the kernel is FP8 only).
+K_CACHE_LINE_ALIGN_MASK = FP8_CACHE_LINE_ALIGN_MASK
 # `#define WINDOW_LEN 1L` before the scheduler include: no serpentine M windows in this kernel.
 AG_WINDOW_LEN = 1
 # `cFragAddrs_[8]` and friends.
