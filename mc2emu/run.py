@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # the cli modules load numpy: imported in main(), after the B
 # Exit code for bad options; the runtime's EXIT_BAD_INPUT, repeated so that option errors need no numpy.
 EXIT_OPTIONS = 2
 EXIT_INTERNAL = 3
-UCX_LOG_LEVEL = "error"
 
 
 def _err(text: str) -> None:
@@ -92,9 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     # BLAS threads must be pinned before numpy loads (8 ranks x threaded BLAS on 2 cores: 13x slower).
     for var, value in RANK_ENV.items():
         os.environ.setdefault(var, value)
-    # MPICH's UCX layer prints, on stdout and at MPI_Finalize, one warning per RMA key that a window left
-    # behind by a deadlocked case still holds: hundreds of lines after the table. Errors still show.
-    os.environ.setdefault("UCX_LOG_LEVEL", UCX_LOG_LEVEL)
 
     from mc2emu.cli.operators import default_registry
     from mc2emu.cli.options import OptionError, help_text, parse_options
@@ -108,11 +104,20 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             _err(f"mc2emu: {exc}")
         return EXIT_OPTIONS
-    if opts.help or opts.list:
+    if opts.help:
         if rank == 0:
-            _out(help_text(__doc__ or "") if opts.help else format_listing(default_registry()))
+            _out(help_text(__doc__ or ""))
         return 0
-    registry = default_registry()
+    try:
+        registry = default_registry()    # an operator module that does not import is an error, never skipped
+    except OptionError as exc:
+        if rank == 0:
+            _err(f"mc2emu: {exc}")
+        return EXIT_OPTIONS
+    if opts.list:
+        if rank == 0:
+            _out(format_listing(registry))
+        return 0
     if not mpi:
         if opts.inputs is None:
             try:

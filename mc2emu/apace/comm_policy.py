@@ -49,7 +49,7 @@ class HcommCommState:
 
     hccl_: Any
     scaleHandle_: int
-    dataHeadHandle_: int
+    dataHeadHandle_: int | None
     dataTailHandle_: int | None
     headTileCnt_: int
 

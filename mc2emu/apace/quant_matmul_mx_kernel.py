@@ -30,7 +30,15 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mc2emu.blaze.gemm.common_utils import IDX_M_TILEIDX, IDX_N_TILEIDX, BlockCoord
+from mc2emu.blaze.gemm.block.block_mmad_mx import Params as BlockMmadParams
+from mc2emu.blaze.gemm.common_utils import (
+    FP4_CACHE_LINE_ALIGN_MASK,
+    FP8_CACHE_LINE_ALIGN_MASK,
+    IDX_M_TILEIDX,
+    IDX_N_TILEIDX,
+    BlockCoord,
+)
+from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QBMMTiling
 from mc2emu.blaze.tensor_api.layout import (
     FrameLayoutFormat,
     MakeFrameLayout,
@@ -41,9 +49,10 @@ from mc2emu.blaze.tensor_api.layout import (
     ScaleBNDLayoutPtn,
 )
 from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
-from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
+from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_MULTI_BASE_SIZE, SCALE_C0
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import Hazard, KernelError
@@ -53,9 +62,6 @@ if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
 
-# kCacheLineAlignMask of the kernel class: 128-byte (FP8) / 256-byte (FP4) L2 stream alignment.
-CACHE_LINE_ALIGN_MASK_FP8 = 0x7F
-CACHE_LINE_ALIGN_MASK_FP4 = 0xFF
 
 
 class MatmulMode(enum.IntEnum):
@@ -67,15 +73,6 @@ class MatmulMode(enum.IntEnum):
 class BiasMode(enum.IntEnum):
     BIAS_DISABLED = 0
     BIAS_ENABLED = 1
-
-
-@dataclass(frozen=True)
-class QBMMTiling:
-    baseM: int
-    baseN: int
-    baseK: int
-    dbL0C: int
-    isBias: BiasMode = BiasMode.BIAS_DISABLED
 
 
 @dataclass(frozen=True)
@@ -92,22 +89,12 @@ class LocalParams:
 
 
 @dataclass(frozen=True)
-class MmadParams:
-    aGmAddr: GmAddr
-    bGmAddr: GmAddr
-    scaleAGmAddr: GmAddr
-    scaleBGmAddr: GmAddr
-    cGmAddr: GmAddr
-    biasGmAddr: GmAddr | None
-
-
-@dataclass(frozen=True)
 class Params:
     problemShape: tuple[int, int, int, int]   # (M, N, K, B): M = oriM, K = Ka (per rank), B = 1
-    mmadParams: MmadParams
+    mmadParams: BlockMmadParams   # `typename BlockMmad::Params` (blaze block_mmad_mx.Params)
     l1Params: Any
     schParams: Any
-    qbmmParams: QBMMTiling
+    qbmmParams: QBMMTiling        # the QBMM tiling struct (blaze kernel_qbmm_mx.QBMMTiling; the batch fields stay 1)
     localParams: LocalParams
 
 
@@ -140,7 +127,7 @@ class QuantMatmulMxKernel:
         self.transB = bool(BlockMmad.TRANS_B)
         isFp4 = BlockMmad.AType.is_fp4
         self.C0_SIZE = C0_SIZE_B4 if isFp4 else C0_SIZE_B8
-        self.kCacheLineAlignMask = CACHE_LINE_ALIGN_MASK_FP4 if isFp4 else CACHE_LINE_ALIGN_MASK_FP8
+        self.kCacheLineAlignMask = FP4_CACHE_LINE_ALIGN_MASK if isFp4 else FP8_CACHE_LINE_ALIGN_MASK
         self.isBias_ = False
         self.isAtomicAdd_ = False
         self.needUpdateTail_ = False
@@ -208,7 +195,7 @@ class QuantMatmulMxKernel:
         lp = params.localParams
         M, N, K, _ = params.problemShape
         rankSize, rankId, oriM = lp.rankSize, lp.rankId, lp.originalM
-        scaleKLen = CeilDiv(K, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+        scaleKLen = scale_k_len(K)
         T = self.BlockMmad
         # An AIV running Run (no cube) only joins the waits: its mmads do nothing.
         mm = self.mmadOp_ if self.mmadOp_ is not None else (lambda *args: None)
@@ -374,8 +361,8 @@ class QuantMatmulMxKernel:
         mask = self.kCacheLineAlignMask
         if self.transB:
             scaleKL1 = params.l1Params.scaleKL1
-            scaleKRowBytes = CeilDiv(K, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
-            scaleKL1RowBytes = CeilDiv(scaleKL1, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKRowBytes = scale_k_len(K)
+            scaleKL1RowBytes = scale_k_len(scaleKL1)
             aligned = (scaleKRowBytes & mask) == 0 and (scaleKL1RowBytes & mask) == 0
         else:
             scaleNStrideBytes = N * MXFP_MULTI_BASE_SIZE

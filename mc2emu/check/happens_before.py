@@ -245,8 +245,8 @@ class HappensBeforeChecker:
                 for pwin, plo, phi, pr, pcore, _ppos, quiet in puts:
                     if pwin != window or phi <= lo or plo >= hi:
                         continue
-                    src = index.get((pr, pcore))
-                    if quiet is not None and src is not None and vc[src] >= quiet + 1:
+                    src_ent = index.get((pr, pcore))
+                    if quiet is not None and src_ent is not None and vc[src_ent] >= quiet + 1:
                         continue
                     key = (core, pr, pcore)
                     if key in seen:
