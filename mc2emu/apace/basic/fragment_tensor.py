@@ -188,6 +188,11 @@ class FragmentTensor:
         return self.sliceShape_[d]
 
     @property
+    def origin(self) -> tuple[int, ...]:
+        """The slice origin in the assembled tensor (events, traces and the splitK protocol name tiles by it)."""
+        return self.sliceCoord_
+
+    @property
     def addrList(self) -> MutableSequence[GmAddr | None]:
         """The list this tensor reads its addresses from (the caller's object, not a copy)."""
         return self.addrList_
