@@ -216,7 +216,11 @@ class Shmem:
     def _put(self, ctx: CoreContext, window: Window, off: int, src: GmAddr, nbytes: int, pe: int) -> None:
         if nbytes:
             win = window.win
-            win.Put(self._source(ctx, src, nbytes), pe, off)
+            origin = self._source(ctx, src, nbytes)
+            win.Put(origin, pe, off)
+            # `origin` must stay alive until the put completes (MPI-4.1 §12.3: the origin buffer may be
+            # read until the operation completes at the origin); a temporary freed right after `Put`
+            # sent reused heap bytes over MPICH's network path (issue 14).
             win.Flush(pe)
 
     def get_nbi(self, ctx: CoreContext, dst: GmAddr, src: GmAddr, nbytes: int, pe: int) -> None:
@@ -274,8 +278,8 @@ class Shmem:
 
     def _signal(self, window: Window, off: int, signal: int, sig_op: SignalOp, pe: int) -> None:
         win = window.win
-        win.Accumulate([np.array([signal], dtype=SIGNAL_DTYPE), 1, MPI.UINT64_T], pe, (off, 1, MPI.UINT64_T),
-                       sig_op.mpi_op)
+        origin = np.array([signal], dtype=SIGNAL_DTYPE)     # alive until the Flush completes the accumulate
+        win.Accumulate([origin, 1, MPI.UINT64_T], pe, (off, 1, MPI.UINT64_T), sig_op.mpi_op)
         win.Flush(pe)
         if pe == self.rank:
             self._ring_local()
@@ -301,7 +305,8 @@ class Shmem:
 
     def _fetch(self, window: Window, off: int) -> int:
         result = np.zeros(1, dtype=SIGNAL_DTYPE)
-        window.win.Fetch_and_op(np.zeros(1, dtype=SIGNAL_DTYPE), result, self.rank, off, MPI.NO_OP)
+        origin = np.zeros(1, dtype=SIGNAL_DTYPE)         # alive until Flush_local (MPI-4.1 §12.3)
+        window.win.Fetch_and_op(origin, result, self.rank, off, MPI.NO_OP)
         window.win.Flush_local(self.rank)
         return int(result[0])
 
