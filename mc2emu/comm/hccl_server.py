@@ -109,7 +109,8 @@ class HcclServer:
             self._sessions += 1
             half = self._sessions % STAGING_HALVES
             s = HcclSession(self._sessions, ctx.launch, self.model, self.ranks, self.rank, self.window,
-                            self.slot_bytes + half * self.staging_bytes, self.staging_bytes)
+                            self.slot_bytes + half * self.staging_bytes, self.staging_bytes,
+                            poke=self.world.mpi_progress.poke)
             self._session = s
             return s
 

@@ -323,8 +323,10 @@ class Shmem:
         words = window.u64
         fetch = self.read is SignalRead.FETCH
         observed = [0]
+        poke = self.world.mpi_progress.poke
 
         def pred() -> bool:
+            poke()                  # peers' signals into this window complete only with our progress
             sync()
             seen = int(words[idx])
             if not holds(seen, value):
