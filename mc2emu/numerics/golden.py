@@ -13,6 +13,12 @@ Generators:
   Assumption (generator source not read): the scale exponent is a uniform integer in {0, 1}.
 Each generator takes the random source explicitly (np.random.Generator or the legacy RandomState the
 CANN scripts seed with np.random.seed); nothing reads global random state.
+
+Independence (what makes a golden a golden): every golden decodes elements and scales on its own, never
+through the kernel's numerics path (`formats` LUTs, `element_codec.decode_elements`,
+`block_scale.decode_scales`, `mx_matmul.fixpipe_cast`): E4M3 / E5M2 / E2M1 through the ml_dtypes casts,
+E1M2 (no ml_dtypes type) and E8M0 through `np.ldexp`, the output cast through numpy's own `astype`. A bug
+planted in the kernel's decode then shows as a golden mismatch (tests/numerics/test_golden_independence.py).
 """
 
 from __future__ import annotations
@@ -22,12 +28,11 @@ import enum
 import ml_dtypes
 import numpy as np
 
-from mc2emu.numerics.block_scale import decode_scales
 from mc2emu.numerics.compare import a2a_allclose, ag_compare, bf16_ulp_distance
-from mc2emu.numerics.element_codec import FLOAT32_MANTISSA_BITS, decode_elements
-from mc2emu.numerics.errors import MxValueError
-from mc2emu.numerics.formats import E8M0_BIAS, E8M0_DTYPE, MX_GROUP_SIZE, ElemFormat
-from mc2emu.numerics.mx_matmul import OutDtype, fixpipe_cast
+from mc2emu.numerics.element_codec import FLOAT32_MANTISSA_BITS
+from mc2emu.numerics.errors import MxTypeError, MxValueError
+from mc2emu.numerics.formats import E8M0_BIAS, E8M0_DTYPE, E8M0_NAN_CODE, MX_GROUP_SIZE, ElemFormat
+from mc2emu.numerics.mx_matmul import OutDtype
 from mc2emu.numerics.scale_layout import from_ascend_scale_a, from_ascend_scale_b, scale_blocks
 
 __all__ = [
@@ -42,6 +47,9 @@ __all__ = [
     "gen_ag_scales",
     "gen_st_elements",
     "gen_st_scales",
+    "golden_cast",
+    "golden_decode_elements",
+    "golden_decode_scales",
     "golden_mx_matmul",
 ]
 
@@ -99,9 +107,56 @@ def gen_ag_scales(shape: tuple[int, ...], rng: RandomSource) -> np.ndarray:
     return (exps + E8M0_BIAS).astype(np.uint8).view(E8M0_DTYPE)
 
 
+# --- the goldens' own decode (independent of the kernel's numerics path) -----------------------------------
+E1M2_SIGN_BIT = 0x8  # Ascend fp4x2_e1m2_t: sign, 1 exponent bit, 2 mantissa bits, bias 1: |v| = code * 2^-2
+E1M2_MAG_MASK = 0x7
+E1M2_ULP_EXP = -2
+
+
+def _codes_u8(codes: np.ndarray, param: str) -> np.ndarray:
+    arr = np.asarray(codes)
+    if arr.dtype == np.uint8:
+        return arr
+    if arr.dtype.itemsize == 1 and arr.dtype.type.__module__ == "ml_dtypes":
+        return arr.view(np.uint8)
+    raise MxTypeError(f"{param} must be uint8 codes or a 1-byte ml_dtypes array, got {arr.dtype}")
+
+
+def golden_decode_elements(codes: np.ndarray, elem: ElemFormat | str) -> np.ndarray:
+    """float32 values of unpacked element codes: the ml_dtypes cast (E4M3, E5M2, E2M1), np.ldexp (E1M2)."""
+    fmt = ElemFormat.parse(elem)
+    u8 = _codes_u8(codes, "codes")
+    if fmt is ElemFormat.E4M3:
+        return u8.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    if fmt is ElemFormat.E5M2:
+        return u8.view(ml_dtypes.float8_e5m2).astype(np.float32)
+    if fmt is ElemFormat.E2M1:
+        if u8.size and int(u8.max()) > 0xF:
+            raise MxValueError(f"E2M1 codes must be < 16 (unpacked), got max {int(u8.max())}")
+        return u8.view(ml_dtypes.float4_e2m1fn).astype(np.float32)
+    if u8.size and int(u8.max()) > 0xF:
+        raise MxValueError(f"E1M2 codes must be < 16 (unpacked), got max {int(u8.max())}")
+    mag = np.ldexp((u8 & E1M2_MAG_MASK).astype(np.float64), E1M2_ULP_EXP)
+    return np.where(u8 & E1M2_SIGN_BIT, -mag, mag).astype(np.float32)
+
+
+def golden_decode_scales(codes: np.ndarray) -> np.ndarray:
+    """float32 values of E8M0 codes by np.ldexp: 2^(code - 127) (exact in float32), 0xFF -> NaN."""
+    u8 = _codes_u8(codes, "scale codes")
+    vals = np.ldexp(1.0, u8.astype(np.int32) - E8M0_BIAS)
+    return np.where(u8 == E8M0_NAN_CODE, np.nan, vals).astype(np.float32)
+
+
+def golden_cast(c: np.ndarray, out_dtype: OutDtype | str | np.dtype) -> np.ndarray:
+    """The CANN golden's output cast: numpy astype (round to nearest even; overflow to +-Inf)."""
+    out = OutDtype.parse(out_dtype)
+    with np.errstate(over="ignore"):
+        return np.asarray(c, dtype=np.float32).astype(out.dtype)
+
+
 def _repeat_scale(scale: np.ndarray, k: int, axis: int) -> np.ndarray:
     """The CANN golden step: decode, np.repeat x32 along K, cut to k."""
-    rep = np.repeat(decode_scales(scale), MX_GROUP_SIZE, axis=axis)
+    rep = np.repeat(golden_decode_scales(scale), MX_GROUP_SIZE, axis=axis)
     return rep[:, :k] if axis == 1 else rep[:k, :]
 
 
@@ -125,8 +180,8 @@ def golden_mx_matmul(
     """
     fa = ElemFormat.parse(elem)
     fb = fa if b_elem is None else ElemFormat.parse(b_elem, "b_elem")
-    a = decode_elements(a_codes, fa)
-    b = decode_elements(b_codes, fb)
+    a = golden_decode_elements(a_codes, fa)
+    b = golden_decode_elements(b_codes, fb)
     if a.ndim != 2 or b.ndim != 2:
         raise MxValueError(f"a_codes and b_codes must be 2-D, got {a.shape} and {b.shape}")
     a_km = a.T if trans_a else a  # logical (m, k)
@@ -153,4 +208,4 @@ def golden_mx_matmul(
         )
     a_deq = a_km * _repeat_scale(sa_mk, k, axis=1)
     b_deq = b_kn * _repeat_scale(sb_kn, k, axis=0)
-    return fixpipe_cast(np.matmul(a_deq, b_deq), out_dtype)
+    return golden_cast(np.matmul(a_deq, b_deq), out_dtype)

@@ -93,7 +93,7 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         # AIV block r serves peer r (constraint A2A-5): a small problem still launches R blocks; the extra
         # AICs find no tile and only drain their waits.
         used = max(used, R)
-    ct, violations = tiling_violations(problem, tiling.baseM, tiling.baseN, used if is_udma else 64, head_tile_size)
+    ct, violations = tiling_violations(problem, tiling.baseM, tiling.baseN, used, head_tile_size)
     if violations:
         rule, reason = violations[0]
         raise ConstraintError(rule, reason)

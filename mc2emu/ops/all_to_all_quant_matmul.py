@@ -190,7 +190,12 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
 
 def tiling_violations(problem: A2AProblem, base_m: int, base_n: int, used_core_num: int,
                       head_tile_size: int | None) -> tuple[Any, list[tuple[str, str]]]:
+    """CommTilingData and the constraint violations for a launch of `used_core_num` blocks. The head tile
+    comes from the launched core count for both impls (CANN ST `main.cpp`: headMSize =
+    CeilDiv(usedCoreNum, CeilDiv(n, baseN)) * baseM); constraint 5 counts AIV blocks, which only the UDMA
+    impl has (hcomm launches AIC only: the HCCL server serves every peer)."""
     head = head_tile_size or st_head_tile_size(used_core_num, problem.n, base_m, base_n)
     ct = make_comm_tiling(problem.ori_m, problem.ka, head)
+    aiv_blocks = used_core_num if problem.impl is Impl.UDMA else None
     return ct, comm_constraint_violations(ct, ori_m=problem.ori_m, ka=problem.ka, rank_size=problem.rank_size,
-                                          aiv_blocks=used_core_num, wait_order=problem.wait_order)
+                                          aiv_blocks=aiv_blocks, wait_order=problem.wait_order)

@@ -6,6 +6,7 @@ where A_s is rank s's x1 (R*oriM, Ka) and B_j is rank j's x2, stored transposed 
 row blocks of all ranks are concatenated along K, the CANN recipe is one FP32 matmul of the gathered
 (oriM, R*Ka) operand with B_j, cast to the output type; `golden_a2a_float64` is the exact reference.
 Both take the x1 / x1_scale of every rank (the host has them in the ST; here `gather_x1` collects them).
+Both decode through `numerics.golden` (ml_dtypes / np.ldexp), never the kernel's numerics path.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import numpy as np
 from mc2emu.numerics import (
     E8m0Cast,
     ElemFormat,
-    decode_elements,
-    decode_scales,
     from_ascend_scale_a,
     from_ascend_scale_b,
     gen_st_elements,
@@ -28,6 +27,7 @@ from mc2emu.numerics import (
     to_ascend_scale_a,
     to_ascend_scale_b,
 )
+from mc2emu.numerics.golden import golden_decode_elements, golden_decode_scales
 from mc2emu.numerics.scale_layout import scale_blocks
 
 # The CANN A2A ST generator seeds numpy with 42 on every rank.
@@ -63,10 +63,10 @@ def golden_a2a_float64(x1_all: list[np.ndarray], x1_scale_all: list[np.ndarray],
     k = a.shape[1]
     sa_blocks = from_ascend_scale_a(sa, k)                       # (m, nb)
     sb_blocks = from_ascend_scale_b(x2_scale, k, trans=True)     # (n, nb)
-    a64 = decode_elements(a, fa).astype(np.float64)
-    b64 = decode_elements(x2, fb).astype(np.float64)
-    a64 *= np.repeat(decode_scales(sa_blocks).astype(np.float64), 32, axis=1)[:, :k]
-    b64 *= np.repeat(decode_scales(sb_blocks).astype(np.float64), 32, axis=1)[:, :k]
+    a64 = golden_decode_elements(a, fa).astype(np.float64)
+    b64 = golden_decode_elements(x2, fb).astype(np.float64)
+    a64 *= np.repeat(golden_decode_scales(sa_blocks).astype(np.float64), 32, axis=1)[:, :k]
+    b64 *= np.repeat(golden_decode_scales(sb_blocks).astype(np.float64), 32, axis=1)[:, :k]
     return a64 @ b64.T
 
 

@@ -2,7 +2,8 @@
 
 The CANN recipe (SPEC §4): decode both operands to FP32, repeat each E8M0 scale x32 along K, multiply,
 ONE float32 matmul per batch (numpy broadcasting over the batch dimensions), add the FP32 bias, cast to the
-output type (round to nearest even). It is deliberately not K-ordered like the device; the difference is
+output type (round to nearest even). Decode and cast are the goldens' own (`numerics.golden`: ml_dtypes /
+np.ldexp), never the kernel's numerics path. It is deliberately not K-ordered like the device; the difference is
 what the compare rules absorb (`numerics.ag_compare`: bit-exact or <= 1 bf16 ULP).
 
 Shapes (as the op takes them): x1 (..., m, k) or, transposed, (..., k, m); x2 (..., k, n) or (..., n, k);
@@ -18,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from mc2emu.numerics import ElemFormat, OutDtype, decode_elements, decode_scales, fixpipe_cast
+from mc2emu.numerics import ElemFormat
 from mc2emu.numerics.formats import MX_GROUP_SIZE, SCALE_C0
+from mc2emu.numerics.golden import golden_cast, golden_decode_elements, golden_decode_scales
 
 
 def infer_format(x: np.ndarray, fmt: ElemFormat | str | None, param: str) -> ElemFormat:
@@ -33,7 +35,7 @@ def _scale_rows_k(scale: np.ndarray, k: int, k_pairs_axis_first: bool) -> np.nda
     """float32 (..., rows, k) per-element scales from an Ascend scale array with the pair axis last.
 
     k_pairs_axis_first: the layout is (..., ceil(k/64), rows, 2), else (..., rows, ceil(k/64), 2)."""
-    s = decode_scales(np.asarray(scale))
+    s = golden_decode_scales(np.asarray(scale))
     if k_pairs_axis_first:
         s = np.swapaxes(s, -3, -2)  # (..., rows, pairs, 2)
     s = s.reshape(*s.shape[:-2], s.shape[-2] * SCALE_C0)[..., : -(-k // MX_GROUP_SIZE)]
@@ -47,8 +49,8 @@ def golden_quant_batch_matmul_mx(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
     """C = cast(dequant(x1) @ dequant(x2) + bias): the CANN QBMM MX golden (FP32 accumulation)."""
     fa = infer_format(x1, x1_format, "x1")
     fb = infer_format(x2, x2_format, "x2")
-    a = decode_elements(np.asarray(x1), fa)
-    b = decode_elements(np.asarray(x2), fb)
+    a = golden_decode_elements(np.asarray(x1), fa)
+    b = golden_decode_elements(np.asarray(x2), fb)
     a_mk = np.swapaxes(a, -1, -2) if trans_a else a  # (..., m, k)
     b_nk = b if trans_b else np.swapaxes(b, -1, -2)  # (..., n, k)
     k = a_mk.shape[-1]
@@ -60,4 +62,4 @@ def golden_quant_batch_matmul_mx(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         if bias32.ndim == 3:  # (batchC, 1, n): one row per flattened batch of C
             bias32 = bias32.reshape(*c.shape[:-2], 1, c.shape[-1])
         c = c + bias32
-    return fixpipe_cast(np.ascontiguousarray(c, dtype=np.float32), OutDtype.parse(out_dtype))
+    return golden_cast(c, out_dtype)

@@ -87,8 +87,9 @@ def make_comm_tiling(ori_m: int, ka: int, head_tile_size: int) -> CommTilingData
 
 
 def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, rank_size: int,
-                               aiv_blocks: int, wait_order: WaitOrder) -> list[tuple[str, str]]:
-    """(rule, reason) for each of the five constraints of SPEC §6 the configuration breaks."""
+                               aiv_blocks: int | None, wait_order: WaitOrder) -> list[tuple[str, str]]:
+    """(rule, reason) for each of the five constraints of SPEC §6 the configuration breaks. `aiv_blocks`
+    None: no AIV serves peers (hcomm), so constraint 5 checks only R <= 64."""
     out: list[tuple[str, str]] = []
     if ka % KA_ALIGN:
         out.append(("A2A-1 Ka % 64 == 0", f"Ka = {ka} is not a multiple of {KA_ALIGN}: scale rows and the "
@@ -109,8 +110,9 @@ def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, r
                                             f"{MAX_COMM_TURNS} cross-core flag ids carry the round index"))
     if wait_order is WaitOrder.MASK and total > MAX_MASK_TILES:
         out.append(("A2A-4 tiles <= 32 (mask)", f"{total} tiles do not fit the uint32 waitedMask"))
-    if rank_size > aiv_blocks or rank_size > MAX_RANKS:
+    short = aiv_blocks is not None and rank_size > aiv_blocks
+    if short or rank_size > MAX_RANKS:
         out.append(("A2A-5 R <= AIV blocks, R <= 64",
                     f"{rank_size} ranks but {aiv_blocks} AIV blocks (AIV block r serves peer r; some peers "
-                    f"would never be served)" if rank_size > aiv_blocks else f"{rank_size} ranks > {MAX_RANKS}"))
+                    f"would never be served)" if short else f"{rank_size} ranks > {MAX_RANKS}"))
     return out

@@ -84,3 +84,10 @@ def test_a_comm_policy_without_wait_tile_is_refused_when_the_kernel_is_built():
 
     with pytest.raises(KernelError, match="has no WaitTile"):
         QuantMatmulMxKernel(None, None, None, NoWait())
+
+
+def test_hcomm_has_no_aiv_blocks_to_count():
+    """hcomm launches AIC only (the HCCL server serves every peer): constraint 5 checks only R <= 64."""
+    ct = make_comm_tiling(256, 128, 128)
+    assert rules(ct, ori_m=256, ka=128, rank_size=8, aiv_blocks=None) == []
+    assert rules(ct, ori_m=256, ka=128, rank_size=65, aiv_blocks=None) == ["A2A-5 R <= AIV blocks, R <= 64"]

@@ -26,14 +26,13 @@ from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx
 from mc2emu.blaze.tensor_api.tensor import element_dtype
 from mc2emu.numerics import (
     ElemFormat,
-    decode_elements,
-    decode_scales,
     encode_elements,
     quantize_mx,
     to_ascend_scale_a,
     to_ascend_scale_b,
 )
 from mc2emu.numerics.formats import E8M0_DTYPE, MX_GROUP_SIZE
+from mc2emu.numerics.golden import golden_decode_elements, golden_decode_scales
 from mc2emu.runtime import Device, EventRecorder
 
 ST_LOW, ST_HIGH = 1.0, 8.0  # CANN ST elements uniform(1, 8)
@@ -103,9 +102,12 @@ def _pack(a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray, fa: Elem
 
 
 def dequant_logical(ops: MxOperands) -> tuple[np.ndarray, np.ndarray]:
-    """float32 dequantized A (m, k) and B (k, n), independently of the code under test (np.repeat x32)."""
-    a = decode_elements(ops.extra["a"], ops.fa) * np.repeat(decode_scales(ops.extra["sa"]), MX_GROUP_SIZE, 1)[:, :ops.k]
-    b = decode_elements(ops.extra["b"], ops.fb) * np.repeat(decode_scales(ops.extra["sb"]), MX_GROUP_SIZE, 0)[:ops.k]
+    """float32 dequantized A (m, k) and B (k, n), independently of the code under test: elements through
+    ml_dtypes / np.ldexp and scales through np.ldexp (`numerics.golden`), repeated x32 with np.repeat."""
+    sa = np.repeat(golden_decode_scales(ops.extra["sa"]), MX_GROUP_SIZE, 1)[:, :ops.k]
+    sb = np.repeat(golden_decode_scales(ops.extra["sb"]), MX_GROUP_SIZE, 0)[:ops.k]
+    a = golden_decode_elements(ops.extra["a"], ops.fa) * sa
+    b = golden_decode_elements(ops.extra["b"], ops.fb) * sb
     return a.astype(np.float32), b.astype(np.float32)
 
 

@@ -1,5 +1,13 @@
-"""Ascend C tensor API emulation: layout patterns and GM tensors (`include/tensor_api/tensor.h`)."""
+"""Ascend C tensor API emulation: layout patterns, GM tensors and copies (`include/tensor_api`)."""
 
+from mc2emu.blaze.tensor_api.copy import (
+    Copy,
+    CopyGM2L1,
+    CopyHandle,
+    CopyL0C2GM,
+    FixpipeParams,
+    SliceLocal,
+)
 from mc2emu.blaze.tensor_api.layout import (
     DNExtLayoutPtn,
     FrameLayoutFormat,
@@ -25,7 +33,8 @@ from mc2emu.blaze.tensor_api.tensor import (
 )
 
 __all__ = [
-    "FP4_STORAGE_DTYPE", "CacheMode", "DNExtLayoutPtn", "FrameLayoutFormat", "GmTensor", "IsTrans", "Layout",
-    "LayoutError", "LayoutPtn", "Location", "MakeFrameLayout", "MakeMemPtr", "MakeTensor", "MemPtr",
-    "NDExtLayoutPtn", "ScaleADNLayoutPtn", "ScaleANDLayoutPtn", "ScaleBDNLayoutPtn", "ScaleBNDLayoutPtn",
+    "FP4_STORAGE_DTYPE", "CacheMode", "Copy", "CopyGM2L1", "CopyHandle", "CopyL0C2GM", "DNExtLayoutPtn",
+    "FixpipeParams", "FrameLayoutFormat", "GmTensor", "IsTrans", "Layout", "LayoutError", "LayoutPtn", "Location",
+    "MakeFrameLayout", "MakeMemPtr", "MakeTensor", "MemPtr", "NDExtLayoutPtn", "ScaleADNLayoutPtn",
+    "ScaleANDLayoutPtn", "ScaleBDNLayoutPtn", "ScaleBNDLayoutPtn", "SliceLocal",
 ]

@@ -1,0 +1,349 @@
+"""FragmentTensor: one logical tensor assembled along one axis from equal fragments at unrelated GM addresses.
+
+Emulates ops-transformer `mc2/common/op_kernel/apace/basic/fragment_tensor/fragment_tensor.h` and
+`fragment_tensor_api.h` (commit 9ef00cfd163e, 2026-08-17; same content as f241800c40fc, 2026-08-08). The
+AllGather kernel (`kernel/matmul/quant_batch_matmul/all_gather_qbmm_mx_kernel.h`, same commit) assembles
+the rows of the ranks' window segments into one A (HEAD: 1 fragment, MAIN: R - 1, TAIL: R fragments of
+paddedTailM rows of which tailM are real) and C the same way; `QmmMxBlockMmadFragment` gathers A / scaleA into
+L1 with `FragmentSliceCopy<false>` and scatters L0C out with `FragmentSliceCopy<true>`.
+
+Facts from the source that shape this emulation:
+
+- `FragmentParam<Dims>::Validate()` returns a bool and nothing calls it; here it raises a `ConstraintError`
+  naming the rule, and `MakeFragmentTensor` calls it (the device would run on into garbage).
+- The tensor keeps the caller's address array BY REFERENCE (`GM_ADDR const *addrList_`, since f241800c40fc;
+  the first version, 70b74b06d2af, copied it into `GM_ADDR addrList_[MaxFragments]`). Kernels rewrite their
+  list in place and call `UpdateAddrList` with the same array when a MAIN round advances; every `Slice`
+  shares the list. A change to the entries a `FragmentSliceCopy` uses while that copy runs is reported as
+  `ADDR_LIST_MUTATED` (naming the fragment, the old and new address and the copy); the copy goes on reading
+  the list by reference, as the device would.
+- `Slice(coord, shape)` adds `coord` to the current slice origin and replaces the shape; nothing is
+  checked or copied. A copy of a slice that reaches past the last fragment reads `addrList[idx]` for
+  idx >= fragmentCnt (on the device: a null or stale address); reported as `FRAGMENT_OUT_OF_RANGE`, the
+  piece is copied when the list holds an address there, skipped otherwise.
+- `ComputeFragmentComposition`: head = the part of the first fragment from the slice start (the whole
+  length when the slice stays in one fragment), bodies = whole fragments, tail = the rest; a tail that
+  would be empty (the slice ends on a fragment boundary) becomes a whole fragment and the count drops by
+  one. The scatter (`<true>`) skips a piece whose start inside its fragment is >= realFragmentSize and
+  clips the others to realFragmentSize rows; the gather (`<false>`) reads the padded rows too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mc2emu.blaze.tensor_api.copy import Copy, CopyHandle, SliceLocal
+from mc2emu.blaze.tensor_api.tensor import GmTensor, MakeMemPtr, MakeTensor
+from mc2emu.runtime.gm import GmAddr
+from mc2emu.runtime.hazards import ConstraintError, Hazard, KernelError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, MutableSequence, Sequence
+
+    from mc2emu.blaze.tensor_api.layout import Layout
+
+# The capacity of a fragment address array: the first FragmentTensor (70b74b06d2af) copied the list into its
+# own `GM_ADDR addrList_[MaxFragments]`; since f241800c40fc the kernels size their lists with it
+# (`GM_ADDR headAddrListA_[MAX_FRAG]`). More fragments would write past those arrays (the device checks nothing).
+MAX_FRAGMENT_COUNT = 32
+
+_UINT32_MASK = 0xFFFF_FFFF
+
+
+@dataclass(frozen=True)
+class FragmentParam:
+    """`FragmentParam<Dims>`: the assembled shape, the fragment size along `assembleAxis` (padded) and its
+    real (written) part, the axis and the number of fragments."""
+
+    assembledShape: tuple[int, ...]
+    fragmentSize: int
+    realFragmentSize: int
+    assembleAxis: int
+    fragmentCnt: int
+
+    @property
+    def Dims(self) -> int:
+        return len(self.assembledShape)
+
+    def Validate(self) -> None:
+        """The source's `Validate()` rules, in its order; each failure raises a ConstraintError naming it."""
+        shape, axis = self.assembledShape, self.assembleAxis
+        if any(int(s) < 0 for s in shape):
+            raise ConstraintError("FragmentParam: assembledShape >= 0", f"assembledShape {tuple(shape)}")
+        if not 0 <= axis < len(shape):
+            raise ConstraintError("FragmentParam: assembleAxis < rank",
+                                  f"assembleAxis {axis} of an assembledShape of rank {len(shape)}")
+        if shape[axis] != self.fragmentSize * self.fragmentCnt:
+            raise ConstraintError("FragmentParam: assembledShape[assembleAxis] == fragmentSize * fragmentCnt",
+                                  f"assembledShape[{axis}] = {shape[axis]}, fragmentSize {self.fragmentSize} * "
+                                  f"fragmentCnt {self.fragmentCnt} = {self.fragmentSize * self.fragmentCnt}")
+        if self.fragmentSize <= 0:
+            raise ConstraintError("FragmentParam: fragmentSize > 0", f"fragmentSize {self.fragmentSize}")
+        if not 0 < self.realFragmentSize <= self.fragmentSize:
+            raise ConstraintError("FragmentParam: 0 < realFragmentSize <= fragmentSize",
+                                  f"realFragmentSize {self.realFragmentSize}, fragmentSize {self.fragmentSize}")
+        if self.fragmentCnt <= 0:
+            raise ConstraintError("FragmentParam: fragmentCnt > 0", f"fragmentCnt {self.fragmentCnt}")
+
+
+@dataclass(frozen=True)
+class FragmentComposition:
+    """How a slice along the assemble axis splits into pieces (`FragmentTensor::FragmentComposition`)."""
+
+    headSize: int
+    bodySize: int
+    tailSize: int
+    startRelativeCoord: int  # where the head starts inside its fragment
+    startFragmentIdx: int
+    endFragmentIdx: int
+    totalFragmentCnt: int
+    bodyCnt: int  # uint32 in the source: wraps when the slice ends on the boundary of its only fragment (unread)
+
+
+@dataclass
+class FragmentInfo:
+    """One piece: `fragCoord` inside the fragment, `localCoord` inside the slice, `copyShape`."""
+
+    addr: Any
+    fragCoord: list[int]
+    localCoord: list[int]
+    copyShape: list[int]
+    fragmentIdx: int
+
+
+class FragmentTensor:
+    """`FragmentTensor<Dims, MaxFragments, LayoutFactory, ElementType>`: a value; `Slice` returns a new view
+    sharing the address list."""
+
+    __slots__ = ("ElementType", "LayoutFactory", "MaxFragments", "addrList_", "fragParam_", "name", "sliceCoord_",
+                 "sliceShape_")
+
+    def __init__(self, fragParam: FragmentParam, addrList: MutableSequence[GmAddr | None], *,
+                 MaxFragments: int = MAX_FRAGMENT_COUNT, LayoutFactory: Callable[..., Layout] | None = None,
+                 ElementType: Any = np.uint8, name: str = "") -> None:
+        fragParam.Validate()
+        if fragParam.fragmentCnt > MaxFragments:
+            raise ConstraintError(f"FragmentTensor: fragmentCnt <= MaxFragments ({MaxFragments})",
+                                  f"{name or 'fragment tensor'} has fragmentCnt {fragParam.fragmentCnt}; the address "
+                                  f"arrays hold {MaxFragments}")
+        self.fragParam_ = fragParam
+        self.MaxFragments = MaxFragments
+        self.LayoutFactory = LayoutFactory
+        self.ElementType = ElementType
+        self.name = name
+        self.addrList_ = self._checked_list(addrList)
+        self.sliceCoord_ = (0,) * fragParam.Dims
+        self.sliceShape_ = tuple(int(s) for s in fragParam.assembledShape)
+
+    def _checked_list(self, addrList: MutableSequence[GmAddr | None]) -> MutableSequence[GmAddr | None]:
+        if len(addrList) < self.fragParam_.fragmentCnt:
+            raise ConstraintError("FragmentTensor: addrList holds an address per fragment",
+                                  f"{self.name or 'fragment tensor'}: {len(addrList)} entries for fragmentCnt "
+                                  f"{self.fragParam_.fragmentCnt}")
+        return addrList
+
+    # -- queries ---------------------------------------------------------------------------------------------
+    def GetFragmentAddr(self, idx: int) -> GmAddr | None:
+        """`addrList_[idx]`, read through the list reference (the source checks no bounds; past the list end
+        this raises a KernelError)."""
+        if not 0 <= idx < len(self.addrList_):
+            raise KernelError(f"{self.name or 'fragment tensor'}: fragment {idx} is outside its address list of "
+                              f"{len(self.addrList_)} entries")
+        return self.addrList_[idx]
+
+    def GetFragment(self, idx: int) -> GmTensor:
+        """Fragment `idx` as a GM tensor: the assembled shape with fragmentSize along the assemble axis."""
+        addr = self.GetFragmentAddr(idx)
+        if not isinstance(addr, GmAddr):
+            raise KernelError(f"{self.name or 'fragment tensor'}: fragment {idx} has no GM address ({addr!r})")
+        if self.LayoutFactory is None:
+            raise KernelError(f"{self.name or 'fragment tensor'}: GetFragment needs a LayoutFactory")
+        fragmentShape = list(self.fragParam_.assembledShape)
+        fragmentShape[self.fragParam_.assembleAxis] = self.fragParam_.fragmentSize
+        return MakeTensor(MakeMemPtr(addr, self.ElementType), self.LayoutFactory(*fragmentShape),
+                          name=f"{self.name}[{idx}]")
+
+    def GetFragmentSize(self) -> int:
+        return self.fragParam_.fragmentSize
+
+    def GetRealFragmentSize(self) -> int:
+        return self.fragParam_.realFragmentSize
+
+    def GetFragmentCnt(self) -> int:
+        return self.fragParam_.fragmentCnt
+
+    def GetSplitAxis(self) -> int:
+        return self.fragParam_.assembleAxis
+
+    def GetFragParam(self) -> FragmentParam:
+        return self.fragParam_
+
+    def GetSliceCoord(self, d: int) -> int:
+        return self.sliceCoord_[d]
+
+    def GetSliceShape(self, d: int) -> int:
+        return self.sliceShape_[d]
+
+    @property
+    def addrList(self) -> MutableSequence[GmAddr | None]:
+        """The list this tensor reads its addresses from (the caller's object, not a copy)."""
+        return self.addrList_
+
+    # -- updates and views -------------------------------------------------------------------------------------
+    def UpdateAddrList(self, addrList: MutableSequence[GmAddr | None] | None) -> None:
+        """Point this tensor (not earlier slices of it) at `addrList`; None leaves it unchanged."""
+        if addrList is not None:
+            self.addrList_ = self._checked_list(addrList)
+
+    def Slice(self, coord: Sequence[int], shape: Sequence[int]) -> FragmentTensor:
+        """Zero-copy view: origin = this slice's origin + `coord`, shape = `shape` (neither is checked)."""
+        dims = self.fragParam_.Dims
+        if len(coord) != dims or len(shape) != dims:
+            raise KernelError(f"{self.name or 'fragment tensor'}: Slice of a rank-{dims} tensor with coord "
+                              f"{tuple(coord)} shape {tuple(shape)}")
+        if any(int(c) < 0 for c in coord) or any(int(s) < 0 for s in shape):
+            raise KernelError(f"{self.name or 'fragment tensor'}: negative Slice coord {tuple(coord)} or shape "
+                              f"{tuple(shape)} (uint64 on the device)")
+        result = object.__new__(FragmentTensor)
+        for attr in FragmentTensor.__slots__:
+            object.__setattr__(result, attr, getattr(self, attr))
+        result.sliceCoord_ = tuple(o + int(c) for o, c in zip(self.sliceCoord_, coord, strict=True))
+        result.sliceShape_ = tuple(int(s) for s in shape)
+        return result
+
+    # -- composition -----------------------------------------------------------------------------------------
+    def ComputeFragmentComposition(self, startCoord: int, length: int) -> FragmentComposition:
+        fragmentSize = self.fragParam_.fragmentSize
+        startFragmentIdx = startCoord // fragmentSize
+        startRelativeCoord = startCoord % fragmentSize
+        endCoord = startCoord + length
+        endFragmentIdx = endCoord // fragmentSize
+        totalFragmentCnt = endFragmentIdx - startFragmentIdx + 1
+        if totalFragmentCnt == 1:
+            headSize, bodySize, bodyCnt, tailSize = length, fragmentSize, 0, length
+        else:
+            headSize = fragmentSize - startRelativeCoord
+            bodySize = fragmentSize
+            tailSize = endCoord % fragmentSize
+            if tailSize == 0:
+                tailSize = fragmentSize
+                endFragmentIdx -= 1
+                totalFragmentCnt -= 1
+            bodyCnt = (totalFragmentCnt - 2) & _UINT32_MASK
+        return FragmentComposition(headSize, bodySize, tailSize, startRelativeCoord, startFragmentIdx,
+                                   endFragmentIdx, totalFragmentCnt, bodyCnt)
+
+    def GetFragmentInfo(self, localIdx: int, comp: FragmentComposition) -> FragmentInfo:
+        """Piece `localIdx` of `comp`: head, body or tail along the assemble axis; the slice's own origin and
+        shape on the other axes."""
+        axis = self.fragParam_.assembleAxis
+        fragmentIdx = comp.startFragmentIdx + localIdx
+        info = FragmentInfo(self.addrList_[fragmentIdx] if fragmentIdx < len(self.addrList_) else None,
+                            list(self.sliceCoord_), [0] * self.fragParam_.Dims, list(self.sliceShape_), fragmentIdx)
+        if localIdx == 0:
+            info.copyShape[axis] = comp.headSize
+            info.localCoord[axis] = 0
+            info.fragCoord[axis] = comp.startRelativeCoord
+        elif localIdx < comp.totalFragmentCnt - 1:
+            info.copyShape[axis] = comp.bodySize
+            info.localCoord[axis] = comp.headSize + (localIdx - 1) * comp.bodySize
+            info.fragCoord[axis] = 0
+        else:
+            info.copyShape[axis] = comp.tailSize
+            info.localCoord[axis] = comp.headSize + comp.bodyCnt * comp.bodySize
+            info.fragCoord[axis] = 0
+        return info
+
+    def __repr__(self) -> str:
+        p = self.fragParam_
+        return (f"<FragmentTensor {self.name!r} {p.fragmentCnt} x {p.fragmentSize} ({p.realFragmentSize} real) along "
+                f"axis {p.assembleAxis}, slice {self.sliceCoord_} {self.sliceShape_}>")
+
+
+def MakeFragmentTensor(fragParam: FragmentParam, addrList: MutableSequence[GmAddr | None], *,
+                       MaxFragments: int = MAX_FRAGMENT_COUNT, LayoutFactory: Callable[..., Layout] | None = None,
+                       ElementType: Any = np.uint8, name: str = "") -> FragmentTensor:
+    """`MakeFragmentTensor<Dims, MaxFragments, LayoutFactory, ElementType>(fragParam, addrList)`; validates
+    `fragParam` and the fragment count, and keeps `addrList` by reference."""
+    return FragmentTensor(fragParam, addrList, MaxFragments=MaxFragments, LayoutFactory=LayoutFactory,
+                          ElementType=ElementType, name=name)
+
+
+class _AddrListInUse:
+    """The entries one FragmentSliceCopy reads, as they were when it started; reports a change once."""
+
+    def __init__(self, fragmentTensor: FragmentTensor, comp: FragmentComposition, copy: str, ctx: Any) -> None:
+        self.tensor = fragmentTensor
+        self.copy = copy
+        self.ctx = ctx
+        lst = fragmentTensor.addrList_
+        self.indices = range(comp.startFragmentIdx, min(comp.startFragmentIdx + comp.totalFragmentCnt, len(lst)))
+        self.snapshot = [lst[i] for i in self.indices]
+        self.reported = False
+
+    def check(self, where: str) -> None:
+        if self.reported:
+            return
+        lst = self.tensor.addrList_
+        changed = [(i, old, lst[i]) for i, old in zip(self.indices, self.snapshot, strict=True) if lst[i] != old]
+        if not changed:
+            return
+        self.reported = True
+        frags = ", ".join(f"fragment {i}: {old!r} -> {new!r}" for i, old, new in changed)
+        self.ctx.device.hazards.report(
+            Hazard.ADDR_LIST_MUTATED, self.ctx.label,
+            f"address list of {self.tensor.name or 'a fragment tensor'} changed while {self.copy} used it "
+            f"({where}): {frags}", fragments=[i for i, _, _ in changed], copy=self.copy,
+            tensor=self.tensor.name, old=[o for _, o, _ in changed], new=[n for _, _, n in changed])
+
+
+def FragmentSliceCopy(copyHandle: CopyHandle, tensor: Any, fragmentTensor: FragmentTensor, *,
+                      isScatter: bool) -> None:
+    """`FragmentSliceCopy<isScatter>(copyHandle, tensor, fragmentTensor)`: piece by piece, gather the slice of
+    `fragmentTensor` into the local `tensor` (`isScatter=False`, every row) or scatter `tensor` into the
+    fragments (`isScatter=True`, rows at or past realFragmentSize dropped). `copyHandle` moves one piece
+    (`Te::Copy`) on behalf of its core."""
+    ctx = getattr(copyHandle, "ctx", None)
+    if ctx is None:
+        raise KernelError("FragmentSliceCopy: the copy handle carries no core context (ctx)")
+    assembleAxis = fragmentTensor.GetSplitAxis()
+    composition = fragmentTensor.ComputeFragmentComposition(
+        fragmentTensor.GetSliceCoord(assembleAxis), fragmentTensor.GetSliceShape(assembleAxis))
+    label = (f"FragmentSliceCopy<{'true' if isScatter else 'false'}> of {fragmentTensor.name or 'a fragment tensor'} "
+             f"slice {fragmentTensor.sliceCoord_} {fragmentTensor.sliceShape_}")
+    inUse = _AddrListInUse(fragmentTensor, composition, label, ctx)
+    for idx in range(composition.totalFragmentCnt):
+        inUse.check(f"before piece {idx}")
+        info = fragmentTensor.GetFragmentInfo(idx, composition)
+        if isScatter:
+            realFragmentSize = fragmentTensor.GetRealFragmentSize()
+            if info.fragCoord[assembleAxis] >= realFragmentSize:
+                continue
+            remain = realFragmentSize - info.fragCoord[assembleAxis]
+            if info.copyShape[assembleAxis] > remain:
+                info.copyShape[assembleAxis] = remain
+        if info.fragmentIdx >= fragmentTensor.GetFragmentCnt():
+            ctx.device.hazards.report(
+                Hazard.FRAGMENT_OUT_OF_RANGE, ctx.label,
+                f"{label}: piece {idx} reads fragment {info.fragmentIdx} of {fragmentTensor.GetFragmentCnt()} "
+                f"(address {info.addr!r}{'' if isinstance(info.addr, GmAddr) else ': piece skipped'})",
+                fragment=info.fragmentIdx, fragmentCnt=fragmentTensor.GetFragmentCnt(), copy=label, piece=idx)
+            if not isinstance(info.addr, GmAddr):
+                continue
+        fragment = fragmentTensor.GetFragment(info.fragmentIdx)
+        fragSlice = fragment.Slice(tuple(info.fragCoord), tuple(info.copyShape))
+        tensorSlice = _slice(tensor, info.localCoord, info.copyShape)
+        if isScatter:
+            Copy(copyHandle, fragSlice, tensorSlice)
+        else:
+            Copy(copyHandle, tensorSlice, fragSlice)
+    inUse.check("at its end")
+
+
+def _slice(tensor: Any, coord: Sequence[int], shape: Sequence[int]) -> Any:
+    if isinstance(tensor, GmTensor):
+        return tensor.Slice(tuple(coord), tuple(shape))
+    return SliceLocal(tensor, coord, shape)
