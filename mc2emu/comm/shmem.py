@@ -63,7 +63,7 @@ from mc2emu.comm.errors import WindowError
 from mc2emu.comm.window import SIGNAL_BYTES
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.hazards import GmError, KernelError
-from mc2emu.runtime.waiting import Doorbell
+from mc2emu.runtime.waiting import ANY_CORE, Doorbell
 
 if TYPE_CHECKING:
     from mc2emu.comm.window import Window
@@ -310,11 +310,16 @@ class Shmem:
         window.win.Flush_local(self.rank)
         return int(result[0])
 
-    def signal_wait_until(self, ctx: CoreContext, sig_addr: GmAddr, cmp: Cmp, value: int) -> int:
+    def signal_wait_until(self, ctx: CoreContext, sig_addr: GmAddr, cmp: Cmp, value: int, *,
+                          from_pe: int | None = None) -> int:
         """Block until `signal <cmp> value` holds for the own signal word at `sig_addr`; return the value
-        that satisfied it. Afterwards the data the signal guards is visible to this core's loads."""
+        that satisfied it. Afterwards the data the signal guards is visible to this core's loads.
+        `from_pe`: the rank whose put_signal / signal_op releases the wait (the signal slot's owner in the
+        caller's protocol); a deadlock report then names it and follows its state."""
         if not isinstance(cmp, Cmp):
             raise KernelError(f"cmp must be a Cmp, got {cmp!r}")
+        if from_pe is not None:
+            self._check_pe(from_pe)
         window, off = self._signal_slot(sig_addr)
         idx = off // SIGNAL_BYTES
         value = int(value)
@@ -341,7 +346,10 @@ class Shmem:
             self.device.waiter.wait_until(
                 self._bell(ctx.label), pred, core=ctx.label,
                 obj=f"signal {window.name}+{off:#x} on rank {self.rank}", expected=f"{cmp.value} {value}",
-                setter="put_signal / signal_op from a peer", current=lambda: int(words[idx]), poll=True)
+                setter=("put_signal / signal_op from a peer" if from_pe is None else
+                        f"put_signal / signal_op from rank {from_pe}"),
+                current=lambda: int(words[idx]), poll=True,
+                waits_for=() if from_pe is None else ((from_pe, ANY_CORE),))
         self.world.sync_windows()
         if self.device.events.active:
             ctx.emit(EventKind.SIGNAL, window.name, observed[0], src_rank=self.rank, pe=self.rank,
