@@ -96,6 +96,11 @@ class CommWorld:
             raise SymmetryError(f"windows must be created with the same name and size in the same order on "
                                 f"every rank; got {shapes}")
         win = MPI.Win.Allocate(nbytes, 1, comm=self.comm)
+        if win.Get_attr(MPI.WIN_MODEL) != MPI.WIN_UNIFIED:
+            win.Free()
+            raise ConstraintError("MPI window memory model", f"window '{name}' reports MPI_WIN_SEPARATE: the "
+                                  "comm layer reads its own window by load after Win_sync, which MPI allows only "
+                                  "in the unified model (MPI-4.1 §12.4); use an MPI whose windows are unified")
         win.Lock_all(MPI.MODE_NOCHECK)
         mem = np.frombuffer(win.tomemory(), dtype=np.uint8)
         mem[:] = 0

@@ -1,5 +1,8 @@
 """The device self-check "operator": on every rank, a MIX 1:2 launch that exercises the cross-core flag
 modes 1 and 2 and both SyncAll forms; the output is the number of flag rounds each core completed.
+With more than one rank it then checks the window protocols on the job's MPI transport
+(`mc2emu.comm.transport_check`: put_signal byte-exact, progress into a busy rank, TeamBarrier) and fails
+with a `TransportError` naming what broke: the one command to run on a new cluster.
 
 Always available (it needs only the runtime), so the suite runs before any MC2 operator exists.
 Shape: m = flag rounds per core. Block dim: `--block-dim` or `SELF_CHECK_BLOCK_DIM`.
@@ -12,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from mc2emu.cli.scenarios import Arrays, Case, Comparison, ExecContext, OperatorSpec, Shape
+from mc2emu.comm.errors import TransportError
+from mc2emu.comm.transport_check import check_window_protocols
 from mc2emu.runtime import Device, HazardError, Pipe
 
 SELF_CHECK_BLOCK_DIM = 4
@@ -61,6 +66,10 @@ def _execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     out = np.array([res.returns[label] for label in sorted(res.returns)], dtype=np.int64)
     if res.hazards:
         raise HazardError(res.hazards, out)
+    if ctx.size > 1:
+        transport = check_window_protocols(Device(ctx.rank, check=ctx.check, timeout=ctx.timeout), ctx.comm)
+        if not transport.ok:
+            raise TransportError("the MPI transport breaks the window protocols: " + "; ".join(transport.problems()))
     return out
 
 
@@ -77,7 +86,8 @@ def _compare(out: np.ndarray, golden: np.ndarray | None) -> Comparison:
 
 SELFCHECK = OperatorSpec(
     name="selfcheck",
-    summary="device self-check: cross-core flags (modes 1, 2) and SyncAll<true>/<false>, MIX 1:2",
+    summary="device self-check: cross-core flags (modes 1, 2) and SyncAll<true>/<false>, MIX 1:2; with 2+ "
+            "ranks the window protocols on the MPI transport",
     available=lambda: None,
     make_inputs=_make_inputs,
     golden=_golden,
