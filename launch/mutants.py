@@ -42,6 +42,7 @@ DIAG_MPI = "tests/apace/test_diagnoses_mpi.py"
 QBMM = "tests/blaze/test_quant_batch_matmul_mx.py"
 BMMAD = "tests/blaze/test_block_mmad_mx.py"
 INDEP = "tests/numerics/test_golden_independence.py"
+DIAG = "tests/runtime/test_diagnoses.py"
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,9 @@ MUTANTS: list[Mutant] = [
     Mutant("flag pairing: leftover counts not reported", "mc2emu/runtime/cross_core.py",
            "                if c.value:\n", "                if c.value < 0:\n",
            serial=("tests/runtime/test_cross_core_flags.py",)),
+    Mutant("truncated flag id report names the effective id as given", "mc2emu/runtime/cross_core.py",
+           'the hardware uses id {eff}"', 'the hardware uses id {fid}"',
+           serial=_existing(DIAG)),
     # -- A2A kernel: wait order, dependency tile, drain, rank order --------------------------------------------
     Mutant("in-order wait stops one tile early", "mc2emu/apace/quant_matmul_mx_kernel.py",
            "                while ready < dep:", "                while ready < dep - 1:",
@@ -161,9 +165,9 @@ MUTANTS: list[Mutant] = [
     Mutant("deadlock report loses the releaser lines", "mc2emu/check/deadlock.py",
            '            lines.append(f"      releaser {where} {core_ranges(labels)}: {st}")', "            pass",
            mpi=_existing(HAZ_MPI, DIAG_MPI)),
-    Mutant("READ_BEFORE_WAIT byte range widened to the whole read", "mc2emu/check/happens_before.py",
+    Mutant("READ_BEFORE_WAIT names the reader as the putting core", "mc2emu/check/happens_before.py",
            "window=window, lo=max(lo, plo), hi=min(hi, phi), put_rank=pr, put_core=pcore)",
-           "window=window, lo=lo, hi=hi, put_rank=pr, put_core=pcore)",
+           "window=window, lo=max(lo, plo), hi=min(hi, phi), put_rank=pr, put_core=core)",
            mpi=_existing("tests/checkers/test_happens_before_mpi.py", HAZ_MPI, DIAG_MPI)),
     # -- tiling ----------------------------------------------------------------------------------------------
     Mutant("A2A tiling: head tile count rounds up", "mc2emu/tiling/all_to_all_quant_matmul_tiling.py",

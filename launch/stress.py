@@ -45,8 +45,9 @@ from mc2emu.check.stress_model import (
     judge,
     parse_lines,
 )
+from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.launcher import mpiexec_command
-from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel, Impl
+from mc2emu.ops.all_to_all_quant_matmul import Impl
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 # A job normally ends within the emulator deadline + 3 s of collection + 3 s of linger (+ start-up of up to
@@ -65,8 +66,8 @@ TREE_POLL_S = 0.5
 KILL_GRACE_S = 2.0
 
 # -- what to draw -------------------------------------------------------------------------------------------
-Config = tuple[Impl, int, WaitOrder, HcclServerModel]
-CCU, AICPU = HcclServerModel.CCU, HcclServerModel.AICPU
+Config = tuple[Impl, int, WaitOrder, HcclServerType]
+CCU, AICPU = HcclServerType.CCU, HcclServerType.AICPU
 UDMA = tuple((Impl.UDMA, lm, wo, CCU) for lm in (0, 1, 2) for wo in WaitOrder)
 HCOMM_CCU = tuple((Impl.HCOMM, lm, WaitOrder.IN_ORDER, CCU) for lm in (0, 1))
 HCOMM_AICPU = tuple((Impl.HCOMM, lm, WaitOrder.IN_ORDER, AICPU) for lm in (0, 1))

@@ -37,6 +37,7 @@ import numpy as np
 
 from mc2emu.apace.comm_policy import HcommCommState, HcommCommWaitPolicy
 from mc2emu.apace.quant_matmul_mx_kernel import BiasMode, MatmulMode, Params, QuantMatmulMxKernel
+from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.hazards import Hazard, Severity
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ class AllToAllMxQuantMatmulHcommImpl:
         else:
             splitKNum = self.rankDim_
         faults = self.ctx.device.faults
-        if faults is not None and faults.fires("setup_params", self.ctx.rank, self.ctx.label):
+        if faults is not None and faults.fires(FaultHook.SETUP_PARAMS, self.ctx.rank, self.ctx.label):
             splitKNum += 1   # fault injection: a splitKNum the mmad call count does not match
         return replace(base, localParams=replace(base.localParams, matmulMode=mode, splitKNum=splitKNum))
 

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from mc2emu.apace.comm_policy import UdmaCommWaitPolicy
 from mc2emu.apace.quant_matmul_mx_kernel import LocalParams, MatmulMode, Params, QuantMatmulMxKernel
+from mc2emu.arch.platform import Pipe
 from mc2emu.comm.team_barrier import BarrierMode
-from mc2emu.runtime.platform import Pipe
+from mc2emu.runtime.faults import FaultHook
 
 if TYPE_CHECKING:
 
@@ -87,7 +88,7 @@ class AllToAllMxQuantMatmulUdmaImpl:
         else:
             splitKNum = self.rankSize
         faults = self.ctx.device.faults
-        if faults is not None and faults.fires("setup_params", self.ctx.rank, self.ctx.label):
+        if faults is not None and faults.fires(FaultHook.SETUP_PARAMS, self.ctx.rank, self.ctx.label):
             splitKNum += 1   # fault injection: a splitKNum the mmad call count does not match
         lp: LocalParams = replace(base.localParams, matmulMode=mode, splitKNum=splitKNum)
         return replace(base, localParams=lp)

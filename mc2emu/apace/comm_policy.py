@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mc2emu.runtime.platform import Pipe
+from mc2emu.arch.platform import Pipe
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext

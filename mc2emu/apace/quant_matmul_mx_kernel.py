@@ -30,17 +30,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mc2emu.blaze.gemm.common_utils import (
-    C0_SIZE_B4,
-    C0_SIZE_B8,
-    IDX_M_TILEIDX,
-    IDX_N_TILEIDX,
-    MXFP_DIVISOR_SIZE,
-    MXFP_MULTI_BASE_SIZE,
-    SCALE_C0,
-    BlockCoord,
-)
-from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import storage_dtype
+from mc2emu.blaze.gemm.common_utils import IDX_M_TILEIDX, IDX_N_TILEIDX, BlockCoord
 from mc2emu.blaze.tensor_api.layout import (
     FrameLayoutFormat,
     MakeFrameLayout,
@@ -51,9 +41,11 @@ from mc2emu.blaze.tensor_api.layout import (
     ScaleBNDLayoutPtn,
 )
 from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
-from mc2emu.numerics.formats import E8M0_DTYPE
+from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
+from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
+from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.runtime.events import EventKind
-from mc2emu.runtime.faults import Fault
+from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import Hazard, KernelError
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -169,7 +161,8 @@ class QuantMatmulMxKernel:
         self.isBias_ = params.qbmmParams.isBias == BiasMode.BIAS_ENABLED
         self.isAtomicAdd_ = lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1
         faults = self.ctx.device.faults
-        if self.isAtomicAdd_ and faults is not None and faults.fires("kernel_init", self.ctx.rank, self.ctx.label):
+        if (self.isAtomicAdd_ and faults is not None
+                and faults.fires(FaultHook.KERNEL_INIT, self.ctx.rank, self.ctx.label)):
             self.isAtomicAdd_ = False   # fault injection: the REMOTE pass of localMatmul 1 without atomic add
         if lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1 and not self.isAtomicAdd_:
             self.ctx.device.hazards.report(
@@ -215,7 +208,7 @@ class QuantMatmulMxKernel:
         lp = params.localParams
         M, N, K, _ = params.problemShape
         rankSize, rankId, oriM = lp.rankSize, lp.rankId, lp.originalM
-        scaleKLen = -(-K // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+        scaleKLen = CeilDiv(K, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
         T = self.BlockMmad
         # An AIV running Run (no cube) only joins the waits: its mmads do nothing.
         mm = self.mmadOp_ if self.mmadOp_ is not None else (lambda *args: None)
@@ -231,7 +224,7 @@ class QuantMatmulMxKernel:
         layoutB = MakeLayoutB(rankSize * K, N)
         layoutScaleB = MakeLayoutScaleB(rankSize * scaleKLen, N)
         layoutC = MakeLayoutC(M, N)
-        aType, bType = storage_dtype(T.AType), storage_dtype(T.BType)
+        aType, bType = gm_storage_dtype(T.AType), gm_storage_dtype(T.BType)
         gmA = MakeTensor(MakeMemPtr(self.aGmAddr_, aType), layoutA, name="A(window)")
         gmALocal = MakeTensor(MakeMemPtr(self.localAGmAddr_, aType), layoutA, name="A(local)")
         gmScaleA = MakeTensor(MakeMemPtr(self.scaleAGmAddr_, E8M0_DTYPE), layoutScaleA, name="scaleA(window)")
@@ -255,7 +248,7 @@ class QuantMatmulMxKernel:
         localFirst = lp.matmulMode == MatmulMode.LOCAL and lp.localMatmul == 1
         deferredSync = lp.matmulMode == MatmulMode.DEFERRED_SYNC
         headTileSize = lp.headTileSize
-        totalTiles = -(-oriM // headTileSize)
+        totalTiles = CeilDiv(oriM, headTileSize)
         waitedMask = 0
         ready = -1
 
@@ -263,7 +256,7 @@ class QuantMatmulMxKernel:
             """`commPolicy_.WaitTile(t)`, through the fault-injection hook (skip it, or swap it with t + 1)."""
             nonlocal waitedMask, ready
             faults = ctx.device.faults
-            if faults is not None and faults.fires("wait_tile", ctx.rank, ctx.label):
+            if faults is not None and faults.fires(FaultHook.WAIT_TILE, ctx.rank, ctx.label):
                 ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", t)
                 if faults.fault is Fault.SKIP_WAIT_TILE:
                     return
@@ -381,8 +374,8 @@ class QuantMatmulMxKernel:
         mask = self.kCacheLineAlignMask
         if self.transB:
             scaleKL1 = params.l1Params.scaleKL1
-            scaleKRowBytes = -(-K // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
-            scaleKL1RowBytes = -(-scaleKL1 // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKRowBytes = CeilDiv(K, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKL1RowBytes = CeilDiv(scaleKL1, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
             aligned = (scaleKRowBytes & mask) == 0 and (scaleKL1RowBytes & mask) == 0
         else:
             scaleNStrideBytes = N * MXFP_MULTI_BASE_SIZE

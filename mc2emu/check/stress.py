@@ -52,8 +52,9 @@ from mc2emu.check.stress_model import (
     Scenario,
     fault_plan,
 )
-from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel, Impl
-from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultPlan
+from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.ops.all_to_all_quant_matmul import Impl
+from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultHook, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 
@@ -70,7 +71,7 @@ class TimedFaultPlan(FaultPlan):
     t_fault: float | None = None
     notify: Any = None
 
-    def fires(self, hook: str, rank: int, core: str) -> bool:
+    def fires(self, hook: FaultHook, rank: int, core: str) -> bool:
         hit = super().fires(hook, rank, core)
         if hit and self.t_fault is None:
             self.t_fault = time.time()
@@ -232,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--impl", default="udma", choices=[m.value for m in Impl])
     p.add_argument("--local-matmul", type=int, default=0, choices=[0, 1, 2])
     p.add_argument("--wait-order", default="mask", choices=[m.value for m in WaitOrder])
-    p.add_argument("--hccl-server", default="ccu", choices=[m.value for m in HcclServerModel])
+    p.add_argument("--hccl-server", default="ccu", choices=[m.value for m in HcclServerType])
     p.add_argument("--ori-m", type=int, default=96)
     p.add_argument("--ka", type=int, default=128)
     p.add_argument("--n", type=int, default=64)
@@ -252,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     world = MPI.COMM_WORLD
     s = Scenario(Injection(a.injection), world.Get_size(), Impl(a.impl), a.local_matmul, WaitOrder(a.wait_order),
-                 HcclServerModel(a.hccl_server), a.ori_m, a.ka, a.n, a.head_tile_size, a.block_dim, a.seed,
+                 HcclServerType(a.hccl_server), a.ori_m, a.ka, a.n, a.head_tile_size, a.block_dim, a.seed,
                  a.timeout, a.reference, a.golden)
     gather_comm = world.Dup()   # the operator's own messages never match the gather's
     try:

@@ -11,7 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel, Impl
+from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.ops.all_to_all_quant_matmul import Impl
 from mc2emu.runtime.faults import Fault, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -76,7 +78,7 @@ class Scenario:
     impl: Impl = Impl.UDMA
     local_matmul: int = 0
     wait_order: WaitOrder = WaitOrder.MASK
-    hccl_server: HcclServerModel = HcclServerModel.CCU
+    hccl_server: HcclServerType = HcclServerType.CCU
     ori_m: int = 96
     ka: int = 128
     n: int = 64
@@ -89,7 +91,7 @@ class Scenario:
 
     @property
     def total_tiles(self) -> int:
-        return -(-self.ori_m // self.head_tile_size)
+        return CeilDiv(self.ori_m, self.head_tile_size)
 
     @property
     def hcomm_lm2(self) -> bool:
@@ -115,7 +117,7 @@ class Scenario:
 
 
 def is_valid_config(impl: Impl, local_matmul: int, wait_order: WaitOrder,
-                    hccl_server: HcclServerModel = HcclServerModel.CCU, block_dim: int = 1) -> bool:
+                    hccl_server: HcclServerType = HcclServerType.CCU, block_dim: int = 1) -> bool:
     """The configurations that compute C correctly whatever the timing: udma x lm{0,1,2} x {mask,
     in_order}; hcomm x lm{0,1} x in_order, under AICPU with one AIC only. (hcomm lm 2 is the source's Wait
     beyond Commit; under AICPU block 0 may Finalize while other AICs still Wait and whether they then hang
@@ -123,13 +125,13 @@ def is_valid_config(impl: Impl, local_matmul: int, wait_order: WaitOrder,
     if impl is Impl.UDMA:
         return local_matmul in (0, 1, 2)
     return (local_matmul in (0, 1) and wait_order is WaitOrder.IN_ORDER
-            and (hccl_server is HcclServerModel.CCU or block_dim == 1))
+            and (hccl_server is HcclServerType.CCU or block_dim == 1))
 
 
 def expected_diagnosis(s: Scenario) -> str | None:
     """The diagnosis `s` must end in (a hazard name or DEADLOCK); None for a run that must stay clean."""
     if s.hcomm_lm2:
-        return DEADLOCK if s.hccl_server is HcclServerModel.CCU else "HCCL_WAIT_BEYOND_COMMIT"
+        return DEADLOCK if s.hccl_server is HcclServerType.CCU else "HCCL_WAIT_BEYOND_COMMIT"
     inj = s.injection
     if inj in (Injection.DROP_SET_FLAG, Injection.KILL_RANK):
         return DEADLOCK
@@ -140,7 +142,7 @@ def expected_diagnosis(s: Scenario) -> str | None:
             return "UNCONSUMED_FLAG"
         # hcomm, the working block skips (pinned_core): CCU lets the other AICs complete a Wait only after
         # block 0 completed more, so they hang; AICPU releases them by the finish counters: unwaited commit
-        return DEADLOCK if s.hccl_server is HcclServerModel.CCU else "HCCL_UNWAITED_COMMIT"
+        return DEADLOCK if s.hccl_server is HcclServerType.CCU else "HCCL_UNWAITED_COMMIT"
     if inj is Injection.SWAP_WAIT_ORDER:
         return "READ_BEFORE_WAIT"
     if inj is Injection.WRONG_SPLITK:
@@ -159,7 +161,7 @@ def can_run(s: Scenario) -> list[str]:
     if s.hcomm_lm2:
         if inj is not Injection.NONE or s.wait_order is not WaitOrder.IN_ORDER:
             out.append("hcomm local_matmul 2 (the source's own hazard) runs uninjected and in_order only")
-        if s.hccl_server is HcclServerModel.AICPU and s.block_dim != 1:
+        if s.hccl_server is HcclServerType.AICPU and s.block_dim != 1:
             out.append("hcomm AICPU with several AICs: block 0's Finalize race may add a hang (timing)")
     elif not is_valid_config(s.impl, s.local_matmul, s.wait_order, s.hccl_server, s.block_dim):
         out.append(f"{s.impl.value} lm{s.local_matmul} {s.wait_order.value} {s.hccl_server.value} block_dim "
@@ -168,7 +170,7 @@ def can_run(s: Scenario) -> list[str]:
         out.append("injection none: only for hcomm local_matmul 2")
     if inj in (Injection.DROP_SET_FLAG, Injection.EXTRA_SET_FLAG) and s.impl is not Impl.UDMA:
         out.append(f"{inj.value}: only the UDMA kernel uses cross-core flags")
-    if (inj is Injection.SKIP_WAIT_TILE and s.impl is Impl.HCOMM and s.hccl_server is HcclServerModel.CCU
+    if (inj is Injection.SKIP_WAIT_TILE and s.impl is Impl.HCOMM and s.hccl_server is HcclServerType.CCU
             and s.block_dim < 2):
         out.append("skip_wait_tile on hcomm/CCU hangs the other AICs: block_dim >= 2")
     if inj is Injection.SWAP_WAIT_ORDER and s.impl is not Impl.HCOMM:

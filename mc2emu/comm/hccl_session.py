@@ -30,9 +30,9 @@ from mc2emu.runtime.waiting import Doorbell
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from mc2emu.arch.platform import CoreType
     from mc2emu.comm.hccl import Hccl
     from mc2emu.comm.window import Window
-    from mc2emu.runtime.platform import CoreType
 
 # Completion tags: session number in the high half, repeats delivered in the low half.
 TAG_SHIFT = 32

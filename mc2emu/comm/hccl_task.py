@@ -39,10 +39,11 @@ _PACKED_DTYPES = (np.dtype(ml_dtypes.float4_e2m1fn),)
 
 
 class HcclServerType(enum.Enum):
-    """Which server executes the client's messages (SPEC §3.2); chosen per launch."""
+    """Which server executes the client's messages (SPEC §3.2); chosen per launch. The one HCCL server
+    model enum of mc2emu (the operators' `hccl_server` option parses to it)."""
 
-    AICPU = "aicpu"   # Wait beyond Commit: error, returns -1; Finalize<true> resets the finish counters
     CCU = "ccu"       # DAV_3510 default (hcomm): Wait beyond Commit hangs; non-working cores follow block 0
+    AICPU = "aicpu"   # Wait beyond Commit: error, returns -1; Finalize<true> resets the finish counters
 
 
 class HcclCMDType(enum.Enum):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mc2emu.comm.errors import CommClosedError, WindowError
+from mc2emu.numerics.int_math import Align
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -92,7 +93,7 @@ class Window:
     def carve(self, nbytes: int, align: int = WINDOW_CARVE_ALIGN) -> GmAddr:
         """Reserve `nbytes` of this window (a symmetric allocation: every rank that carves the same sizes
         in the same order gets the same offsets, as `shmem_malloc` does)."""
-        start = -(-self._carved // align) * align
+        start = Align(self._carved, align)
         if nbytes < 0 or start + nbytes > self.nbytes:
             raise WindowError(f"carving {nbytes} bytes at offset {start} overflows window '{self.name}' of "
                               f"{self.nbytes} bytes")

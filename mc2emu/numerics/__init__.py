@@ -1,22 +1,22 @@
-"""MX numerics: element / scale formats, quantization, Ascend scale layouts, the MX matmul core, goldens.
+"""MX numerics: element / scale formats, quantization, Ascend scale layouts, the MX matmul core, goldens;
+the MX / fractal constants (`constants.py`) and the integer helpers (`int_math.py`) every layer shares.
 
 The lowest layer of mc2emu (STYLE.md §1): pure numpy + ml_dtypes, no MPI, no threads, no global state.
 """
 
 from mc2emu.numerics.block_scale import decode_scales, shared_scale_codes
 from mc2emu.numerics.compare import a2a_allclose, ag_compare, bf16_ulp_distance, ulp_distance
-from mc2emu.numerics.element_codec import decode_elements, encode_elements
-from mc2emu.numerics.errors import MxTypeError, MxValueError
-from mc2emu.numerics.formats import (
-    E8M0_LUT,
+from mc2emu.numerics.constants import (
     FP4_C0_SIZE,
     FP8_C0_SIZE,
     MX_GROUP_SIZE,
     MXFP_DIVISOR_SIZE,
     MXFP_MULTI_BASE_SIZE,
     SCALE_C0,
-    ElemFormat,
 )
+from mc2emu.numerics.element_codec import decode_elements, encode_elements
+from mc2emu.numerics.errors import MxTypeError, MxValueError
+from mc2emu.numerics.formats import E8M0_LUT, FP4_STORAGE_DTYPE, ElemFormat, gm_storage_dtype
 from mc2emu.numerics.fp4 import pack_fp4, unpack_fp4
 from mc2emu.numerics.golden import (
     E8m0Cast,
@@ -47,6 +47,7 @@ from mc2emu.numerics.scale_layout import (
 __all__ = [
     "E8M0_LUT",
     "FP4_C0_SIZE",
+    "FP4_STORAGE_DTYPE",
     "FP8_C0_SIZE",
     "MXFP_DIVISOR_SIZE",
     "MXFP_MULTI_BASE_SIZE",
@@ -75,6 +76,7 @@ __all__ = [
     "gen_ag_scales",
     "gen_st_elements",
     "gen_st_scales",
+    "gm_storage_dtype",
     "golden_mx_matmul",
     "mmad_k_ordered",
     "pack_fp4",

@@ -17,17 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from mc2emu.numerics.constants import E8M0_BIAS, E8M0_MAX_EXP, E8M0_MIN_EXP, E8M0_NAN_CODE
 from mc2emu.numerics.element_codec import FLOAT32_ABS_MASK, as_codes
 from mc2emu.numerics.errors import MxTypeError, MxValueError
-from mc2emu.numerics.formats import (
-    E8M0_BIAS,
-    E8M0_DTYPE,
-    E8M0_LUT,
-    E8M0_MAX_EXP,
-    E8M0_MIN_EXP,
-    E8M0_NAN_CODE,
-    ElemFormat,
-)
+from mc2emu.numerics.formats import E8M0_DTYPE, E8M0_LUT, ElemFormat
+from mc2emu.numerics.int_math import CeilDiv
 
 FLOAT32_INF_BITS = 0x7F800000  # float32 bit pattern of +Inf; |x| bits >= this means Inf or NaN.
 E8M0_MAX_FINITE_CODE = E8M0_MAX_EXP + E8M0_BIAS  # 254, 2^127.
@@ -77,7 +71,7 @@ def scale_codes_to_e8m0(codes: np.ndarray) -> np.ndarray:
 
 def num_blocks(k: int, block: int) -> int:
     """ceil(k / block): scale blocks along an axis of length k."""
-    return -(-k // block)
+    return CeilDiv(k, block)
 
 
 def apply_block_scale(

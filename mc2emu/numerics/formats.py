@@ -18,22 +18,11 @@ from types import MappingProxyType
 import ml_dtypes
 import numpy as np
 
+from mc2emu.numerics.constants import E8M0_BIAS, E8M0_NAN_CODE, FP4_C0_SIZE, FP8_C0_SIZE
 from mc2emu.numerics.errors import MxValueError
 
-# --- MX layout constants (seed 000 §5.2/§6, seed 002 §2.9, SPEC §4) -----------------------------------
-MX_GROUP_SIZE = 32  # OCP MX block: one E8M0 scale per 32 consecutive K elements (CANN golden repeats x32).
-MXFP_DIVISOR_SIZE = 64  # apace constant.h: K elements covered by one stored scale pair (two 32-groups).
-MXFP_MULTI_BASE_SIZE = 2  # apace constant.h: scales stored per MXFP_DIVISOR_SIZE K elements.
-SCALE_C0 = 2  # innermost dim of the Ascend scale layouts: the two 32-group scales of one 64-K slice.
-FP8_C0_SIZE = 32  # fractal C0 in elements for 8-bit data: one 32-byte C0 row holds 32 elements.
-FP4_C0_SIZE = 64  # fractal C0 in elements for 4-bit data: the same 32 bytes hold 64 packed elements.
-
-# --- E8M0 scale (fp8_e8m0_t / ml_dtypes.float8_e8m0fnu) -------------------------------------------------
-E8M0_BIAS = 127  # E8M0 value is 2^(code - 127).
-E8M0_MIN_EXP = -127  # code 0x00: the smallest scale, 2^-127 (a float32 subnormal, still exact).
-E8M0_MAX_EXP = 127  # code 0xFE: the largest finite scale; 0xFF is reserved for NaN.
-E8M0_NAN_CODE = 0xFF  # the only non-finite E8M0 code; E8M0 has no zero, no sign and no Inf.
 E8M0_DTYPE = np.dtype(ml_dtypes.float8_e8m0fnu)  # storage dtype of every MX scale array.
+FP4_STORAGE_DTYPE = np.dtype(ml_dtypes.float4_e2m1fn)  # packed 4-bit GM storage of every FP4 element format
 
 
 def _build_e8m0_lut() -> np.ndarray:
@@ -224,3 +213,9 @@ _FORMAT_INFO = MappingProxyType(
 )
 
 _LUTS = MappingProxyType({fmt: _build_lut(fmt, info) for fmt, info in _FORMAT_INFO.items()})
+
+
+def gm_storage_dtype(elem: ElemFormat) -> np.dtype:
+    """GM dtype of an MX operand: the ml_dtypes FP8 type, or packed FP4 storage (`FP4_STORAGE_DTYPE`, two
+    codes per byte) for both FP4 formats. (`ElemFormat.storage_dtype` is the dtype of unpacked arrays.)"""
+    return FP4_STORAGE_DTYPE if elem.is_fp4 else np.dtype(elem.ml_dtype)

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from mc2emu.numerics.constants import FP4_PER_BYTE
 from mc2emu.numerics.element_codec import as_codes
 from mc2emu.numerics.errors import MxTypeError, MxValueError
 from mc2emu.numerics.formats import ElemFormat
+from mc2emu.numerics.int_math import CeilDiv
 
 FP4_CODE_MASK = 0x0F  # a 4-bit element code occupies one nibble.
 FP4_HIGH_SHIFT = 4  # the odd element of a pair lives in the high nibble.
-FP4_PER_BYTE = 2  # two FP4 elements per byte.
 
 
 def packed_len(n: int) -> int:
     """Bytes holding n packed FP4 elements: ceil(n / 2)."""
-    return -(-n // FP4_PER_BYTE)
+    return CeilDiv(n, FP4_PER_BYTE)
 
 
 def pack_fp4(codes: np.ndarray) -> np.ndarray:

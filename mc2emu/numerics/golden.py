@@ -29,9 +29,10 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.numerics.compare import a2a_allclose, ag_compare, bf16_ulp_distance
+from mc2emu.numerics.constants import E8M0_BIAS, E8M0_NAN_CODE, MX_GROUP_SIZE
 from mc2emu.numerics.element_codec import FLOAT32_MANTISSA_BITS
 from mc2emu.numerics.errors import MxTypeError, MxValueError
-from mc2emu.numerics.formats import E8M0_BIAS, E8M0_DTYPE, E8M0_NAN_CODE, MX_GROUP_SIZE, ElemFormat
+from mc2emu.numerics.formats import E8M0_DTYPE, ElemFormat
 from mc2emu.numerics.mx_matmul import OutDtype
 from mc2emu.numerics.scale_layout import from_ascend_scale_a, from_ascend_scale_b, scale_blocks
 

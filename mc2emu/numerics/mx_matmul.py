@@ -21,9 +21,10 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.numerics.block_scale import apply_block_scale, decode_scales, num_blocks
+from mc2emu.numerics.constants import MX_GROUP_SIZE
 from mc2emu.numerics.element_codec import decode_elements
 from mc2emu.numerics.errors import MxTypeError, MxValueError
-from mc2emu.numerics.formats import MX_GROUP_SIZE, ElemFormat
+from mc2emu.numerics.formats import ElemFormat
 from mc2emu.numerics.fp4 import packed_len, packed_pair_lut
 
 __all__ = [

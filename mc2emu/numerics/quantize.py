@@ -26,6 +26,7 @@ from mc2emu.numerics.block_scale import (
     scale_codes_to_e8m0,
     shared_scale_codes,
 )
+from mc2emu.numerics.constants import E8M0_NAN_CODE, MX_GROUP_SIZE
 from mc2emu.numerics.element_codec import (
     FP4_NAN_SUBSTITUTE,
     as_codes,
@@ -35,7 +36,7 @@ from mc2emu.numerics.element_codec import (
     encode_finite,
 )
 from mc2emu.numerics.errors import MxTypeError, MxValueError
-from mc2emu.numerics.formats import E8M0_DTYPE, E8M0_NAN_CODE, MX_GROUP_SIZE, ElemFormat
+from mc2emu.numerics.formats import E8M0_DTYPE, ElemFormat
 
 
 def _normalize_axis(axis: int, ndim: int, param: str = "axis") -> int:

@@ -20,26 +20,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from mc2emu.numerics.constants import MX_GROUP_SIZE, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
 from mc2emu.numerics.errors import MxTypeError, MxValueError
-from mc2emu.numerics.formats import (
-    E8M0_DTYPE,
-    MX_GROUP_SIZE,
-    MXFP_DIVISOR_SIZE,
-    MXFP_MULTI_BASE_SIZE,
-    SCALE_C0,
-)
+from mc2emu.numerics.formats import E8M0_DTYPE
+from mc2emu.numerics.int_math import CeilDiv
 
 SCALE_PAD_CODE = 0x00  # code written into the unused half of the last pair when ceil(K/32) is odd.
 
 
 def scale_blocks(k: int) -> int:
     """Per-row MX scale count: ceil(k / MX_GROUP_SIZE)."""
-    return -(-k // MX_GROUP_SIZE)
+    return CeilDiv(k, MX_GROUP_SIZE)
 
 
 def scale_k_len(k: int) -> int:
     """Per-row stored scale count (`scaleKLen`): ceil(k / MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE."""
-    return -(-k // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+    return CeilDiv(k, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
 
 
 def _codes(arr: np.ndarray, param: str, ndim: int) -> np.ndarray:

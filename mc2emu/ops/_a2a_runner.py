@@ -31,27 +31,28 @@ from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, L1Params
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams, BlockSchedulerQuantBatchMatmulV3
 from mc2emu.blaze.gemm.common_utils import ProblemShape
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
-from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import storage_dtype
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
 from mc2emu.check.happens_before import HappensBeforeChecker
 from mc2emu.comm.hccl import Hccl
 from mc2emu.comm.hccl_server import HcclServer
-from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.comm.shmem import Shmem
 from mc2emu.comm.team_barrier import TeamBarrier
 from mc2emu.comm.world import CommWorld
+from mc2emu.numerics.formats import gm_storage_dtype
 from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.device import Device
+from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.hazards import ConstraintError, DeadlockError, HazardReport
+from mc2emu.runtime.kernel_type import KernelType
 
 if TYPE_CHECKING:
     from mc2emu.ops.all_to_all_quant_matmul import A2AProblem
 
 KERNEL_NAME = "all_to_all_quant_matmul"
 # UDMA launches one AIC and one AIV per block; hcomm launches AICs only.
-UDMA_KERNEL_TYPE = "MIX_AIC_1_1"
-HCOMM_KERNEL_TYPE = "AIC_ONLY"
+UDMA_KERNEL_TYPE = KernelType.MIX_AIC_1_1
+HCOMM_KERNEL_TYPE = KernelType.AIC_ONLY
 
 
 @dataclass
@@ -102,12 +103,12 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
     scaleKLen = scale_k_len(Ka)
     scaleRowBytes = scaleKLen
     gm = dev.gm
-    aStorage = storage_dtype(problem.elem)
+    aStorage = gm_storage_dtype(problem.elem)
     x1_addr = gm.alloc(R * oriM * rowBytes, "x1")
     gm.write(x1_addr, np.ascontiguousarray(x1).view(aStorage) if not problem.elem.is_fp4 else
              np.ascontiguousarray(x1).view(np.uint8).view(aStorage))
     x1s_addr = gm.alloc(0, "x1_scale", data=np.ascontiguousarray(x1_scale).view(np.uint8))
-    bStorage = storage_dtype(problem.b_elem)
+    bStorage = gm_storage_dtype(problem.b_elem)
     x2_addr = gm.alloc(N * _elem_bytes(problem, R * Ka), "x2")
     gm.write(x2_addr, np.ascontiguousarray(x2).view(np.uint8).view(bStorage))
     x2s_addr = gm.alloc(0, "x2_scale", data=np.ascontiguousarray(x2_scale).view(np.uint8))
@@ -139,7 +140,7 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
             scalePart = -(-(R * oriM * scaleRowBytes) // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
             win = world.window(scalePart + R * oriM * rowBytes, "hcomm_workspace")
             workspace, dataRecv = win.addr(0), win.addr(scalePart)
-            server = HcclServer(world, model=HcclServerType[problem.hccl_server.name])
+            server = HcclServer(world, model=problem.hccl_server)
             aAddr, saAddr = dataRecv, workspace
         params = Params(
             problemShape=ProblemShape(oriM, N, Ka, 1),
@@ -163,7 +164,7 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
             hargs = HcommArgs(params, ct, rowBytes, scaleRowBytes, x1_addr, workspace, dataRecv, server, aDtype,
                               problem.wait_order)
             kernel_type = HCOMM_KERNEL_TYPE
-            if faults is not None and faults.fires("launch", rank, "host"):
+            if faults is not None and faults.fires(FaultHook.LAUNCH, rank, "host"):
                 kernel_type = UDMA_KERNEL_TYPE   # fault injection: the AIC-only kernel launched mixed
             res = dev.launch(all_to_all_mx_quant_matmul_hcomm, used, kernel_type, hargs, BlockMmad,
                              BlockScheduler, Hccl, name=KERNEL_NAME)

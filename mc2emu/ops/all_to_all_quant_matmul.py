@@ -25,6 +25,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.runtime.hazards import ConstraintError, HazardError
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import (
@@ -41,11 +42,6 @@ LOCAL_MATMUL_VALUES = (0, 1, 2)
 class Impl(enum.Enum):
     UDMA = "udma"
     HCOMM = "hcomm"
-
-
-class HcclServerModel(enum.Enum):
-    CCU = "ccu"
-    AICPU = "aicpu"
 
 
 def _parse_enum(cls: type[enum.Enum], value: Any, param: str) -> Any:
@@ -72,7 +68,7 @@ class A2AProblem:
     impl: Impl
     local_matmul: int
     wait_order: WaitOrder
-    hccl_server: HcclServerModel
+    hccl_server: HcclServerType
     has_bias: bool
 
 
@@ -95,7 +91,7 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         order = WaitOrder.parse(wait_order)
     except ConstraintError as exc:
         errs.append((exc.rule, str(exc)))
-    server = enum_or_err(HcclServerModel, hccl_server, "hccl_server")
+    server = enum_or_err(HcclServerType, hccl_server, "hccl_server")
     if local_matmul not in LOCAL_MATMUL_VALUES:
         errs.append(("local_matmul", f"local_matmul={local_matmul!r} is not one of {LOCAL_MATMUL_VALUES}"))
     out = None
@@ -152,7 +148,7 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
 
 def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                             impl: str | Impl = "udma", local_matmul: int = 0, wait_order: str | WaitOrder = "mask",
-                            hccl_server: str | HcclServerModel = "ccu", bias: np.ndarray | None = None,
+                            hccl_server: str | HcclServerType = "ccu", bias: np.ndarray | None = None,
                             out_dtype: Any = "bfloat16", block_dim: int | None = None, check: bool = True,
                             timeout: float | None = None, comm: Any = None, perturb: Any = None,
                             observers: Iterable[Callable[[Any], None]] = (),

@@ -12,13 +12,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
+from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import BlockIndex, TailSplitVariant
 from mc2emu.blaze.gemm.kernel.kernel_qgmm_mx import GMMTiling, KernelQGmmMx
 from mc2emu.runtime.hazards import ConstraintError
-from mc2emu.runtime.platform import DAV_3510
 from mc2emu.tiling.grouped_matmul_tiling import GmmTilingResult, TilingGMM
 from mc2emu.tiling.grouped_matmul_tiling_context import (
     GROUPLIST_TYPE_COUNT,
@@ -151,5 +152,30 @@ def grouped_matmul_mx_schedule(group_sizes: Sequence, n: int, k: int | None = No
     return tuple(records)
 
 
-__all__ = ["GROUPLIST_TYPE_COUNT", "GROUPLIST_TYPE_CUMSUM", "GmmScheduleRecord", "grouped_matmul_mx_schedule",
-           "grouped_matmul_mx_tiling"]
+def format_grouped_matmul_mx_tiling(result: GmmTilingResult, *, as_json: bool = False) -> str:
+    """Seed 002 §15's debugging fields, one `name = value` per line, or JSON with the source's field names
+    (gmmQuantParams, mmTilingData incl. the unserialized depthA1 / depthB1 / stepKa / stepKb, tilingKey, ...)."""
+    if as_json:
+        return json.dumps(result.as_dict(), indent=2, sort_keys=False)
+    fields = result.debug_fields()
+    width = max(len(k) for k in fields)
+    return "\n".join(f"{k:<{width}} = {v}" for k, v in fields.items())
+
+
+def format_grouped_matmul_mx_schedule(records: Sequence[GmmScheduleRecord], *, as_json: bool = False) -> str:
+    """The schedule per core: `core c: g<group> (mi,ni) r<round> [m_off+m_piece, n_off+n_piece]` in run order."""
+    if as_json:
+        return json.dumps([asdict(r) for r in records], indent=1)
+    by_core: dict[int, list[GmmScheduleRecord]] = {}
+    for r in records:
+        by_core.setdefault(r.core, []).append(r)
+    lines = []
+    for core in sorted(by_core):
+        tiles = " ".join(f"g{r.group}({r.mi},{r.ni})r{r.round}[{r.m_offset}+{r.m_piece},{r.n_offset}+{r.n_piece}]"
+                         for r in by_core[core])
+        lines.append(f"core {core:2d}: {tiles}")
+    return "\n".join(lines)
+
+
+__all__ = ["GmmScheduleRecord", "format_grouped_matmul_mx_schedule", "format_grouped_matmul_mx_tiling",
+           "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling"]

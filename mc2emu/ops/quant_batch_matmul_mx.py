@@ -43,12 +43,13 @@ from mc2emu.blaze import (
     QBMMTiling,
     kernel_qbmm_mx,
 )
-from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import storage_dtype
 from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE, SCALE_C0
 from mc2emu.numerics.errors import MxTypeError, MxValueError
-from mc2emu.numerics.formats import E8M0_DTYPE, MXFP_DIVISOR_SIZE, SCALE_C0
+from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
 from mc2emu.runtime import ConstraintError, Device, HazardError
+from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulArgs, QuantMatmulTilingSwat, can_implement
 
 MAX_BATCH_DIMS = 4  # batchA1..A4 / batchB1..B4 / batchC1..C4 of QBMMTiling
@@ -151,9 +152,9 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
     tiling = QuantMatmulTilingSwat(device.platform, aic_num=block_dim).GetTilingData(m, n, k, trans_a, trans_b, fa, fb)
     gm = device.gm
     a_addr = gm.alloc(-(-a.size // 2) if fa.is_fp4 else a.size, "x1")
-    gm.write(a_addr, np.ascontiguousarray(a.view(np.uint8)).reshape(-1, a.shape[-1]).view(storage_dtype(fa)))
+    gm.write(a_addr, np.ascontiguousarray(a.view(np.uint8)).reshape(-1, a.shape[-1]).view(gm_storage_dtype(fa)))
     b_addr = gm.alloc(-(-b.size // 2) if fb.is_fp4 else b.size, "x2")
-    gm.write(b_addr, np.ascontiguousarray(b.view(np.uint8)).reshape(-1, b.shape[-1]).view(storage_dtype(fb)))
+    gm.write(b_addr, np.ascontiguousarray(b.view(np.uint8)).reshape(-1, b.shape[-1]).view(gm_storage_dtype(fb)))
     sa_addr = gm.alloc(sa.size, "x1_scale", data=np.ascontiguousarray(sa).view(np.uint8))
     sb_addr = gm.alloc(sb.size, "x2_scale", data=np.ascontiguousarray(sb).view(np.uint8))
     c_elems = int(np.prod(c_shape))
@@ -183,7 +184,7 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
                               baseN=tiling.baseN, baseK=tiling.baseK, isBias=int(bias_arr is not None),
                               dbL0C=tiling.dbL0c))
     try:
-        result = device.launch(kernel_qbmm_mx, tiling.block_dim, "AIC_ONLY", BlockMmad, BlockScheduler, params,
+        result = device.launch(kernel_qbmm_mx, tiling.block_dim, KernelType.AIC_ONLY, BlockMmad, BlockScheduler, params,
                                revision, name=KERNEL_NAME)
     finally:
         for u in unsubscribe:

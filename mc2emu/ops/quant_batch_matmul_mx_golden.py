@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mc2emu.numerics import ElemFormat
-from mc2emu.numerics.formats import MX_GROUP_SIZE, SCALE_C0
+from mc2emu.numerics.constants import MX_GROUP_SIZE, SCALE_C0
 from mc2emu.numerics.golden import golden_cast, golden_decode_elements, golden_decode_scales
 
 

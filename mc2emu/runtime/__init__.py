@@ -1,6 +1,7 @@
 """The emulated device: platform table, cores, GM, local memory, cross-core flags, SyncAll, atomics, the
 blocking wait primitive, events and hazards."""
 
+from mc2emu.arch.platform import DAV_3510, CoreType, FlagMode, Pipe, PlatformSpec
 from mc2emu.runtime.core import CoreContext
 from mc2emu.runtime.device import Device, Launch, LaunchResult
 from mc2emu.runtime.events import Event, EventBus, EventKind, EventRecorder
@@ -23,7 +24,6 @@ from mc2emu.runtime.hazards import (
 from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.runtime.local_memory import Position
 from mc2emu.runtime.perturb import PerturbPolicy
-from mc2emu.runtime.platform import DAV_3510, CoreType, Pipe, PlatformSpec
 from mc2emu.runtime.waiting import Waiter
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "EventBus",
     "EventKind",
     "EventRecorder",
+    "FlagMode",
     "FlagOverflowError",
     "GlobalMemory",
     "GmAddr",

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mc2emu.arch.platform import CoreType, FlagMode, Pipe
 from mc2emu.runtime import sync_all
 from mc2emu.runtime.events import EventKind
-from mc2emu.runtime.faults import DELAY_RANK_S, KILLED_EXIT_CODE, Fault
+from mc2emu.runtime.faults import DELAY_RANK_S, KILLED_EXIT_CODE, Fault, FaultHook
 from mc2emu.runtime.hazards import LaunchAborted
 from mc2emu.runtime.local_memory import LocalMemory
-from mc2emu.runtime.platform import CoreType, Pipe
 
 if TYPE_CHECKING:
     from mc2emu.runtime.device import Device, Launch
@@ -73,12 +73,12 @@ class CoreContext:
         return self.sub_block
 
     # -- cross-core synchronization ----------------------------------------------------------------------
-    def CrossCoreSetFlag(self, mode: int, pipe: Pipe, flag_id: int) -> None:
+    def CrossCoreSetFlag(self, mode: int | FlagMode, pipe: Pipe, flag_id: int) -> None:
         """`CrossCoreSetFlag<mode, pipe>(flagId)`."""
         self.checkpoint("set")
         self.device.flags.set_flag(self, mode, pipe, flag_id)
 
-    def CrossCoreWaitFlag(self, mode: int, pipe: Pipe, flag_id: int) -> None:
+    def CrossCoreWaitFlag(self, mode: int | FlagMode, pipe: Pipe, flag_id: int) -> None:
         """`CrossCoreWaitFlag<mode, pipe>(flagId)`."""
         self.device.flags.wait_flag(self, mode, pipe, flag_id)
 
@@ -128,7 +128,7 @@ class CoreContext:
         if self.deferred_set is not None and point not in ("set", "mmad"):
             self.device.flags.flush_deferred(self)   # a held Set completes before the core blocks or syncs
         faults = self.device.faults
-        if faults is not None and faults.fires("checkpoint", self.rank, self.label):
+        if faults is not None and faults.fires(FaultHook.CHECKPOINT, self.rank, self.label):
             if faults.fault is Fault.KILL_RANK:
                 sys.stdout.flush()
                 sys.stderr.write(f"[mc2emu fault injection] rank {self.rank} killed at {self.label} {point}\n")

@@ -31,11 +31,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mc2emu.arch.platform import CoreType, FlagMode, Pipe
 from mc2emu.runtime.events import EventKind
-from mc2emu.runtime.faults import Fault
+from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import FlagOverflowError, Hazard, KernelError, Severity
 from mc2emu.runtime.kernel_type import KernelType
-from mc2emu.runtime.platform import CoreType, Pipe
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 # How many operations of one counter a FLAG_OVERFLOW report shows.
 HISTORY_DEPTH = 24
-VALID_MODES = (0, 1, 2, 4)
+VALID_MODES = tuple(m.value for m in FlagMode)
+_FLAG_MODES = {m.value: m for m in FlagMode}
 
 # Cores are keyed by their label ("AIC3", "AIV7"): strings hash fast, enums do not.
 CoreKey = str
@@ -51,6 +52,15 @@ CoreKey = str
 
 def core_label(key: CoreKey) -> str:
     return key
+
+
+def flag_mode(mode: int | FlagMode, pipe: Pipe, op: str) -> FlagMode:
+    """The flag API's boundary: the kernel's `mode` literal as a `FlagMode` (a KernelError when the
+    compiler would reject it)."""
+    m = _FLAG_MODES.get(mode)
+    if m is None:
+        raise KernelError(f"{op}<{mode}, {pipe.name}>: mode must be one of {VALID_MODES}")
+    return m
 
 
 @dataclass
@@ -84,7 +94,7 @@ class CrossCoreFlags:
             c = self.counters[k] = Counter()
         return c
 
-    def _raise(self, ctx: CoreContext, target: CoreKey, fid: int, mode4: bool, mode: int,
+    def _raise(self, ctx: CoreContext, target: CoreKey, fid: int, mode4: bool, mode: FlagMode,
                sources: tuple[tuple[str, int], ...] = ()) -> None:
         """A round completed: raise `target`'s counter (device lock held). `sources` are the (core, Set id)
         of the Sets that made the round; the consuming Wait's event carries the same token."""
@@ -107,13 +117,13 @@ class CrossCoreFlags:
         self.device.core_bell(target).ring()
         if self.device.events.active:
             self.device.events.emit(EventKind.FLAG_RAISE, ctx.label, f"{target}.flag{fid}",
-                                    c.value, mode=mode, mode4=mode4, token=self._token, target=target,
+                                    c.value, mode=int(mode), mode4=mode4, token=self._token, target=target,
                                     sources=sources or ((ctx.label, self._set_id),))
 
-    def _check_mode(self, ctx: CoreContext, fid: int, mode: int, core: CoreKey | None = None) -> None:
+    def _check_mode(self, ctx: CoreContext, fid: int, mode: FlagMode, core: CoreKey | None = None) -> None:
         """Modes 0-2 share a core's counters: using id `fid` of `core` (default: the caller) in `mode` while
         it holds counts or partial rounds of another mode is undefined."""
-        if mode == 4:
+        if mode is FlagMode.MIX_1_2:
             return
         core = ctx.key if core is None else core
         key = (core, fid)
@@ -124,7 +134,7 @@ class CrossCoreFlags:
             self.device.hazards.report(
                 Hazard.FLAG_MODE_MIXED, ctx.label,
                 f"flag id {fid} of {core} used in mode {mode} while mode-{last} Sets/Waits on it have not "
-                f"drained (undefined on hardware)", flag=fid, mode=mode, previous_mode=last)
+                f"drained (undefined on hardware)", flag=fid, mode=int(mode), previous_mode=int(last))
         self.id_mode[key] = mode
 
     def _outstanding(self, key: CoreKey, fid: int) -> bool:
@@ -133,7 +143,7 @@ class CrossCoreFlags:
             return True
         return any(dom[-1] == fid and cnt.get(key) for dom, cnt in self.pending.items())
 
-    def _validate(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, op: str) -> int | None:
+    def _validate(self, ctx: CoreContext, mode: FlagMode, pipe: Pipe, fid: int, op: str) -> int | None:
         """Compile-time and DAV_3510 rules. Returns the effective id, or None when the call is a no-op.
         Results are cached per launch; each distinct misuse is reported once per core."""
         cache = ctx.launch.validated
@@ -144,10 +154,8 @@ class CrossCoreFlags:
         cache[ck] = eff
         return eff
 
-    def _validate_uncached(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, op: str) -> int | None:
-        if mode not in VALID_MODES:
-            raise KernelError(f"{op}<{mode}, {pipe.name}>: mode must be one of {VALID_MODES}")
-        if pipe is Pipe.PIPE_ALL or (mode != 4 and pipe is Pipe.PIPE_S):
+    def _validate_uncached(self, ctx: CoreContext, mode: FlagMode, pipe: Pipe, fid: int, op: str) -> int | None:
+        if pipe is Pipe.PIPE_ALL or (mode is not FlagMode.MIX_1_2 and pipe is Pipe.PIPE_S):
             raise KernelError(f"{op}<{mode}, {pipe.name}>: mode {mode} does not accept {pipe.name} "
                               f"(rejected at compile time)")
         hz = self.device.hazards
@@ -157,19 +165,19 @@ class CrossCoreFlags:
             hz.report(Hazard.PIPE_NOT_ON_CORE, ctx.label,
                       f"{op}<{mode}, {pipe.name}>({fid}) on an {ctx.core_type.value}: {pipe.name} does not "
                       f"exist on this core, the call compiles to nothing on {plat.name} (a partner Wait hangs)",
-                      flag=fid, mode=mode, pipe=pipe.name)
+                      flag=fid, mode=int(mode), pipe=pipe.name)
             return None
         if kt in (KernelType.AIC_ONLY, KernelType.AIV_ONLY) or not kt.supports_mode(mode):
             hz.report(Hazard.SYNC_KERNEL_TYPE, ctx.label,
                       f"{op}<{mode}, {pipe.name}>({fid}) under {kt.value}: this kernel type has no "
-                      f"mode-{mode} cross-core sync (Set dropped, Wait hangs)", flag=fid, mode=mode)
+                      f"mode-{mode} cross-core sync (Set dropped, Wait hangs)", flag=fid, mode=int(mode))
             return None if op == "CrossCoreSetFlag" else fid
-        if mode == 4:
+        if mode is FlagMode.MIX_1_2:
             limit = plat.mode4_aic_id_count if ctx.core_type is CoreType.AIC else plat.mode4_aiv_id_count
             if not 0 <= fid < limit:
                 raise KernelError(f"{op}<4>: id {fid} outside 0..{limit - 1} on {ctx.core_type.value}")
             return fid
-        if mode == 1 and ctx.core_type is CoreType.AIC:
+        if mode is FlagMode.AIVS_OF_GROUP and ctx.core_type is CoreType.AIC:
             raise KernelError(f"{op}<1>: mode 1 synchronizes the AIVs of a group; called on {ctx.label}")
         if fid >= plat.flag_id_count or fid < 0:
             eff = fid & (plat.flag_id_count - 1)
@@ -180,15 +188,17 @@ class CrossCoreFlags:
         return fid
 
     # -- the API ---------------------------------------------------------------------------------------
-    def set_flag(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, *, internal: bool = False) -> None:
-        fid_eff = self._validate(ctx, mode, pipe, fid, "CrossCoreSetFlag")
+    def set_flag(self, ctx: CoreContext, mode: int | FlagMode, pipe: Pipe, fid: int, *,
+                 internal: bool = False) -> None:
+        fmode = flag_mode(mode, pipe, "CrossCoreSetFlag")
+        fid_eff = self._validate(ctx, fmode, pipe, fid, "CrossCoreSetFlag")
         if fid_eff is None:
             return
-        if not internal and mode != 4:
+        if not internal and fmode is not FlagMode.MIX_1_2:
             self.kernel_ids_used.add(fid_eff)
         repeat = 1
         faults = self.device.faults
-        if not internal and faults is not None and faults.fires("set_flag", ctx.rank, ctx.label):
+        if not internal and faults is not None and faults.fires(FaultHook.SET_FLAG, ctx.rank, ctx.label):
             ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", fid_eff)
             if faults.fault is Fault.DROP_SET_FLAG:
                 return
@@ -196,12 +206,12 @@ class CrossCoreFlags:
         perturb = self.device.perturb
         for _ in range(repeat):
             if perturb is not None and perturb.reorder_sets:
-                self._set_reordered(ctx, perturb, (mode, pipe, fid_eff))
+                self._set_reordered(ctx, perturb, (fmode, pipe, fid_eff))
             else:
-                self._set(ctx, mode, pipe, fid_eff)
+                self._set(ctx, fmode, pipe, fid_eff)
         self.device.waiter.progress.bump()
 
-    def _set_reordered(self, ctx: CoreContext, perturb: Any, op: tuple[int, Pipe, int]) -> None:
+    def _set_reordered(self, ctx: CoreContext, perturb: Any, op: tuple[FlagMode, Pipe, int]) -> None:
         """Consecutive Sets of one core may complete out of order (the hardware does not order them): hold
         one Set back and let the seeded policy decide whether the next one overtakes it. The held Set
         completes at the latest when the core next waits, synchronizes or ends (`flush_deferred`)."""
@@ -223,15 +233,15 @@ class CrossCoreFlags:
             self._set(ctx, *held)
             self.device.waiter.progress.bump()
 
-    def _set(self, ctx: CoreContext, mode: int, pipe: Pipe, fid_eff: int) -> None:
+    def _set(self, ctx: CoreContext, mode: FlagMode, pipe: Pipe, fid_eff: int) -> None:
         launch = ctx.launch
         with self.lock:
             self._check_mode(ctx, fid_eff, mode)
             self._set_id += 1
             if self.device.events.active:
-                self.device.events.emit(EventKind.FLAG_SET, ctx.label, f"flag{fid_eff}", mode,
+                self.device.events.emit(EventKind.FLAG_SET, ctx.label, f"flag{fid_eff}", int(mode),
                                         pipe=pipe.name, set_id=self._set_id)
-            if mode == 2:
+            if mode is FlagMode.AIC_AIV_OF_GROUP:
                 if ctx.core_type is CoreType.AIV:
                     aivs = launch.groups[ctx.group]
                     if len(aivs) == 1:
@@ -242,11 +252,11 @@ class CrossCoreFlags:
                 else:
                     for aiv in launch.groups[ctx.group]:
                         self._raise(ctx, aiv, fid_eff, False, mode)
-            elif mode == 0:
+            elif mode is FlagMode.ALL_CORES_OF_TYPE:
                 domain = launch.aics if ctx.core_type is CoreType.AIC else launch.aivs
                 self._partial(ctx, ("m0", ctx.core_type.value, fid_eff), domain, mode, fid_eff,
                               targets=domain)
-            elif mode == 1:
+            elif mode is FlagMode.AIVS_OF_GROUP:
                 group = launch.groups[ctx.group]
                 self._partial(ctx, ("m1", ctx.group, fid_eff), group, mode, fid_eff, targets=group)
             elif ctx.core_type is CoreType.AIC:  # mode 4
@@ -254,7 +264,7 @@ class CrossCoreFlags:
             else:
                 self._raise(ctx, launch.aics[ctx.group], fid_eff + 16 * ctx.sub_block, True, mode)
 
-    def _partial(self, ctx: CoreContext, dom: tuple, members: list[CoreKey], mode: int, fid: int, *,
+    def _partial(self, ctx: CoreContext, dom: tuple, members: list[CoreKey], mode: FlagMode, fid: int, *,
                  targets: list[CoreKey]) -> None:
         cnt = self.pending.get(dom)
         if cnt is None:
@@ -273,14 +283,16 @@ class CrossCoreFlags:
             for t in targets:
                 self._raise(ctx, t, fid, False, mode, tuple(sources))
 
-    def wait_flag(self, ctx: CoreContext, mode: int, pipe: Pipe, fid: int, *, internal: bool = False) -> None:
+    def wait_flag(self, ctx: CoreContext, mode: int | FlagMode, pipe: Pipe, fid: int, *,
+                  internal: bool = False) -> None:
         self.flush_deferred(ctx)
+        mode = flag_mode(mode, pipe, "CrossCoreWaitFlag")
         fid_eff = self._validate(ctx, mode, pipe, fid, "CrossCoreWaitFlag")
         if fid_eff is None:
             return
-        if not internal and mode != 4:
+        if not internal and mode is not FlagMode.MIX_1_2:
             self.kernel_ids_used.add(fid_eff)
-        mode4 = mode == 4
+        mode4 = mode is FlagMode.MIX_1_2
         with self.lock:
             self._check_mode(ctx, fid_eff, mode)
             c = self.counter(ctx.key, fid_eff, mode4)
@@ -298,15 +310,15 @@ class CrossCoreFlags:
             c.history.append((time.monotonic(), ctx.label, mode, -1, c.value))
         if self.device.events.active:
             self.device.events.emit(EventKind.FLAG_RAISE, ctx.label, f"{ctx.label}.flag{fid_eff}", c.value,
-                                    consumed=True, token=token, mode=mode)
+                                    consumed=True, token=token, mode=int(mode))
 
-    def _setter_keys(self, ctx: CoreContext, mode: int, fid: int) -> tuple[tuple[int | None, str], ...]:
+    def _setter_keys(self, ctx: CoreContext, mode: FlagMode, fid: int) -> tuple[tuple[int | None, str], ...]:
         launch = ctx.launch
-        if mode == 0:
+        if mode is FlagMode.ALL_CORES_OF_TYPE:
             keys = launch.aics if ctx.core_type is CoreType.AIC else launch.aivs
-        elif mode == 1:
+        elif mode is FlagMode.AIVS_OF_GROUP:
             keys = launch.groups[ctx.group]
-        elif mode == 2:
+        elif mode is FlagMode.AIC_AIV_OF_GROUP:
             keys = launch.groups[ctx.group] if ctx.core_type is CoreType.AIC else launch.aics[ctx.group:ctx.group + 1]
         elif ctx.core_type is CoreType.AIV:
             keys = launch.aics[ctx.group:ctx.group + 1]
@@ -314,13 +326,13 @@ class CrossCoreFlags:
             keys = [launch.aivs[ctx.group * 2 + fid // 16]]
         return tuple((None, k) for k in keys if k != ctx.key)
 
-    def _setters(self, ctx: CoreContext, mode: int, fid: int) -> str:
+    def _setters(self, ctx: CoreContext, mode: FlagMode, fid: int) -> str:
         launch = ctx.launch
-        if mode == 0:
+        if mode is FlagMode.ALL_CORES_OF_TYPE:
             return f"all {ctx.core_type.value}s of the launch (mode 0 id {fid})"
-        if mode == 1:
+        if mode is FlagMode.AIVS_OF_GROUP:
             return ", ".join(launch.groups[ctx.group])
-        if mode == 2:
+        if mode is FlagMode.AIC_AIV_OF_GROUP:
             if ctx.core_type is CoreType.AIC:
                 return ", ".join(launch.groups[ctx.group]) + " (all of them)"
             return launch.aics[ctx.group] if launch.aics else "no AIC in this launch"

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mc2emu.arch.platform import DAV_3510, CoreType, PlatformSpec
 from mc2emu.runtime.core import CoreContext
 from mc2emu.runtime.cross_core import CoreKey, CrossCoreFlags
 from mc2emu.runtime.events import EventBus, EventKind
@@ -33,7 +34,6 @@ from mc2emu.runtime.hazards import (
 )
 from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.runtime.perturb import PerturbPolicy
-from mc2emu.runtime.platform import DAV_3510, CoreType, PlatformSpec
 from mc2emu.runtime.waiting import DEFAULT_TIMEOUT_S, Doorbell, Waiter
 
 Kernel = Callable[..., Any]

@@ -45,17 +45,28 @@ class Fault(enum.Enum):
     AIV_JOINS_AIC_KERNEL = "aiv_joins_aic_kernel"
 
 
+class FaultHook(enum.Enum):
+    """The hook points that consult a `FaultPlan` (the table above)."""
+
+    SET_FLAG = "set_flag"          # CrossCoreSetFlag of kernel ids
+    WAIT_TILE = "wait_tile"        # QuantMatmulMxKernel WaitTile
+    SETUP_PARAMS = "setup_params"  # the impls' SetupParams (splitKNum)
+    CHECKPOINT = "checkpoint"      # every checkpoint of a core
+    KERNEL_INIT = "kernel_init"    # QuantMatmulMxKernel Init (SetAtomicAdd)
+    LAUNCH = "launch"              # the host's launch of the hcomm kernel
+
+
 # The hook point each fault fires at.
 HOOK_OF = {
-    Fault.DROP_SET_FLAG: "set_flag",
-    Fault.EXTRA_SET_FLAG: "set_flag",
-    Fault.SKIP_WAIT_TILE: "wait_tile",
-    Fault.SWAP_WAIT_ORDER: "wait_tile",
-    Fault.WRONG_SPLITK: "setup_params",
-    Fault.DELAY_RANK: "checkpoint",
-    Fault.KILL_RANK: "checkpoint",
-    Fault.NO_ATOMIC_ADD: "kernel_init",
-    Fault.AIV_JOINS_AIC_KERNEL: "launch",
+    Fault.DROP_SET_FLAG: FaultHook.SET_FLAG,
+    Fault.EXTRA_SET_FLAG: FaultHook.SET_FLAG,
+    Fault.SKIP_WAIT_TILE: FaultHook.WAIT_TILE,
+    Fault.SWAP_WAIT_ORDER: FaultHook.WAIT_TILE,
+    Fault.WRONG_SPLITK: FaultHook.SETUP_PARAMS,
+    Fault.DELAY_RANK: FaultHook.CHECKPOINT,
+    Fault.KILL_RANK: FaultHook.CHECKPOINT,
+    Fault.NO_ATOMIC_ADD: FaultHook.KERNEL_INIT,
+    Fault.AIV_JOINS_AIC_KERNEL: FaultHook.LAUNCH,
 }
 # DELAY_RANK: how long the slow rank stalls at each of its checkpoints.
 DELAY_RANK_S = 0.02
@@ -80,9 +91,9 @@ class FaultPlan:
         rng = np.random.default_rng([seed, zlib.crc32(fault.value.encode())])
         return cls(fault, int(rng.integers(0, ranks)), core, int(rng.integers(0, max_nth + 1)))
 
-    def fires(self, hook: str, rank: int, core: str) -> bool:
+    def fires(self, hook: FaultHook, rank: int, core: str) -> bool:
         """True when this call of `hook` on (rank, core) is the one to break. Thread-safe; fires once."""
-        if HOOK_OF[self.fault] != hook or rank != self.rank:
+        if HOOK_OF[self.fault] is not hook or rank != self.rank:
             return False
         if self.fault in (Fault.DELAY_RANK, Fault.NO_ATOMIC_ADD, Fault.AIV_JOINS_AIC_KERNEL):
             if not self.fired:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
+from mc2emu.numerics.int_math import Align
 from mc2emu.runtime.events import EventBus, EventKind
 from mc2emu.runtime.hazards import GmError, Hazard, HazardLog
 
@@ -143,7 +144,7 @@ class GlobalMemory:
 
     def _register(self, name: str, buf: np.ndarray, written: np.ndarray | None, kind: str) -> Allocation:
         alloc = Allocation(next(self._ids), name, buf, written, kind, self._next_base)
-        self._next_base += -(-buf.size // GM_ALLOC_ALIGN) * GM_ALLOC_ALIGN + GM_ALLOC_ALIGN
+        self._next_base += Align(buf.size, GM_ALLOC_ALIGN) + GM_ALLOC_ALIGN
         self.allocations.append(alloc)
         return alloc
 

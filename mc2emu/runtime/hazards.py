@@ -1,4 +1,5 @@
-"""Hazard names, hazard reports and the exceptions of mc2emu.
+"""Hazard names, hazard reports and the runtime exceptions of mc2emu (their base `Mc2EmuError` and the
+bad-input `ConstraintError` live in `mc2emu/arch/errors.py`, below the host tiling; re-exported here).
 
 A hazard is something the real kernel would do wrong on hardware (hang, drop a Set, read stale data).
 The emulator reproduces the behaviour and files a `HazardReport` under a stable `Hazard` name that
@@ -12,9 +13,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-EXIT_MISMATCH = 1
-EXIT_BAD_INPUT = 2
-EXIT_HAZARD = 3
+from mc2emu.arch.errors import EXIT_BAD_INPUT as EXIT_BAD_INPUT
+from mc2emu.arch.errors import EXIT_HAZARD as EXIT_HAZARD
+from mc2emu.arch.errors import EXIT_MISMATCH as EXIT_MISMATCH
+from mc2emu.arch.errors import ConstraintError as ConstraintError
+from mc2emu.arch.errors import Mc2EmuError as Mc2EmuError
 
 
 class Severity(enum.Enum):
@@ -105,22 +108,6 @@ class HazardLog:
     def peek(self) -> list[HazardReport]:
         with self._lock:
             return list(self._reports)
-
-
-class Mc2EmuError(Exception):
-    """Base of every mc2emu error."""
-
-    exit_code = EXIT_HAZARD
-
-
-class ConstraintError(Mc2EmuError, ValueError):
-    """Bad input: a shape, dtype or option breaks a documented rule. The message names the rule."""
-
-    exit_code = EXIT_BAD_INPUT
-
-    def __init__(self, rule: str, message: str) -> None:
-        super().__init__(f"{rule}: {message}")
-        self.rule = rule
 
 
 class KernelError(Mc2EmuError):

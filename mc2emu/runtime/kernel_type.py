@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import enum
 
+from mc2emu.arch.platform import FlagMode
+
 
 class KernelType(enum.Enum):
     AIC_ONLY = "AIC_ONLY"
@@ -47,12 +49,12 @@ class KernelType(enum.Enum):
         """AIC and AIV run together as groups (modes 1 and 2 exist)."""
         return self in (KernelType.MIX_AIC_1_1, KernelType.MIX_AIC_1_2)
 
-    def supports_mode(self, mode: int) -> bool:
+    def supports_mode(self, mode: FlagMode) -> bool:
         """Cross-core modes available under this kernel type (SPEC §2)."""
-        if mode == 0:
+        if mode is FlagMode.ALL_CORES_OF_TYPE:
             return self.is_mix
-        if mode in (1, 2):
+        if mode in (FlagMode.AIVS_OF_GROUP, FlagMode.AIC_AIV_OF_GROUP):
             return self.has_pairs
-        if mode == 4:
+        if mode is FlagMode.MIX_1_2:
             return self is KernelType.MIX_AIC_1_2
         return False

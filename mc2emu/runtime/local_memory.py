@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mc2emu.arch.platform import CoreType, PlatformSpec
 from mc2emu.runtime.hazards import CapacityError
-from mc2emu.runtime.platform import CoreType, PlatformSpec
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mc2emu.arch.platform import CoreType, Pipe
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.hazards import Hazard
 from mc2emu.runtime.kernel_type import KernelType
-from mc2emu.runtime.platform import CoreType, Pipe
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext

@@ -14,10 +14,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from mc2emu.runtime.hazards import ConstraintError
+from mc2emu.arch.errors import ConstraintError
+from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE
+from mc2emu.numerics.int_math import CeilDiv
 
 # Scale rows and the per-rank B segments line up only when Ka is a whole number of 64-element scale pairs.
-KA_ALIGN = 64
+KA_ALIGN = MXFP_DIVISOR_SIZE
 # Cross-core flag ids 0-15 carry the round index (UdmaCommWaitPolicy waits flag `tile`).
 MAX_COMM_TURNS = 16
 # The seed's `waitedMask` is a uint32: one bit per communication tile.
@@ -63,7 +65,7 @@ class CommTilingData:
 
     def total_tiles(self, ori_m: int) -> int:
         """totalTiles as the kernel computes it: ceil(oriM / headTileSize)."""
-        return -(-ori_m // self.splitAxisTileSize)
+        return CeilDiv(ori_m, self.splitAxisTileSize)
 
     def tile_rows(self, t: int) -> tuple[int, int]:
         """(first row, row count) of communication tile t inside a rank's row block."""
@@ -74,8 +76,8 @@ class CommTilingData:
 
 def st_head_tile_size(used_core_num: int, n: int, base_m: int, base_n: int) -> int:
     """CANN ST rule: ceil(usedCoreNum / ceil(n / baseN)) * baseM."""
-    n_tiles = -(-n // base_n)
-    return -(-used_core_num // n_tiles) * base_m
+    n_tiles = CeilDiv(n, base_n)
+    return CeilDiv(used_core_num, n_tiles) * base_m
 
 
 def make_comm_tiling(ori_m: int, ka: int, head_tile_size: int) -> CommTilingData:

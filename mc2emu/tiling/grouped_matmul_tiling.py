@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from mc2emu.runtime.hazards import ConstraintError
+from mc2emu.arch.errors import ConstraintError
 from mc2emu.tiling.grouped_matmul_tiling_context import GeDataType, GetSizeByDataType, GmmTilingContext
 from mc2emu.tiling.grouped_quant_basic_api_matmul_tiling import (
     DoLibApiTiling,

@@ -16,8 +16,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from mc2emu.runtime.hazards import ConstraintError
-from mc2emu.runtime.platform import DAV_3510, PlatformSpec
+from mc2emu.arch.errors import ConstraintError
+from mc2emu.arch.platform import DAV_3510, PlatformSpec
+from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE
+from mc2emu.numerics.int_math import CeilDiv
 
 # GroupedMatmul attribute values (`grouped_matmul_tiling.h`, namespace GroupedMatmul).
 SPLIT_M = 0
@@ -164,10 +166,10 @@ class GmmTilingContext:
         m, n, k, g = int(m), int(n), int(k), int(group_num)
         gt = parse_group_type(group_type)
         glt = parse_group_list_type(group_list_type)
-        k_scale = -(-k // 64)
+        k_scale = CeilDiv(k, MXFP_DIVISOR_SIZE)
         x_shape = (k, m) if trans_a else (m, k)
         if gt == SPLIT_K:
-            split_k_scale = k // 64 + g
+            split_k_scale = k // MXFP_DIVISOR_SIZE + g
             weight_shape = (n, k) if trans_b else (k, n)
             pertoken = (split_k_scale, m, 2)
             scale = (n, split_k_scale, 2) if trans_b else (split_k_scale, n, 2)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from mc2emu.runtime.hazards import ConstraintError
+from mc2emu.arch.errors import ConstraintError
 from mc2emu.tiling.grouped_quant_matmul_tiling import (
     BASIC_BLOCK_SIZE_128,
     BASIC_BLOCK_SIZE_256,

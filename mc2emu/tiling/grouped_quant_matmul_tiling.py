@@ -16,14 +16,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from mc2emu.runtime.hazards import ConstraintError
+from mc2emu.arch.errors import ConstraintError
+from mc2emu.numerics.constants import CUBE_BLOCK, MX_GROUP_SIZE, MXFP_MULTI_BASE_SIZE
 from mc2emu.tiling.grouped_matmul_tiling_context import (
     GeDataType,
     GetSizeByDataType,
 )
 
 # --- grouped_quant_matmul_tiling.h, namespace GmmConstant -------------------------------------------------------
-MX_GROUP_SIZE = 32  # K elements per E8M0 scale
 DB_SIZE = 2  # double buffering: an L1 depth counts two stages per stepK
 TB_SIZE = 3  # l1BufferStage with three L1 buffers
 NUM_HALF = 2
@@ -32,7 +32,6 @@ POWER_OF_TWO = 2
 BASIC_BLOCK_SIZE_512 = 512
 BASIC_BLOCK_SIZE_256 = 256
 BASIC_BLOCK_SIZE_128 = 128
-CUBE_BLOCK = 16  # cube fractal edge (elements)
 L1_ALIGN_SIZE = 32  # bytes: contiguous L1 rows are 32-byte granules
 CUBE_REDUCE_BLOCK = 32  # bytes: the K granule of a cube fractal
 DATA_SIZE_L0C = 4  # bytes of one float32 accumulator
@@ -41,7 +40,6 @@ SCALER_FACTOR_MIN = 1
 MTE2_MIN_LOAD_SIZE_V120 = 64 * 1024  # bytes one GM read should move to reach bandwidth
 GMM_MAX_GROUP_LIST_SIZE = 1024
 PER_BLOCK_GROUP_SIZE = 128
-MXFP_MULTI_BASE_SIZE = 2  # scales per stored pair
 MXFP_BASEK_FACTOR = 64  # mx_mmad needs baseK aligned to 64
 MXFP_TYPE_K_SCALE_DIM_NUM = 3
 MXFP_TYPE_M_SCALE_DIM_NUM = 4

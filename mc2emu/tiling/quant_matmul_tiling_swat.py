@@ -27,22 +27,18 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from mc2emu.arch.errors import ConstraintError
+from mc2emu.arch.platform import DAV_3510, PlatformSpec
+from mc2emu.blaze.gemm.common_utils import WINDOW_LEN
 from mc2emu.numerics import ElemFormat
-from mc2emu.runtime.hazards import ConstraintError
-from mc2emu.runtime.platform import DAV_3510, PlatformSpec
+from mc2emu.numerics.constants import CUBE_BLOCK, FP8_C0_SIZE, MX_GROUP_SIZE, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE
+from mc2emu.numerics.int_math import Align, CeilDiv, FloorAlign
 
 # --- apace/utils/constant.h (host tiling names) ---------------------------------------------------------------
 DB_SIZE = 2  # double buffering: L1 depth counts two stages per stepK, nBufferNum, dbL0c
 NUM_TWO = 2
-WINDOW_LEN = 4  # M-tile rows per scheduling window (matches the device scheduler)
-CUBE_BLOCK = 16  # cube fractal edge
-FP8_C0_SIZE = 32  # 32-byte C0 in FP8 elements
 BASEK_LIMIT = 4095  # baseK beyond this is halved (mmadParams.k is a uint16 with headroom)
 DATA_SIZE_L0C = 4  # bytes per L0C accumulator (float32)
-MX_GROUP_SIZE = 32  # elements per E8M0 scale
-TILING_MXFP_DIVISOR_SIZE = 64  # K granule of one scale pair
-TILING_MXFP_MULTI_BASE_SIZE = 2  # scales per pair
-MXFP_DIVISOR_SIZE = 64
 BASEM_BASEN_RATIO = 2  # AdjustBasicBlock rebalances tiles more skewed than 2:1
 SCALER_FACTOR_MIN = 1  # scale reuse factor bounds of CalScaleFactors
 SCALER_FACTOR_MAX = 127
@@ -68,18 +64,6 @@ class DataType(enum.Enum):
     @classmethod
     def of(cls, elem: ElemFormat | str) -> DataType:
         return cls.DT_FLOAT4_E2M1 if ElemFormat.parse(elem).is_fp4 else cls.DT_FLOAT8_E4M3FN
-
-
-def CeilDiv(a: int, b: int) -> int:
-    return a if b == 0 else -(-a // b)
-
-
-def Align(a: int, b: int) -> int:
-    return CeilDiv(a, b) * b
-
-
-def FloorAlign(a: int, b: int) -> int:
-    return a if b == 0 else a // b * b
 
 
 def GetShapeWithDataType(dt: DataType, size: int) -> int:
@@ -337,8 +321,8 @@ class QuantMatmulTilingSwat:
         r, p = self.runInfo_, self.platformInfo_
         baseASize = GetSizeWithDataType(self.aDataType, r.baseM * r.baseK)
         baseBSize = GetSizeWithDataType(self.bDataType, r.baseN * r.baseK)
-        baseScaleASize = Align(CeilDiv(r.baseK, MX_GROUP_SIZE), TILING_MXFP_MULTI_BASE_SIZE) * r.baseM
-        baseScaleBSize = Align(CeilDiv(r.baseK, MX_GROUP_SIZE), TILING_MXFP_MULTI_BASE_SIZE) * r.baseN
+        baseScaleASize = Align(CeilDiv(r.baseK, MX_GROUP_SIZE), MXFP_MULTI_BASE_SIZE) * r.baseM
+        baseScaleBSize = Align(CeilDiv(r.baseK, MX_GROUP_SIZE), MXFP_MULTI_BASE_SIZE) * r.baseN
         baseL1Size = baseASize + baseBSize + baseScaleASize + baseScaleBSize
         depthInit = self.GetDepthA1B1(p.l1Size, baseL1Size, 1)
         leftL1SizeByDepthInit = p.l1Size - depthInit * baseL1Size
@@ -413,7 +397,7 @@ class QuantMatmulTilingSwat:
         r.baseN = (Align(r.baseN, CUBE_BLOCK) if a.transB
                    else Align(r.baseN, GetShapeWithDataType(self.bDataType, L1_ALIGN_SIZE)))
         r.baseK = Align(min(a.k, BASIC_BLOCK_SIZE_256 if self.aDataType is DataType.DT_FLOAT4_E2M1
-                            else BASIC_BLOCK_SIZE_128), TILING_MXFP_DIVISOR_SIZE)
+                            else BASIC_BLOCK_SIZE_128), MXFP_DIVISOR_SIZE)
         blockNum = CeilDiv(a.m, r.baseM) * CeilDiv(a.n, r.baseN)
         if blockNum < p.aicNum:
             self.AdjustBasicBlock()

@@ -49,12 +49,13 @@ def run(inp, **kw):
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("impl, local_matmul, wait_order", VALID)
 def test_multi_tile_matches_the_golden(impl, local_matmul, wait_order):
-    """Bound: <= 1 bf16 ULP. ST data are positive (elements in [1, 8], scales {1, 2, 4}), so the kernel's
-    K-ordered float32 sum and the golden's single float32 matmul both lie within K * 2^-24 <= 2^-14
-    (K = R * 128 <= 1024) of the exact sum, relatively; localMatmul 1 rounds the LOCAL term and the remote
-    sum to bf16 before their atomic add (each <= 2^-9 of a positive part of C, so their sum stays within
-    2^-9 of C before the final rounding). Two values that close round to the same or to adjacent bf16
-    numbers, never further apart; any wrong row, rank or tile moves C by whole terms (>> 1 ULP)."""
+    """Bound: <= 1 bf16 ULP, 2 with localMatmul 1. ST data are positive (elements in [1, 8], scales
+    {1, 2, 4}), so the kernel's K-ordered float32 sum and the golden's single float32 matmul both lie within
+    K * 2^-24 <= 2^-14 (K = R * 128 <= 1024) of the exact sum, relatively, far below half a bf16 ULP (2^-9
+    relative at least): rounded to bf16 they land on the same or adjacent grid points. localMatmul 1 rounds
+    the LOCAL term T and the remote sum C - T to bf16 before the atomic add (each error <= half an ULP of C,
+    both parts being positive and <= C), so before the final rounding C is within 1 ULP of exact: <= 2 ULP
+    from the golden. Any wrong row, rank or tile moves C by whole terms (hundreds of ULP)."""
     comm = world()
     r, size = comm.Get_rank(), comm.Get_size()
     inp = gen_st_inputs(r, size, ORI_M, KA, N, seed=11)
@@ -66,7 +67,7 @@ def test_multi_tile_matches_the_golden(impl, local_matmul, wait_order):
     x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])
     gold = golden_a2a(x1s, x1ss, inp["x2"], inp["x2_scale"], r, "e4m3")
     ulp = bf16_ulp_distance(c, gold)
-    assert_all_ranks(comm, ulp <= 1, f"{impl} lm={local_matmul} {wait_order}: {ulp} ULP")
+    assert_all_ranks(comm, ulp <= (2 if local_matmul == 1 else 1), f"{impl} lm={local_matmul} {wait_order}: {ulp} ULP")
 
 
 # -- exact data: the accumulation order is visible -------------------------------------------------------------

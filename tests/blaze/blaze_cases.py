@@ -31,7 +31,8 @@ from mc2emu.numerics import (
     to_ascend_scale_a,
     to_ascend_scale_b,
 )
-from mc2emu.numerics.formats import E8M0_DTYPE, MX_GROUP_SIZE
+from mc2emu.numerics.constants import MX_GROUP_SIZE
+from mc2emu.numerics.formats import E8M0_DTYPE
 from mc2emu.numerics.golden import golden_decode_elements, golden_decode_scales
 from mc2emu.runtime import Device, EventRecorder
 

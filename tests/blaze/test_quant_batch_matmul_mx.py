@@ -109,10 +109,18 @@ def test_default_revision_reads_batch_zero_scales():
 
 
 def test_three_dim_bias():
+    """Bias comparable to C (|bias| up to the size of C, a different sign pattern per batch), so a dropped,
+    doubled or batch-swapped bias moves C by far more than the compare rule's 1 bf16 ULP; the test checks
+    its own sensitivity on the golden."""
     x1, s1, x2, s2 = batched((2,), (2,), 16, 32, 64, same_scales=True)
-    bias = np.random.default_rng(4).uniform(-5, 5, (2, 1, 32)).astype(np.float32)
+    plain = golden_quant_batch_matmul_mx(x1, s1, x2, s2).astype(np.float32)
+    rng = np.random.default_rng(4)
+    bias = (rng.uniform(0.25, 1.0, (2, 1, 32)) * rng.choice([-1, 1], (2, 1, 32)) * np.abs(plain).max()).astype(
+        np.float32)
     c = quant_batch_matmul_mx(x1, s1, x2, s2, bias=bias, block_dim=4)
     assert ag_compare(c, golden_quant_batch_matmul_mx(x1, s1, x2, s2, bias=bias))
+    for wrong in (None, 2 * bias, bias[::-1].copy(), np.broadcast_to(bias[:1], bias.shape).copy()):
+        assert not ag_compare(c, golden_quant_batch_matmul_mx(x1, s1, x2, s2, bias=wrong))
 
 
 def test_atomic_single_batch_accumulates_onto_c_init():

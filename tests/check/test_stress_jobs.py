@@ -22,7 +22,8 @@ from mc2emu.check.stress_model import (
     fault_plan,
     judge,
 )
-from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel, Impl
+from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.ops.all_to_all_quant_matmul import Impl
 from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -188,7 +189,7 @@ def test_hcomm_aicpu_with_several_aics_may_hang_and_is_then_diagnosed(driver):
     """hcomm AICPU with 2 AICs (SPEC §6: block 0 may Finalize while AIC1 still Waits): timing decides; every
     run ends clean, with the race reported, or in a diagnosed deadlock, never in a hang."""
     for seed in range(1, 9):
-        s = Scenario(Injection.PERTURB, 2, **HCOMM, hccl_server=HcclServerModel.AICPU,
+        s = Scenario(Injection.PERTURB, 2, **HCOMM, hccl_server=HcclServerType.AICPU,
                      **dict(SMALL, ori_m=144, block_dim=2), seed=seed)
         job = run(driver, s)
         assert {v["status"] for v in job.results.values()} <= {"ok", "hazard", "deadlock"}

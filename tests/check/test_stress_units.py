@@ -22,12 +22,13 @@ from mc2emu.check.stress_model import (
     judge,
     parse_lines,
 )
-from mc2emu.ops.all_to_all_quant_matmul import HcclServerModel, Impl
+from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.ops.all_to_all_quant_matmul import Impl
 from mc2emu.runtime.faults import HOOK_OF, Fault, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 HCOMM = dict(impl=Impl.HCOMM, wait_order=WaitOrder.IN_ORDER)
-AICPU = HcclServerModel.AICPU
+AICPU = HcclServerType.AICPU
 
 
 # -- FaultPlan.seeded -------------------------------------------------------------------------------------
@@ -155,7 +156,7 @@ def test_scenario_argv_round_trips_through_the_worker_parser():
     assert argv[:2] == ["-m", "mc2emu.check.stress"]
     a = _parser().parse_args(argv[2:])
     back = Scenario(Injection(a.injection), 3, Impl(a.impl), a.local_matmul, WaitOrder(a.wait_order),
-                    HcclServerModel(a.hccl_server), a.ori_m, a.ka, a.n, a.head_tile_size, a.block_dim, a.seed,
+                    HcclServerType(a.hccl_server), a.ori_m, a.ka, a.n, a.head_tile_size, a.block_dim, a.seed,
                     a.timeout, a.reference, a.golden)
     assert back == s
 

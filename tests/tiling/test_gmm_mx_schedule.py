@@ -7,13 +7,16 @@ kernel's SetMNK / BaseMBalance) and counts how often every output element is wri
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import BlockIndex, BlockSchedulerGmmAswtWithTailSplit
-from mc2emu.ops import grouped_matmul_mx_schedule
+from mc2emu.ops import grouped_matmul_mx_schedule, grouped_matmul_mx_tiling
+from mc2emu.ops.grouped_matmul_mx_tiling_api import format_grouped_matmul_mx_schedule, format_grouped_matmul_mx_tiling
 from mc2emu.runtime.hazards import ConstraintError
 
 
@@ -138,9 +141,16 @@ def test_sparse_list_stops_at_first_empty_entry_but_runs_the_last() -> None:
     assert {r.group for r in recs} == {5, 1}  # entry (7, 40) is after the break; the last entry still runs
 
 
-def test_cumsum_list() -> None:
+def test_seed_003_example_cumsum_10_30_30_45() -> None:
+    """Seed 003 §2: groupList [10, 30, 30, 45] (cumsum), N 512, K 4096. The seed assumes baseM 128; the tiling
+    of x with 45 rows gives baseM 48 and BaseMBalance 16 / 32 / 16. Group 2 is empty; group 3 (last, ending on
+    core 5 <= 16) is split 1 x 2 onto cores 4-7."""
+    assert grouped_matmul_mx_tiling(45, 512, 4096, group_num=4).mmTilingData.baseM == 48
     recs = grouped_matmul_mx_schedule([10, 30, 30, 45], 512, 4096, group_list_type="cumsum")
-    assert {r.group for r in recs} == {0, 1, 3}
+    got = [(r.group, r.core, r.mi, r.ni, r.m_piece, r.n_piece, r.n_offset) for r in recs]
+    assert got == [(0, 0, 0, 0, 10, 256, 0), (0, 1, 0, 1, 10, 256, 256), (1, 2, 0, 0, 20, 256, 0),
+                   (1, 3, 0, 1, 20, 256, 256), (3, 4, 0, 0, 15, 128, 0), (3, 5, 0, 0, 15, 128, 128),
+                   (3, 6, 0, 1, 15, 128, 256), (3, 7, 0, 1, 15, 128, 384)]
     assert_exactly_once(recs, {0: (10, 512), 1: (20, 512), 3: (15, 512)})
 
 
@@ -213,3 +223,15 @@ def test_split_k_every_element_exactly_once(ks: list[int], m: int, n: int, block
         return
     recs = grouped_matmul_mx_schedule(ks, n, m=m, split="K", block_num=block_num, variant=variant)
     assert_exactly_once(recs, {g: (m, n) for g, k in enumerate(ks) if k > 0})
+
+
+def test_schedule_and_tiling_printouts() -> None:
+    recs = grouped_matmul_mx_schedule([25, 25, 25, 25], 700, 4096)
+    text = format_grouped_matmul_mx_schedule(recs).splitlines()
+    assert len(text) == 21 and text[18] == "core 18: g3(0,2)r0[0+13,640+60]"
+    assert json.loads(format_grouped_matmul_mx_schedule(recs, as_json=True))[0]["n_piece"] == 256
+    t = grouped_matmul_mx_tiling(600, 700, 4096, group_num=4)
+    lines = dict(line.split(" = ") for line in format_grouped_matmul_mx_tiling(t).splitlines())
+    assert {k.strip(): v for k, v in lines.items()}["depthA1"] == "4"
+    j = json.loads(format_grouped_matmul_mx_tiling(t, as_json=True))
+    assert j["mmTilingData"]["l1BufferStage"] == 3 and j["tilingKey"] == 0 and j["mmTilingData"]["stepKa"] == 2

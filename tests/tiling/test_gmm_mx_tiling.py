@@ -22,6 +22,8 @@ from mc2emu.tiling.grouped_matmul_tiling_context import (
     GMMCompileInfo,
     GmmTilingContext,
 )
+from mc2emu.tiling.grouped_quant_basic_api_matmul_tiling import GetDepthWithHighBW
+from mc2emu.tiling.grouped_quant_matmul_shape_attrs import GetShapeAttrsInfo
 
 KIB = 1024
 
@@ -60,6 +62,14 @@ def test_m100_depths_and_scale_factors() -> None:
     """(100, 700, 4096): high-bandwidth depths 16 / 4 (64 KiB per read), stepK 8 / 2, scale factors 4 / 16."""
     mm = grouped_matmul_mx_tiling(100, 700, 4096, group_num=4).mmTilingData
     assert (mm.depthA1, mm.depthB1, mm.stepKa, mm.stepKb, mm.scaleFactorA, mm.scaleFactorB) == (16, 4, 8, 2, 4, 16)
+
+
+def test_high_bandwidth_depths_over_l1_fall_back_to_depth_init() -> None:
+    """(8, 8, 16384): 64 KiB reads want depth 128 on both sides (8-row tiles), 128 * (2 KiB + 4 KiB + scales)
+    exceeds L1, so both take depthInit = 64 (the largest power of two with 64 * 6336 B < 512 KiB)."""
+    assert GetDepthWithHighBW(GetShapeAttrsInfo(GmmTilingContext.mx(8, 8, 16384, group_num=1)), 128, 8) == 128
+    mm = grouped_matmul_mx_tiling(8, 8, 16384, group_num=1).mmTilingData
+    assert (mm.baseM, mm.baseN, mm.depthA1, mm.depthB1, mm.kAL1, mm.kBL1) == (16, 32, 64, 64, 4096, 4096)
 
 
 def test_dbl0c_follows_the_l0c_parameter() -> None:

@@ -1,14 +1,12 @@
-"""Shared Blaze GEMM constants, shape tuples and integer helpers.
+"""Shared Blaze GEMM constants and shape tuples.
 
-Emulates ops-tensor `include/blaze/gemm/utils/common_utils.h` (the constants and `CeilDiv` / `Align*`
-helpers) and the index constants the Blaze MX kernels take from apace `utils/constant.h` (seed 000 §6).
+Emulates ops-tensor `include/blaze/gemm/utils/common_utils.h` (buffer counts, unit flags, shape slots)
+and the index constants the Blaze MX kernels take from apace `utils/constant.h` (seed 000 §6). The MX and
+fractal constants of the same header (C0_SIZE_B8, SCALE_C0, ...) are in `mc2emu/numerics/constants.py`,
+its `CeilDiv` / `Align*` helpers in `mc2emu/numerics/int_math.py`, shared with the host tiling.
 Shapes and coordinates are the `Te::Shape<int64_t, int64_t, int64_t, int64_t>` /
 `Te::Coord<...>` tuples of the source: `ProblemShape` is (m, n, k, b); the `BlockShape` a scheduler
 returns is (m, n, mSplitOffset, nSplitOffset) and is indexed with `IDX_M_TILEIDX` / `IDX_N_TILEIDX`.
-
-C++ integer division truncates toward zero and `%` keeps the dividend's sign; the schedulers reproduce
-that with `cdiv` / `cmod` wherever an operand can be negative (degenerate shapes), so they never pick up
-Python's floor semantics by accident.
 """
 
 from __future__ import annotations
@@ -34,16 +32,7 @@ TRIPLE_BUFFER_COUNT = 3  # the only non-power-of-two L1 buffer count (GetL1Buffe
 QUADRUPLE_BUFFER_COUNT = 4  # the largest l1BufNum the L1 offset tables hold
 WINDOW_LEN = 4  # rows of M tiles per serpentine scheduling window (common_utils.h, apace constant.h)
 
-# --- fractal / alignment granules (common_utils.h, seed 000 §6) ---------------------------------------------
-CUBE_BLOCK = 16  # cube fractal edge: M and N are padded to 16 in L0 / L0C
-C0_SIZE_L0C = 16  # C0 of the FP32 L0C NZ layout (16 floats = 64 B)
-C0_SIZE_B8 = 32  # C0 of 8-bit operands (32 elements = 32 B)
-C0_SIZE_B4 = 64  # C0 of 4-bit operands (64 elements = 32 B)
-ALIGN_64 = 64  # Align64: K granule of one MX LoadData (two 32-element scale groups)
-ALIGN_64_BYTES_SHIFT = 6  # x >> 6 == x // 64
-MXFP_DIVISOR_SIZE = 64  # K elements per stored scale pair
-MXFP_MULTI_BASE_SIZE = 2  # scales per stored pair
-SCALE_C0 = 2  # innermost dimension of the scale layouts
+# --- mmad unit flags (common_utils.h) ----------------------------------------------------------------------------
 FINAL_ACCUMULATION = 3  # mmad unitFlag on the last K step of a tile: L0C may be read by the fixpipe
 NON_FINAL_ACCUMULATION = 2  # mmad unitFlag while more K steps follow
 
@@ -95,37 +84,3 @@ class BlockCoord:
 
     def __repr__(self) -> str:
         return f"BlockCoord({self.m}, {self.n}, {self.k}, {self.b})"
-
-
-def CeilDiv(a: int, b: int) -> int:
-    """`CeilDiv`: ceil(a / b) for a >= 0; like the source, division by 0 returns a."""
-    if b == 0:
-        return a
-    return -(-a // b) if a >= 0 else cdiv(a, b)
-
-
-def Align(a: int, b: int) -> int:
-    return CeilDiv(a, b) * b
-
-
-def Align16(a: int) -> int:
-    return Align(a, 16)
-
-
-def Align32(a: int) -> int:
-    return Align(a, 32)
-
-
-def Align64(a: int) -> int:
-    return Align(a, 64)
-
-
-def cdiv(a: int, b: int) -> int:
-    """C++ signed integer division (truncates toward zero)."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
-def cmod(a: int, b: int) -> int:
-    """C++ signed remainder (sign of the dividend)."""
-    return a - b * cdiv(a, b)

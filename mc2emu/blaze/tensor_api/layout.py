@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from mc2emu.blaze.gemm.common_utils import SCALE_C0
+from mc2emu.numerics.constants import SCALE_C0
 from mc2emu.runtime.hazards import KernelError
 
 Mode = tuple[int, int]  # (size, stride in elements)

@@ -19,19 +19,19 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import ml_dtypes
 import numpy as np
 
 from mc2emu.blaze.tensor_api.layout import Layout, LayoutError
 from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics.constants import FP4_PER_BYTE
+from mc2emu.numerics.formats import FP4_STORAGE_DTYPE as FP4_STORAGE_DTYPE
+from mc2emu.numerics.formats import gm_storage_dtype
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.gm import GmAddr
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
 
-FP4_STORAGE_DTYPE = np.dtype(ml_dtypes.float4_e2m1fn)  # packed 4-bit storage of every FP4 element format
-FP4_PER_BYTE = 2  # two FP4 codes per byte
 
 
 class Location(enum.Enum):
@@ -61,7 +61,7 @@ def element_dtype(dtype: Any) -> np.dtype:
     """The GM storage dtype of a `T`: a numpy / ml_dtypes dtype, an MX `ElemFormat` (FP8: its ml_dtypes type;
     FP4: packed FP4 storage, shared by E2M1 and E1M2) or a fixpipe `OutDtype`."""
     if isinstance(dtype, ElemFormat):
-        return FP4_STORAGE_DTYPE if dtype.is_fp4 else np.dtype(dtype.ml_dtype)
+        return gm_storage_dtype(dtype)
     if isinstance(dtype, OutDtype):
         return dtype.dtype
     return np.dtype(dtype)

@@ -43,7 +43,7 @@ from mc2emu.numerics import (
     to_ascend_scale_a,
     to_ascend_scale_b,
 )
-from mc2emu.numerics.formats import MX_GROUP_SIZE
+from mc2emu.numerics.constants import MX_GROUP_SIZE
 
 OP_MODULE = "mc2emu.ops.quant_batch_matmul_mx"
 OP_FUNC = "quant_batch_matmul_mx"

@@ -18,6 +18,7 @@ from mc2emu.cli.scenarios import Arrays, Case, Comparison, ExecContext, Operator
 from mc2emu.comm.errors import TransportError
 from mc2emu.comm.transport_check import check_window_protocols
 from mc2emu.runtime import Device, HazardError, Pipe
+from mc2emu.runtime.kernel_type import KernelType
 
 SELF_CHECK_BLOCK_DIM = 4
 SELF_CHECK_ROUNDS = 200
@@ -58,7 +59,7 @@ def _execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     dev = Device(ctx.rank, check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb)
     unsubscribe = [dev.events.subscribe(o) for o in ctx.observers]
     try:
-        res = dev.launch(self_check_kernel, _block_dim(ctx), "MIX_AIC_1_2", int(inputs["rounds"][0]),
+        res = dev.launch(self_check_kernel, _block_dim(ctx), KernelType.MIX_AIC_1_2, int(inputs["rounds"][0]),
                          name="self_check")
     finally:
         for u in unsubscribe:

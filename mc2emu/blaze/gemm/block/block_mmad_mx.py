@@ -52,9 +52,6 @@ import numpy as np
 
 from mc2emu.blaze.gemm.block.l0c_buffer import L0CBuffer
 from mc2emu.blaze.gemm.common_utils import (
-    ALIGN_64_BYTES_SHIFT,
-    C0_SIZE_B4,
-    C0_SIZE_B8,
     DOUBLE_BUFFER_COUNT,
     FINAL_ACCUMULATION,
     IDX_K_IDX,
@@ -62,21 +59,24 @@ from mc2emu.blaze.gemm.common_utils import (
     IDX_M_TILEIDX,
     IDX_N_IDX,
     IDX_N_TILEIDX,
-    MXFP_MULTI_BASE_SIZE,
     NON_FINAL_ACCUMULATION,
     QUADRUPLE_BUFFER_COUNT,
     TRIPLE_BUFFER_COUNT,
-    Align,
-    Align16,
-    Align64,
-    CeilDiv,
 )
 from mc2emu.blaze.gemm.dispatch_policy import A_FULL_LOAD_MODE, NONE_FULL_LOAD_MODE, MatmulWithScaleMx
 from mc2emu.blaze.gemm.tile.tile_mmad_mx import DequantMemo
 from mc2emu.blaze.tensor_api.layout import IsTrans, LayoutPtn, NDExtLayoutPtn
 from mc2emu.blaze.tensor_api.tensor import GmTensor
 from mc2emu.numerics import ElemFormat, OutDtype, fixpipe_cast
-from mc2emu.numerics.formats import MX_GROUP_SIZE
+from mc2emu.numerics.constants import (
+    ALIGN_64_BYTES_SHIFT,
+    C0_SIZE_B4,
+    C0_SIZE_B8,
+    FLOAT32_BYTES,
+    MX_GROUP_SIZE,
+    MXFP_MULTI_BASE_SIZE,
+)
+from mc2emu.numerics.int_math import Align, Align16, Align64, CeilDiv
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.hazards import CapacityError, ConstraintError, Hazard, KernelError
 from mc2emu.runtime.local_memory import Position
@@ -85,7 +85,6 @@ if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
 
-FLOAT32_BYTES = 4  # L0C / bias table element size
 L1_BUF_NUMS = (DOUBLE_BUFFER_COUNT, TRIPLE_BUFFER_COUNT, QUADRUPLE_BUFFER_COUNT)  # l1BufNum the source lays out
 
 

@@ -39,10 +39,12 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol
 
-from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N, WINDOW_LEN, Align, CeilDiv, cdiv
+from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N, WINDOW_LEN
+from mc2emu.numerics.constants import CUBE_BLOCK
+from mc2emu.numerics.int_math import Align, CeilDiv, cdiv
 
 INNER_AXIS_MIN_SPLIT_VAL = 128  # ND2NZ cache line: an inner-axis tail piece is at least 128 elements
-BLOCK_CUBE = 16  # AscendC::BLOCK_CUBE: the smallest outer-axis tail piece
+BLOCK_CUBE = CUBE_BLOCK  # AscendC::BLOCK_CUBE: the smallest outer-axis tail piece
 
 
 class TailSplitVariant(enum.Enum):

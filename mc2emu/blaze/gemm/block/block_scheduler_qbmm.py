@@ -39,22 +39,11 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mc2emu.blaze.gemm.common_utils import (
-    MNK_M,
-    MNK_N,
-    WINDOW_LEN,
-    Align16,
-    Align32,
-    Align64,
-    BlockCoord,
-    BlockShape,
-    CeilDiv,
-    cdiv,
-    cmod,
-)
+from mc2emu.blaze.gemm.common_utils import MNK_M, MNK_N, WINDOW_LEN, BlockCoord, BlockShape
 from mc2emu.blaze.gemm.dispatch_policy import A_FULL_LOAD_MODE, NONE_FULL_LOAD_MODE, FullLoadMode
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, IsTrans, LayoutPtn, NDExtLayoutPtn
 from mc2emu.numerics import ElemFormat
+from mc2emu.numerics.int_math import Align16, Align32, Align64, CeilDiv, cdiv, cmod
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

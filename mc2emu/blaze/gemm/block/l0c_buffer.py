@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mc2emu.blaze.gemm.common_utils import C0_SIZE_L0C, DOUBLE_BUFFER_COUNT, Align16
+from mc2emu.blaze.gemm.common_utils import DOUBLE_BUFFER_COUNT
+from mc2emu.numerics.constants import C0_SIZE_L0C, FLOAT32_BYTES
+from mc2emu.numerics.int_math import Align16
 from mc2emu.runtime.hazards import CapacityError
 from mc2emu.runtime.local_memory import Position
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
 
-FLOAT32_BYTES = 4  # L0C holds float32 accumulators
 
 
 def nz_footprint(m: int, n: int) -> int:

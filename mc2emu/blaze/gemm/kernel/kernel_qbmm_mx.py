@@ -36,20 +36,14 @@ import numpy as np
 from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, BlockMmadMxType, L1Params, Params
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams
 from mc2emu.blaze.gemm.common_utils import (
-    C0_SIZE_B4,
-    C0_SIZE_B8,
     IDX_M_TILEIDX,
     IDX_N_TILEIDX,
     MNK_B,
     MNK_K,
     MNK_M,
     MNK_N,
-    MXFP_DIVISOR_SIZE,
-    MXFP_MULTI_BASE_SIZE,
-    SCALE_C0,
     BlockCoord,
     BlockShape,
-    CeilDiv,
     ProblemShape,
 )
 from mc2emu.blaze.tensor_api.layout import (
@@ -61,9 +55,10 @@ from mc2emu.blaze.tensor_api.layout import (
     ScaleBDNLayoutPtn,
     ScaleBNDLayoutPtn,
 )
-from mc2emu.blaze.tensor_api.tensor import FP4_STORAGE_DTYPE, CacheMode, GmTensor, MakeMemPtr, MakeTensor
-from mc2emu.numerics import ElemFormat
-from mc2emu.numerics.formats import E8M0_DTYPE
+from mc2emu.blaze.tensor_api.tensor import CacheMode, GmTensor, MakeMemPtr, MakeTensor
+from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
+from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
+from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.runtime.hazards import Hazard, Severity
 
 if TYPE_CHECKING:
@@ -117,11 +112,6 @@ class QbmmMxParams:
     l1Params: L1Params
     schParams: BlockSchedulerQbmmParams
     qbmmParams: QBMMTiling
-
-
-def storage_dtype(elem: ElemFormat) -> np.dtype:
-    """GM dtype of an MX operand: the ml_dtypes FP8 type, or packed FP4 storage for both FP4 formats."""
-    return FP4_STORAGE_DTYPE if elem.is_fp4 else np.dtype(elem.ml_dtype)
 
 
 class GemmUniversalQbmmMx:
@@ -332,9 +322,9 @@ class GemmUniversalQbmmMx:
         layoutScaleB = self.MakeLayoutScaleB(scaleKLen, n)
         layoutBias = MakeFrameLayout(NDExtLayoutPtn, 1, n)
         layoutC = self.MakeLayoutC(m, n)
-        gmA = MakeTensor(MakeMemPtr(self.aGmAddr_, storage_dtype(T.AType)), layoutA, name="A")
+        gmA = MakeTensor(MakeMemPtr(self.aGmAddr_, gm_storage_dtype(T.AType)), layoutA, name="A")
         gmScaleA = MakeTensor(MakeMemPtr(self.scaleAGmAddr_, E8M0_DTYPE), layoutScaleA, name="scaleA")
-        gmB = MakeTensor(MakeMemPtr(self.bGmAddr_, storage_dtype(T.BType)), layoutB, name="B")
+        gmB = MakeTensor(MakeMemPtr(self.bGmAddr_, gm_storage_dtype(T.BType)), layoutB, name="B")
         gmScaleB = MakeTensor(MakeMemPtr(self.scaleBGmAddr_, E8M0_DTYPE), layoutScaleB, name="scaleB")
         gmBias = (MakeTensor(MakeMemPtr(self.biasGmAddr_, T.BiasType), layoutBias, name="bias")
                   if self.biasGmAddr_ is not None else None)

@@ -32,7 +32,8 @@ from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import (
     BlockSchedulerGmmAswtWithTailSplit,
     TailSplitVariant,
 )
-from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N, Align16, CeilDiv
+from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N
+from mc2emu.numerics.int_math import Align16, CeilDiv
 from mc2emu.runtime.hazards import ConstraintError
 
 if TYPE_CHECKING:

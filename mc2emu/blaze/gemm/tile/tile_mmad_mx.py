@@ -22,7 +22,8 @@ import numpy as np
 
 from mc2emu.numerics import ElemFormat, decode_scales
 from mc2emu.numerics.block_scale import apply_block_scale
-from mc2emu.numerics.formats import MX_GROUP_SIZE
+from mc2emu.numerics.constants import MX_GROUP_SIZE
+from mc2emu.numerics.int_math import CeilDiv
 
 PAIR_TABLE_SIZE = 1 << 16  # one entry per pair of 8-bit codes (a uint16 index)
 BYTE_CODES = 256  # FP8 code space; FP4 codes (< 16) index the same 256-entry row
@@ -62,7 +63,7 @@ def dequant_chunk(codes: np.ndarray, scale_codes: np.ndarray, elem: ElemFormat, 
     with the same orientation and at least ceil(k/32) entries along K (the stored pairs; extra pad codes
     are ignored)."""
     k = codes.shape[k_axis]
-    nb = -(-k // MX_GROUP_SIZE)
+    nb = CeilDiv(k, MX_GROUP_SIZE)
     scale = scale_codes[:, :nb] if k_axis == 1 else scale_codes[:nb, :]
     flipped = False
     if not codes.flags.c_contiguous and codes.T.flags.c_contiguous:

@@ -1,11 +1,12 @@
 """Platform table of the emulated NPU: DAV_3510 (Ascend 950PR / "A5") by default.
 
-Every number the runtime enforces lives here, with where it comes from. Sources:
+Every capacity and protocol limit the runtime and the host tiling use lives here, with where it comes
+from (the MX and fractal-layout constants, the same on every platform, are in
+`mc2emu/numerics/constants.py`). Sources:
 - [ARCH] asc-devkit `docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本3510.md` (memory sizes,
   AIC:AIV ratio, pipes);
 - [SYNC] asc-devkit 核间同步 (`CrossCoreSetFlag` / `CrossCoreWaitFlag`, `SyncAll`) and its DAV_3510
   implementation (16 flag ids, counter limit 15, the SyncAll ids, `IsSplitCubePipe`);
-- [APACE] ops-transformer `mc2/common/op_kernel/apace/utils/constant.h`, seed 000 §6;
 - [CATLASS] catlass `arch/cross_core_sync.hpp` (`MAX_REVERSE_DEPTH = 15`).
 "Assumption" marks a value no public source settles; every field can be overridden per launch with
 `dataclasses.replace(DAV_3510, ...)`.
@@ -37,6 +38,23 @@ class Pipe(enum.Enum):
     PIPE_MTE3 = "MTE3"
     PIPE_FIX = "FIX"
     PIPE_ALL = "ALL"
+
+
+class FlagMode(enum.IntEnum):
+    """The `mode` template argument of `CrossCoreSetFlag<mode, pipe>` / `CrossCoreWaitFlag<mode, pipe>`
+    (asc-devkit 核间同步, SPEC §2). Kernels pass the source's literal (`CrossCoreSetFlag(2, ...)`); the
+    flag API converts it to a member once, at its boundary, and prints it as the number."""
+
+    ALL_CORES_OF_TYPE = 0  # a round: every AIC (or every AIV) of the launch Set the id
+    AIVS_OF_GROUP = 1      # a round: every AIV of one group (MIX 1:2) Set the id
+    AIC_AIV_OF_GROUP = 2   # AIV -> AIC (every AIV of the group) and AIC -> each AIV of its group
+    MIX_1_2 = 4            # MIX 1:2 only: its own counters, AIC ids 0-31, AIV ids 0-15
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 @dataclass(frozen=True)
@@ -81,18 +99,6 @@ class PlatformSpec:
                                            Pipe.PIPE_M}))
     aiv_pipes: frozenset[Pipe] = field(
         default_factory=lambda: frozenset({Pipe.PIPE_S, Pipe.PIPE_V, Pipe.PIPE_MTE2, Pipe.PIPE_MTE3}))
-    # [APACE] MX and layout constants (seed 000 §6).
-    mxfp_divisor_size: int = 64       # K elements per stored scale pair (two groups of 32)
-    mxfp_multi_base_size: int = 2     # scales per pair
-    fp8_c0_size: int = 32             # C0 of FP8 operands (32 bytes)
-    fp4_c0_size: int = 64             # C0 of FP4 operands (64 elements = 32 bytes)
-    scale_c0: int = 2                 # C0 of the E8M0 scale layouts
-    cube_block: int = 16              # cube fractal edge
-    mte2_cacheline_size: int = 128    # MTE2 / L2 alignment granule
-    l2_align_size: int = 128
-    cacheline: int = 512
-    final_accumulation: int = 3       # mmad unitFlag: last K step, L0C may be read out
-    non_final_accumulation: int = 2   # mmad unitFlag: more K steps follow
     # Assumption: cross-core counts left at launch end persist into the next launch (intra-core flags are
     # documented to); they are reported either way.
     flags_persist_across_launches: bool = True
