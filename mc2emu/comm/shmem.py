@@ -62,6 +62,7 @@ from mpi4py import MPI
 from mc2emu.comm.errors import WindowError
 from mc2emu.comm.window import SIGNAL_BYTES
 from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.hazards import GmError, KernelError
 from mc2emu.runtime.waiting import ANY_CORE, Doorbell
 
@@ -143,6 +144,7 @@ class Shmem:
         self._bells: dict[str, Doorbell] = {}
         self._bells_lock = threading.Lock()
         self._barrier_lock = threading.Lock()
+        self._late_puts: list[tuple[Window, int, np.ndarray, int]] = []   # the LATE_PUT_DATA fault only
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _check_pe(self, pe: int) -> None:
@@ -249,7 +251,14 @@ class Shmem:
         swin, soff = self._signal_slot(sig_addr)
         self._check_signal(signal, sig_op)
         ctx.checkpoint("put")
-        self._put(ctx, window, off, src, nbytes, pe)
+        faults = self.device.faults
+        if faults is not None and nbytes and faults.fires(FaultHook.PUT_SIGNAL, self.rank, ctx.label):
+            # Fault injection: a transport that lets the signal overtake the data (the bytes land at the
+            # next barrier_all, after every rank passed it): the content check must report the read.
+            ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", nbytes)
+            self._late_puts.append((window, off, self._source(ctx, src, nbytes).copy(), pe))
+        else:
+            self._put(ctx, window, off, src, nbytes, pe)
         active = self.device.events.active
         if active:
             self._event(ctx, EventKind.PUT, window, off, nbytes, pe)
@@ -374,6 +383,10 @@ class Shmem:
             self.world.wait_request(self.world.kernel_comm.Ibarrier(), core=ctx.label, obj="barrier_all",
                                     expected=f"all {self.size} ranks in barrier_all",
                                     setter="one core of every rank")
+            late, self._late_puts = self._late_puts, []
+            for window, off, data, pe in late:      # LATE_PUT_DATA fault: the data after everyone's reads
+                window.win.Put(data, pe, off)
+                window.win.Flush(pe)
             self.world.sync_windows()
         finally:
             self._barrier_lock.release()
