@@ -1,4 +1,4 @@
-"""Emulated QBMM MX (mc2emu.ops.quant_batch_matmul_mx) against the plain numpy CANN golden, side by side.
+"""Emulated QBMM MX (mc2emu.ops.quant_batch_matmul_mx_op) against the plain numpy CANN golden, side by side.
 
 One rank, no MPI. Both sides get the same MX inputs (CANN ST style: elements uniform(1, 8) -> E4M3 or E5M2,
 scales 2^0 / 2^1); the emulator runs the full kernel (tiling, 32 AIC threads, GM -> L1 -> L0 -> L0C ->
@@ -101,7 +101,7 @@ def profile_core0(run: Callable[[], object]) -> None:
     import importlib
     import pstats
 
-    op_module = importlib.import_module("mc2emu.ops.quant_batch_matmul_mx")  # the module, not the function
+    op_module = importlib.import_module("mc2emu.ops.quant_batch_matmul_mx_host")  # the host program launches it
 
     kernel = op_module.kernel_qbmm_mx
 

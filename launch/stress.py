@@ -47,7 +47,7 @@ from mc2emu.check.stress_model import (
 )
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.launcher import mpiexec_command
-from mc2emu.ops.all_to_all_quant_matmul import Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 # A job normally ends within the emulator deadline + 3 s of collection + 3 s of linger (+ start-up of up to

@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # the cli modules load numpy: imported in main(), after the B
 # Exit code for bad options; the runtime's EXIT_BAD_INPUT, repeated so that option errors need no numpy.
 EXIT_OPTIONS = 2
 EXIT_INTERNAL = 3
-UCX_LOG_LEVEL = "error"
 
 
 def _err(text: str) -> None:
@@ -92,9 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     # BLAS threads must be pinned before numpy loads (8 ranks x threaded BLAS on 2 cores: 13x slower).
     for var, value in RANK_ENV.items():
         os.environ.setdefault(var, value)
-    # MPICH's UCX layer prints, on stdout and at MPI_Finalize, one warning per RMA key that a window left
-    # behind by a deadlocked case still holds: hundreds of lines after the table. Errors still show.
-    os.environ.setdefault("UCX_LOG_LEVEL", UCX_LOG_LEVEL)
 
     from mc2emu.cli.operators import default_registry
     from mc2emu.cli.options import OptionError, help_text, parse_options

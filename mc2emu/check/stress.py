@@ -53,7 +53,7 @@ from mc2emu.check.stress_model import (
     fault_plan,
 )
 from mc2emu.comm.hccl_task import HcclServerType
-from mc2emu.ops.all_to_all_quant_matmul import Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultHook, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -141,8 +141,8 @@ def _call(rec: dict[str, Any], fn: Any) -> Any:
 
 def run_rank(s: Scenario, comm: Any, data_seed: int, notify: Any = None) -> dict[str, Any]:
     """Run the scenario on this rank (collective over `comm`); the rank's result record."""
-    from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
     from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
+    from mc2emu.ops.all_to_all_quant_matmul_op import all_to_all_quant_matmul
     from mc2emu.runtime import EventKind, PerturbPolicy, Severity
 
     rank = comm.Get_rank()

@@ -13,7 +13,7 @@ from typing import Any
 
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.numerics.int_math import CeilDiv
-from mc2emu.ops.all_to_all_quant_matmul import Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.faults import Fault, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 

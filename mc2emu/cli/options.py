@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics.formats import ElemFormat
-from mc2emu.ops.all_to_all_quant_matmul import Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.hazards import EXIT_BAD_INPUT
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 

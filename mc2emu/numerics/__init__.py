@@ -43,6 +43,7 @@ from mc2emu.numerics.scale_layout import (
     to_ascend_scale_a,
     to_ascend_scale_b,
 )
+from mc2emu.numerics.weight_dequant import DequantDtype, WeightDtype, dequant_ub_tile, dequant_weight
 
 __all__ = [
     "E8M0_LUT",
@@ -53,12 +54,14 @@ __all__ = [
     "MXFP_MULTI_BASE_SIZE",
     "MX_GROUP_SIZE",
     "SCALE_C0",
+    "DequantDtype",
     "E8m0Cast",
     "ElemFormat",
     "MxTensor",
     "MxTypeError",
     "MxValueError",
     "OutDtype",
+    "WeightDtype",
     "a2a_allclose",
     "ag_compare",
     "ag_st_seed",
@@ -68,6 +71,8 @@ __all__ = [
     "decode_scales",
     "dequant_cols",
     "dequant_rows",
+    "dequant_ub_tile",
+    "dequant_weight",
     "dequantize_mx",
     "encode_elements",
     "fixpipe_cast",

@@ -102,6 +102,11 @@ class DequantDtype(enum.Enum):
         """Unbiased exponent of the smallest normal."""
         return 2 - (1 << (self.ebits - 1))
 
+    @property
+    def emax(self) -> int:
+        """Unbiased exponent of the largest finite binade."""
+        return (1 << (self.ebits - 1)) - 1
+
 
 class WeightDtype(enum.Enum):
     """`BType`: the stored weight type."""
@@ -152,32 +157,22 @@ def _rint_bf16_bits(u: np.ndarray) -> np.ndarray:
 
 
 def _rint_narrow_bits(u: np.ndarray, out: DequantDtype) -> np.ndarray:
-    """A format with fewer exponent bits (half): significand `sig` (hidden bit included) at unbiased
-    exponent `e`; the target keeps `mbits` bits below its leading bit at E = max(e, emin) (below emin it is
-    subnormal), so `shift` = 23 - mbits + (E - e) low bits of `sig` are dropped with ties to even;
-    code = (E - emin) << mbits + kept, a carry into the next binade or into the Inf code being right."""
-    a = (u & np.uint32(FLOAT32_ABS_MASK)).view(np.int32)
-    exp_field = a >> FLOAT32_MANTISSA_BITS
-    man = a & np.int32((1 << FLOAT32_MANTISSA_BITS) - 1)
-    sig = man | ((exp_field != 0).astype(np.int32) << FLOAT32_MANTISSA_BITS)
-    e = np.maximum(exp_field, 1) - FLOAT32_EXP_BIAS  # float32 subnormals sit at exponent -126
-    big_e = np.maximum(e, out.emin)
-    # sig < 2^24: dropping 26 bits or more leaves 0 with a remainder below half, so clamp the shift.
-    shift = np.minimum(big_e - e + (FLOAT32_MANTISSA_BITS - out.mbits), 26)
-    kept = sig >> shift
-    rem = sig - (kept << shift)
-    half = np.int32(1) << (shift - 1)
-    kept += (rem > half) | ((rem == half) & ((kept & 1) == 1))
-    code = ((big_e - out.emin) << out.mbits) + kept
-    inf_code = ((1 << out.ebits) - 1) << out.mbits
-    np.minimum(code, inf_code, out=code)
-    special = exp_field == FLOAT32_EXP_MASK
-    if special.any():
-        nan = special & (man != 0)
-        code[special] = inf_code
-        code[nan] = inf_code | (1 << (out.mbits - 1))
-    code |= (u >> 31).view(np.int32) << (out.ebits + out.mbits)
-    return code.astype(np.uint16)
+    """A format with fewer exponent bits (half), rounded by the float32 unit itself: with E the exponent of
+    x clamped to [emin, emax], m = 1.5 * 2^(E + 23 - mbits) has an ULP equal to the target's quantum
+    2^(E - mbits) and is an even multiple of it; x + m stays in m's binade (|x| < 2^(E + 1)), so float32's
+    round to nearest even rounds x to that quantum with ties to even, and (x + m) - m is exact (Sterbenz).
+    The result is a value of the target (or, past max, at least 2^(emax + 1)), so converting it is exact
+    (or +-Inf); the sign of a zero result is x's."""
+    x = u.view(np.float32)
+    e = ((u >> FLOAT32_MANTISSA_BITS) & np.uint32(FLOAT32_EXP_MASK)).view(np.int32) - FLOAT32_EXP_BIAS
+    big_e = np.clip(e, out.emin, out.emax)
+    m = (((big_e + (FLOAT32_MANTISSA_BITS - out.mbits + FLOAT32_EXP_BIAS)) << FLOAT32_MANTISSA_BITS)
+         | (1 << (FLOAT32_MANTISSA_BITS - 1))).view(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):  # past max + half an ULP: +-Inf; NaN stays NaN
+        r = x + m
+        r -= m
+        np.copysign(r, x, out=r)
+        return r.astype(out.dtype).view(np.uint16)
 
 
 def _widen(x: np.ndarray) -> np.ndarray:
@@ -190,15 +185,19 @@ def _widen(x: np.ndarray) -> np.ndarray:
     raise MxTypeError(f"vector operands must be bfloat16 or float16 registers, got {arr.dtype}")
 
 
+_INT8_TO_HALF = round_float32_to(np.arange(256, dtype=np.uint8).view(np.int8).astype(np.float32), DequantDtype.FP16)
+_INT8_TO_HALF.flags.writeable = False
+
 # --- the register ops ---------------------------------------------------------------------------------------------
 
 
 def cast_int8_to_half(b: np.ndarray) -> np.ndarray:
-    """`Cast<half, int8_t>` (castTraitInt8ToFP16, RoundMode UNKNOWN): exact, |b| <= 128 < 2^11."""
+    """`Cast<half, int8_t>` (castTraitInt8ToFP16, RoundMode UNKNOWN): exact, |b| <= 128 < 2^11; a gather
+    from the 256 results, as the other byte decodes do."""
     arr = np.asarray(b)
     if arr.dtype != np.int8:
         raise MxTypeError(f"Cast<half, int8_t> takes int8, got {arr.dtype}")
-    return round_float32_to(arr.astype(np.float32), DequantDtype.FP16)
+    return np.take(_INT8_TO_HALF, arr.view(np.uint8))
 
 
 def cast_half_to_bf16(h: np.ndarray) -> np.ndarray:
@@ -225,7 +224,8 @@ def cast_float_to_dequant(f: np.ndarray, out: DequantDtype) -> np.ndarray:
 
 
 def vector_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`Add(dst, a, b, mask)` on bf16 / half registers: a + b rounded to the operands' type."""
+    """`Add(dst, a, b, mask)` on bf16 / half registers: a + b rounded to the operands' type (`b` may be a
+    per-channel register that broadcasts against `a`, as the DIST_BRC_B16 / DIST_NORM loads make it)."""
     out = DequantDtype.parse(np.asarray(a).dtype, "Add operand")
     if np.asarray(b).dtype != out.dtype:
         raise MxTypeError(f"Add operands must share one type, got {np.asarray(a).dtype} and {np.asarray(b).dtype}")
@@ -234,7 +234,8 @@ def vector_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def vector_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`Mul(dst, a, b, mask)` on bf16 / half registers: a * b rounded to the operands' type."""
+    """`Mul(dst, a, b, mask)` on bf16 / half registers: a * b rounded to the operands' type (`b` may
+    broadcast against `a`)."""
     out = DequantDtype.parse(np.asarray(a).dtype, "Mul operand")
     if np.asarray(b).dtype != out.dtype:
         raise MxTypeError(f"Mul operands must share one type, got {np.asarray(a).dtype} and {np.asarray(b).dtype}")
@@ -283,10 +284,13 @@ def dequant_ub_tile(
     if trans_b:
         reg_scale = reg_scale[:, None]
         reg_offset = None if reg_offset is None else reg_offset[:, None]
+    else:
+        reg_scale = reg_scale[None, :]
+        reg_offset = None if reg_offset is None else reg_offset[None, :]
     reg_b = cast_weight_to_dequant(b, out)
     if reg_offset is not None:  # if constexpr (HasOffset)
-        reg_b = vector_add(reg_b, np.broadcast_to(reg_offset, reg_b.shape))
-    return vector_mul(reg_b, np.broadcast_to(reg_scale, reg_b.shape))
+        reg_b = vector_add(reg_b, reg_offset)
+    return vector_mul(reg_b, reg_scale)
 
 
 def dequant_weight(

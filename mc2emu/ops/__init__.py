@@ -1,15 +1,31 @@
-"""Operators: one entry per operator, each with its golden beside it (the top layer below check / run).
+"""Operators: one entry per operator, each with its golden beside it (the layer below check / run).
+
+Every operator and its golden are functions of this package:
 
 - `quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, bias, trans_a, trans_b, out_dtype, atomic, block_dim,
-  check, timeout, ...)` -> C, one emulated NPU; golden: `golden_quant_batch_matmul_mx`.
+  ...)` -> C, one emulated NPU; golden: `golden_quant_batch_matmul_mx`.
+- `all_to_all_quant_matmul(x1, x1_scale, x2, x2_scale, *, impl, local_matmul, wait_order, hccl_server, bias,
+  out_dtype, block_dim, comm, ...)` -> this rank's C, collective; golden: `golden_a2a` (per rank, from every
+  rank's x1 / x1_scale).
 - `grouped_matmul_mx_tiling(m, n, k, *, group_num, ...)` -> the GroupedMatmul MX host tiling (TilingGMM);
   `grouped_matmul_mx_schedule(group_sizes, n, k, *, m, split, block_num, ...)` -> every tile each core runs.
+- weight_quant_matmul (seed 001; the V+C kernel is to come): its golden `golden_weight_quant_matmul` and the
+  dequant golden `golden_weight_dequant` (bf16 / fp16 arithmetic, checked bit for bit against the AIV path).
+
+Every operator takes the common keywords `check`, `timeout`, `perturb`, `observers`, `faults` (and `comm`
+when it communicates); see `mc2emu.host.CallOptions`. The modules are named apart from the functions
+(`<op>_op.py` the entry, `<op>_host.py` the host program, `<op>_golden.py` the golden), so
+`mc2emu.ops.<op>` is always the callable; docs/adding-an-operator.md lists the files of an operator.
 """
 
+from mc2emu.ops.all_to_all_quant_matmul_golden import golden_a2a
+from mc2emu.ops.all_to_all_quant_matmul_op import all_to_all_quant_matmul
 from mc2emu.ops.grouped_matmul_mx_tiling_api import grouped_matmul_mx_schedule, grouped_matmul_mx_tiling
-from mc2emu.ops.quant_batch_matmul_mx import quant_batch_matmul_mx
 from mc2emu.ops.quant_batch_matmul_mx_golden import golden_quant_batch_matmul_mx
+from mc2emu.ops.quant_batch_matmul_mx_op import quant_batch_matmul_mx
+from mc2emu.ops.weight_quant_matmul_golden import golden_weight_dequant, golden_weight_quant_matmul
 
 __all__ = [
-    "golden_quant_batch_matmul_mx", "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling", "quant_batch_matmul_mx",
+    "all_to_all_quant_matmul", "golden_a2a", "golden_quant_batch_matmul_mx", "golden_weight_dequant",
+    "golden_weight_quant_matmul", "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling", "quant_batch_matmul_mx",
 ]

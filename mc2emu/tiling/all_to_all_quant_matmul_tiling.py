@@ -15,8 +15,11 @@ import enum
 from dataclasses import dataclass
 
 from mc2emu.arch.errors import ConstraintError
+from mc2emu.arch.platform import PlatformSpec
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE
+from mc2emu.numerics.formats import ElemFormat
 from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData, QuantMatmulTilingSwat
 
 # Scale rows and the per-rank B segments line up only when Ka is a whole number of 64-element scale pairs.
 KA_ALIGN = MXFP_DIVISOR_SIZE
@@ -118,3 +121,38 @@ def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, r
                     f"{rank_size} ranks but {aiv_blocks} AIV blocks (AIV block r serves peer r; some peers "
                     f"would never be served)" if short else f"{rank_size} ranks > {MAX_RANKS}"))
     return out
+
+
+@dataclass(frozen=True)
+class A2ATilingData:
+    """The whole host tiling of one call: the SWAT matmul tiling, the communication tiling and the launch's
+    block dim (computed once, passed down to the host program)."""
+
+    mm: QuantMatmulTilingData
+    comm: CommTilingData
+    usedCoreNum: int
+
+
+def a2a_tiling(platform: PlatformSpec, *, ori_m: int, ka: int, n: int, rank_size: int, elem: ElemFormat,
+               b_elem: ElemFormat, aiv_served: bool, wait_order: WaitOrder, block_dim: int | None,
+               head_tile_size: int | None) -> A2ATilingData:
+    """Tile the call; raises `ConstraintError` naming the first constraint of SPEC §6 it breaks.
+
+    aiv_served (UDMA): AIV block r serves peer r (constraint A2A-5), so a small problem still launches R
+    blocks (the extra AICs find no tile and only drain their waits); hcomm launches AIC only (the HCCL
+    server serves every peer), so constraint 5 checks only R <= 64. The head tile comes from the launched
+    core count for both impls (CANN ST `main.cpp`: headMSize = CeilDiv(usedCoreNum, CeilDiv(n, baseN)) *
+    baseM)."""
+    mm = QuantMatmulTilingSwat(platform, aic_num=block_dim).GetTilingData(ori_m, n, ka, False, True, elem, b_elem)
+    used = mm.usedCoreNum
+    if aiv_served and block_dim is None:
+        used = max(used, rank_size)
+    aiv_blocks = used if aiv_served else None
+    head = head_tile_size or st_head_tile_size(used, n, mm.baseM, mm.baseN)
+    ct = make_comm_tiling(ori_m, ka, head)
+    violations = comm_constraint_violations(ct, ori_m=ori_m, ka=ka, rank_size=rank_size, aiv_blocks=aiv_blocks,
+                                            wait_order=wait_order)
+    if violations:
+        rule, reason = violations[0]
+        raise ConstraintError(rule, reason)
+    return A2ATilingData(mm, ct, used)

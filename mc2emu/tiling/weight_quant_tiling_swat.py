@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from mc2emu.arch import DAV_3510, ConstraintError, PlatformSpec
+from mc2emu.numerics.int_math import Align, CeilDiv, FloorAlign
 
 # --- weight_quant_tiling.h constants -------------------------------------------------------------------------------
 BASIC_BLOCK_SIZE_16 = 16  # fractal edge: M / N / K alignment
@@ -68,18 +69,6 @@ RULE_BASE_K = "baseK from L0A"
 RULE_L1_BIAS = "L1 after the bias reserve"
 RULE_UB_SCALE = "UB after scale / offset"
 RULE_ELEM_BYTES = "element sizes"
-
-
-def CeilDiv(a: int, b: int) -> int:
-    return a if b == 0 else -(-a // b)
-
-
-def Align(a: int, b: int) -> int:
-    return CeilDiv(a, b) * b
-
-
-def FloorAlign(a: int, b: int) -> int:
-    return a if b == 0 else a // b * b
 
 
 @dataclass(frozen=True)

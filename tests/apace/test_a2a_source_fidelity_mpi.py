@@ -6,7 +6,7 @@ bb298b1c5 for the CommPolicy version emulated, 5778144 for the later one)."""
 import pytest
 
 from mc2emu.numerics import bf16_ulp_distance
-from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
+from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a
 
 TIMEOUT = 30.0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mc2emu.numerics import bf16_ulp_distance, golden_mx_matmul
-from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
+from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import (
     gathered_operand,
     gen_signed_inputs,

@@ -6,7 +6,7 @@ allclose 1e-2, which is asserted too)."""
 import pytest
 
 from mc2emu.numerics import a2a_allclose, bf16_ulp_distance
-from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
+from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a
 
 REDUCE = 16

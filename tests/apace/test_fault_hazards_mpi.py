@@ -4,7 +4,7 @@ import contextlib
 
 import pytest
 
-from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
+from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
 from mc2emu.runtime import DeadlockError, EventKind, EventRecorder, HazardError
 from mc2emu.runtime.faults import Fault, FaultPlan

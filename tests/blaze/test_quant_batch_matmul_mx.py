@@ -1,4 +1,4 @@
-"""mc2emu.ops.quant_batch_matmul_mx end to end (tiling -> AIC_ONLY launch -> C) against its CANN golden."""
+"""mc2emu.ops.quant_batch_matmul_mx_op end to end (tiling -> AIC_ONLY launch -> C) against its CANN golden."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ representative faults at 2 ranks and one at 4 (about a minute on 2 cores); the `
 stress families."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from mc2emu.check.stress_model import (
     judge,
 )
 from mc2emu.comm.hccl_task import HcclServerType
-from mc2emu.ops.all_to_all_quant_matmul import Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -155,6 +156,56 @@ def test_a_hung_job_is_ended_and_counted_as_a_hang(driver):
         if b"mc2emu.check.stress" in cmd and b"987654321" in cmd:
             left.append((pid, cmd[:120]))
     assert not left, f"processes of the hung job survived: {left}"
+
+
+# -- CI-sized versions of what the slow variants cover -------------------------------------------------------
+@pytest.mark.parametrize("scenario", [
+    Scenario(Injection.DROP_SET_FLAG, 8, seed=21, **dict(SMALL, block_dim=8)),
+    Scenario(Injection.NO_ATOMIC_ADD, 8, local_matmul=1, wait_order=WaitOrder.IN_ORDER, seed=22,
+             **dict(SMALL, block_dim=8)),
+], ids=["drop_set_flag", "no_atomic_add"])
+def test_fault_stress_at_eight_ranks(driver, scenario):
+    """A reduced 8-rank fault stress (the slow `all` family draws every kind up to 8 ranks): a hang and a
+    pairing fault at 8 ranks are detected, reported by the hit rank, and every rank ends in time."""
+    job = run(driver, scenario)
+    outcome = judge(scenario, job)
+    assert outcome.verdict is Verdict.DETECTED, outcome.line()
+    hit = job.results[fault_plan(scenario).rank]
+    assert hit["fired"], hit
+    if scenario.injection is Injection.DROP_SET_FLAG:
+        assert all(v["status"] == "deadlock" for v in job.results.values()), {r: v["status"] for r, v in
+                                                                               job.results.items()}
+        full = [v["message"] for v in job.results.values() if not v["declared_elsewhere"]]
+        assert any("DEADLOCK report" in m and all(f"rank {q} (" in m for q in range(8)) for m in full), full
+        assert_ended_in_time(scenario, job)
+    else:
+        assert hit["status"] == "hazard" and "LOCAL_WITHOUT_ATOMIC" in hit["names"], hit.get("message")
+        for r, v in job.results.items():
+            if r != fault_plan(scenario).rank:
+                assert v["status"] == "ok" and v["names"] == [], (r, v.get("message"))
+
+
+def test_hcomm_aicpu_finalize_race_with_several_aics(driver):
+    """hcomm under the AICPU model with 4 AICs: block 0's Finalize<true> may reset the finish counters while
+    another AIC still has Waits (SPEC §3.2). Timing decides whether it bites; whatever happens must be
+    right: a clean rank has C equal to the golden (<= 1 bf16 ULP) and no hazard; a rank that saw the race
+    names the AICs left waiting; a hang is a diagnosed deadlock naming the stuck HCCL wait. Never a hang,
+    never a wrong C without a report."""
+    for seed in (1, 2, 3):
+        s = Scenario(Injection.PERTURB, 2, **HCOMM, hccl_server=HcclServerType.AICPU,
+                     **dict(SMALL, ori_m=144, block_dim=4, golden=True), seed=seed)
+        job = run(driver, s)
+        for r, v in job.results.items():
+            msg = v.get("message") or ""
+            if v["status"] == "ok":
+                assert v["exit_code"] == 0 and v["names"] == [] and v["ulp"] <= 1, (seed, r, v)
+            elif v["status"] == "hazard":
+                assert set(v["names"]) == {"HCCL_FINALIZE_WHILE_WAITING"}, (seed, r, msg)
+                assert re.search(r"working block AIC0 finalizes while AIC\d+(, AIC\d+)* still have Waits|"
+                                 r"Wait\(\d+\) on AIC\d+ after the working block's Finalize", msg), msg
+            else:
+                assert v["status"] == "deadlock", (seed, r, v["status"], msg)
+                assert v["declared_elsewhere"] or re.search(r"AIC\d+ wait on HCCL handle \d+", msg), msg
 
 
 # -- long stress variants ----------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from mc2emu.check.stress_model import (
     parse_lines,
 )
 from mc2emu.comm.hccl_task import HcclServerType
-from mc2emu.ops.all_to_all_quant_matmul import Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.faults import HOOK_OF, Fault, FaultPlan
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 

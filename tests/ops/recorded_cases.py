@@ -109,7 +109,7 @@ A2A_CASES: tuple[A2ACase, ...] = (
 
 
 def run_a2a_case(case: A2ACase, comm: Any) -> np.ndarray:
-    from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
+    from mc2emu.ops import all_to_all_quant_matmul
     from mc2emu.runtime import HazardError
 
     inp = case.inputs(comm.Get_rank(), comm.Get_size())

@@ -1,6 +1,6 @@
 """CLI entry of all_to_all_quant_matmul (SPEC §6): modes, hazard rules, shapes, inputs, golden, compare.
 
-The operator itself is `mc2emu.ops.all_to_all_quant_matmul.all_to_all_quant_matmul` (one call per rank,
+The operator itself is `mc2emu.ops.all_to_all_quant_matmul_op.all_to_all_quant_matmul` (one call per rank,
 collective); the entry is available as soon as that module imports.
 
 Shape: m = oriM (rows of C per rank), k = Ka (K per rank), n = N.
@@ -45,7 +45,7 @@ from mc2emu.numerics import (
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import KA_ALIGN, MAX_COMM_TURNS, MAX_RANKS, WaitOrder
 
-OP_MODULE = "mc2emu.ops.all_to_all_quant_matmul"
+OP_MODULE = "mc2emu.ops.all_to_all_quant_matmul_op"
 OP_FUNC = "all_to_all_quant_matmul"
 # Communication tiles per rank's row block. The CANN ST rule (headTileSize = ceil(usedCoreNum / nTiles) *
 # baseM) gives a single tile at moderate shapes, where the wait orders cannot differ and nothing overlaps;

@@ -45,7 +45,7 @@ from mc2emu.numerics import (
 )
 from mc2emu.numerics.constants import MX_GROUP_SIZE
 
-OP_MODULE = "mc2emu.ops.quant_batch_matmul_mx"
+OP_MODULE = "mc2emu.ops.quant_batch_matmul_mx_op"
 OP_FUNC = "quant_batch_matmul_mx"
 GOLDEN_MODULE = "mc2emu.ops.quant_batch_matmul_mx_golden"
 GOLDEN_FUNC = "golden_quant_batch_matmul_mx"

@@ -1,9 +1,8 @@
 """`quant_batch_matmul_mx`: the QBMM MX operator on one emulated NPU (no MPI).
 
-Emulates the CANN MX quant batch matmul as ops-tensor builds it: host SWAT tiling
-(`mc2emu.tiling.quant_matmul_tiling_swat`), then an AIC_ONLY launch of `GemmUniversal<.., BlockMmad<
-MatmulWithScaleMx<NONE_FULL_LOAD_MODE, atomic>>, void, BlockSchedulerQbmm>` (`kernel_qbmm_mx`) on a fresh
-`Device`. Inputs are copied into the device's GM, C is read back.
+Emulates the CANN MX quant batch matmul as ops-tensor builds it. This module is the operator's entry:
+its contract and input validation; the host program (tiling, GM, the AIC_ONLY launch of `kernel_qbmm_mx`
+on a fresh `Device`, read-back) is `quant_batch_matmul_mx_host.py`.
 
     C = quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, bias=None, trans_a=False, trans_b=False,
                               out_dtype="bfloat16")
@@ -23,38 +22,28 @@ accumulated onto `c_init` (zeros by default) with one RNE rounding per write-out
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mc2emu.blaze import (
-    NONE_FULL_LOAD_MODE,
-    BlockMmadMx,
-    BlockSchedulerQbmmParams,
-    BlockSchedulerQuantBatchMatmulV3,
-    DNExtLayoutPtn,
-    L1Params,
-    MatmulWithScaleMx,
-    NDExtLayoutPtn,
-    Params,
-    ProblemShape,
-    QbmmMxParams,
-    QbmmMxRevision,
-    QBMMTiling,
-    kernel_qbmm_mx,
-)
+from mc2emu.blaze import QbmmMxRevision
+from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE, SCALE_C0
 from mc2emu.numerics.errors import MxTypeError, MxValueError
-from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
+from mc2emu.numerics.formats import E8M0_DTYPE
 from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
-from mc2emu.runtime import ConstraintError, Device, HazardError
-from mc2emu.runtime.kernel_type import KernelType
-from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulArgs, QuantMatmulTilingSwat, can_implement
+from mc2emu.ops.quant_batch_matmul_mx_host import QbmmProblem, run_qbmm
+from mc2emu.runtime.hazards import ConstraintError, HazardError
+from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulArgs, can_implement
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.events import Event
+    from mc2emu.runtime.faults import FaultPlan
+    from mc2emu.runtime.perturb import PerturbPolicy
 
 MAX_BATCH_DIMS = 4  # batchA1..A4 / batchB1..B4 / batchC1..C4 of QBMMTiling
 BIAS_DTYPES = ("float32", "bfloat16", "float16")  # BiasType instantiations of the MX kernels
-KERNEL_NAME = "quant_batch_matmul_mx"
 
 
 def _operand(x: Any, fmt: ElemFormat | str | None, param: str) -> tuple[np.ndarray, ElemFormat]:
@@ -99,12 +88,13 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
                           atomic: bool = False, block_dim: int | None = None, check: bool = True,
                           timeout: float | None = None, x1_format: ElemFormat | str | None = None,
                           x2_format: ElemFormat | str | None = None, c_init: Any = None,
-                          revision: QbmmMxRevision = QbmmMxRevision.R106B970C, perturb: Any = None,
-                          observers: Iterable[Callable[[Any], None]] = (), faults: Any = None) -> np.ndarray:
+                          revision: QbmmMxRevision = QbmmMxRevision.R106B970C,
+                          perturb: PerturbPolicy | None = None, observers: Iterable[Callable[[Event], None]] = (),
+                          faults: FaultPlan | None = None) -> np.ndarray:
     """Run the QBMM MX kernel on a fresh emulated device and return C (see the module docstring).
 
-    perturb: a seeded `PerturbPolicy`; observers: EventBus observers for the call (trace, statistics);
-    faults: a `FaultPlan`.
+    The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`) are those of
+    `mc2emu.host.CallOptions`; the operator does not communicate (no `comm`).
 
     block_dim: AICs to tile for and launch (default: the platform's AIC count; the launch uses the tiling's
     usedCoreNum). x1_format / x2_format: element formats for uint8 code inputs. c_init: initial C (what an
@@ -147,49 +137,9 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
     if c_init is not None and np.shape(c_init) != c_shape:
         raise ConstraintError("c_init.shape", f"c_init must have the output shape {c_shape}, got {np.shape(c_init)}")
 
-    device = Device(rank=0, check=check, timeout=timeout, perturb=perturb, faults=faults)
-    unsubscribe = [device.events.subscribe(o) for o in observers]
-    tiling = QuantMatmulTilingSwat(device.platform, aic_num=block_dim).GetTilingData(m, n, k, trans_a, trans_b, fa, fb)
-    gm = device.gm
-    a_addr = gm.alloc(-(-a.size // 2) if fa.is_fp4 else a.size, "x1")
-    gm.write(a_addr, np.ascontiguousarray(a.view(np.uint8)).reshape(-1, a.shape[-1]).view(gm_storage_dtype(fa)))
-    b_addr = gm.alloc(-(-b.size // 2) if fb.is_fp4 else b.size, "x2")
-    gm.write(b_addr, np.ascontiguousarray(b.view(np.uint8)).reshape(-1, b.shape[-1]).view(gm_storage_dtype(fb)))
-    sa_addr = gm.alloc(sa.size, "x1_scale", data=np.ascontiguousarray(sa).view(np.uint8))
-    sb_addr = gm.alloc(sb.size, "x2_scale", data=np.ascontiguousarray(sb).view(np.uint8))
-    c_elems = int(np.prod(c_shape))
-    if c_init is None:
-        c_addr = gm.alloc(c_elems * out.dtype.itemsize, "y", zero=True)
-    else:
-        c_addr = gm.alloc(0, "y", data=np.ascontiguousarray(np.asarray(c_init, dtype=out.dtype)))
-    bias_addr = None
-    if bias_arr is not None:
-        bias_addr = gm.alloc(0, "bias", data=np.ascontiguousarray(bias_arr))
-
-    layoutA = DNExtLayoutPtn if trans_a else NDExtLayoutPtn
-    layoutB = DNExtLayoutPtn if trans_b else NDExtLayoutPtn
-    BlockMmad = BlockMmadMx.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, atomic), fa, layoutA, fb, layoutB, out,
-                                     NDExtLayoutPtn, bias_arr.dtype if bias_arr is not None else np.float32,
-                                     NDExtLayoutPtn)
-    BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, layoutA, layoutB, fa)
-    params = QbmmMxParams(
-        problemShape=ProblemShape(int(m), int(n), int(k), nbatch),
-        mmadParams=Params(aGmAddr=a_addr, bGmAddr=b_addr, cGmAddr=c_addr, biasGmAddr=bias_addr,
-                          scaleAGmAddr=sa_addr, scaleBGmAddr=sb_addr),
-        l1Params=L1Params(tiling.kL1, tiling.scaleKL1, tiling.nBufferNum),
-        schParams=BlockSchedulerQbmmParams(tiling.baseM, tiling.baseN, tiling.mTailTile, tiling.nTailTile,
-                                           tiling.mBaseTailSplitCnt, tiling.nBaseTailSplitCnt, tiling.mTailMain,
-                                           tiling.nTailMain),
-        qbmmParams=QBMMTiling(*batchA, *batchB, *batchC, biasThreeDim=biasThreeDim, baseM=tiling.baseM,
-                              baseN=tiling.baseN, baseK=tiling.baseK, isBias=int(bias_arr is not None),
-                              dbL0C=tiling.dbL0c))
-    try:
-        result = device.launch(kernel_qbmm_mx, tiling.block_dim, KernelType.AIC_ONLY, BlockMmad, BlockScheduler, params,
-                               revision, name=KERNEL_NAME)
-    finally:
-        for u in unsubscribe:
-            u()
-    c = gm.view(c_addr, out.dtype, c_shape).copy()
-    HazardError.raise_on_errors(result.hazards, c, check=check)
+    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    problem = QbmmProblem(a, fa, b, fb, sa, sb, out, int(m), int(n), int(k), bool(trans_a), bool(trans_b), batchA,
+                          batchB, batchC, c_shape, bias_arr, biasThreeDim, c_init, atomic, revision)
+    c, hazards = run_qbmm(problem, opts, block_dim=block_dim)
+    HazardError.raise_on_errors(hazards, c, check=check)
     return c
-

@@ -20,20 +20,21 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
 
 from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.runtime.hazards import ConstraintError, HazardError
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import (
-    WaitOrder,
-    comm_constraint_violations,
-    make_comm_tiling,
-    st_head_tile_size,
-)
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.events import Event
+    from mc2emu.runtime.faults import FaultPlan
+    from mc2emu.runtime.perturb import PerturbPolicy
 
 E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 LOCAL_MATMUL_VALUES = (0, 1, 2)
@@ -150,16 +151,16 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             impl: str | Impl = "udma", local_matmul: int = 0, wait_order: str | WaitOrder = "mask",
                             hccl_server: str | HcclServerType = "ccu", bias: np.ndarray | None = None,
                             out_dtype: Any = "bfloat16", block_dim: int | None = None, check: bool = True,
-                            timeout: float | None = None, comm: Any = None, perturb: Any = None,
-                            observers: Iterable[Callable[[Any], None]] = (),
-                            head_tile_size: int | None = None, stats: dict[str, Any] | None = None,
-                            faults: Any = None) -> np.ndarray:
+                            timeout: float | None = None, comm: Any = None, perturb: PerturbPolicy | None = None,
+                            observers: Iterable[Callable[[Event], None]] = (),
+                            faults: FaultPlan | None = None, head_tile_size: int | None = None,
+                            stats: dict[str, Any] | None = None) -> np.ndarray:
     """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C.
 
-    Extras beyond the CANN operator: `perturb` (a seeded `PerturbPolicy`), `observers` (EventBus observers
-    for the call), `head_tile_size` (override the ST head-tile rule), `stats` (filled with launch facts),
-    `faults` (a `FaultPlan` to inject one named fault)."""
-    from mc2emu.ops._a2a_runner import run_a2a
+    The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
+    `mc2emu.host.CallOptions`. Extras beyond the CANN operator: `head_tile_size` (override the ST
+    head-tile rule), `stats` (filled with launch facts)."""
+    from mc2emu.ops.all_to_all_quant_matmul_host import run_a2a
 
     if comm is None:
         from mpi4py import MPI
@@ -177,21 +178,8 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
         rule, reason = e[0]
         raise ConstraintError(rule, f"{reason} (on rank {r})" if r != rank else reason)
     assert problem is not None
-    result, hazards = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, block_dim=block_dim, check=check,
-                              timeout=timeout, comm=comm, perturb=perturb, observers=tuple(observers),
-                              head_tile_size=head_tile_size, stats=stats, faults=faults)
+    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    result, hazards = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, opts, comm=comm, block_dim=block_dim,
+                              head_tile_size=head_tile_size, stats=stats)
     HazardError.raise_on_errors(hazards, result, check=check)
     return result
-
-
-def tiling_violations(problem: A2AProblem, base_m: int, base_n: int, used_core_num: int,
-                      head_tile_size: int | None) -> tuple[Any, list[tuple[str, str]]]:
-    """CommTilingData and the constraint violations for a launch of `used_core_num` blocks. The head tile
-    comes from the launched core count for both impls (CANN ST `main.cpp`: headMSize =
-    CeilDiv(usedCoreNum, CeilDiv(n, baseN)) * baseM); constraint 5 counts AIV blocks, which only the UDMA
-    impl has (hcomm launches AIC only: the HCCL server serves every peer)."""
-    head = head_tile_size or st_head_tile_size(used_core_num, problem.n, base_m, base_n)
-    ct = make_comm_tiling(problem.ori_m, problem.ka, head)
-    aiv_blocks = used_core_num if problem.impl is Impl.UDMA else None
-    return ct, comm_constraint_violations(ct, ori_m=problem.ori_m, ka=problem.ka, rank_size=problem.rank_size,
-                                          aiv_blocks=aiv_blocks, wait_order=problem.wait_order)

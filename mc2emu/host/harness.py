@@ -1,0 +1,281 @@
+"""The host harness: run one kernel launch on this rank (the host program of an apace / Blaze ST).
+
+Every operator's host code is "tile, allocate, launch, read back"; everything around that lives here, once:
+
+    opts = CallOptions(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    with LaunchHarness(KERNEL_NAME, opts, comm=comm) as h:      # comm=None: one NPU, no communication
+        gm = h.device.gm                                        # allocate and write the inputs
+        win = h.window(nbytes, "name")                          # collective symmetric window
+        res = h.launch(kernel, block_dim, KernelType.AIC_ONLY, *args)
+        c = h.read(c_addr, dtype, shape)
+    hazards = h.hazards                                         # what the call filed (success only)
+
+What the harness owns, in order ("comm" = only for communicating calls):
+
+1. enter: free the windows an earlier call on this communicator left behind (comm, see below);
+   `Device(rank, platform, check, timeout, perturb, faults)`; subscribe the observers; `CommWorld` on
+   `comm`, the deadlock diagnosis service and, with `check`, the happens-before checker (comm);
+2. launch: a host barrier, every rank has set up its windows (comm); the `launch` fault (an AIC-only kernel
+   launched mixed); the launch; its wall time;
+3. exit on success: a barrier, every rank finished the launch; the happens-before check; the windows
+   freed (comm); the hazards of the call taken into `hazards`;
+4. exit on a deadlock: the hazards filed before the hang go on the `DeadlockError`; the windows are left
+   behind (the peers are stuck too: a collective free would hang); the diagnosis lingers so that the
+   peers' reports include this rank;
+5. exit on any other failure: the windows are left behind (the peers sit in a deadline-guarded wait);
+6. always: diagnosis and checker closed, observers unsubscribed.
+
+Windows left behind never leak into the next call: they are kept with the communicator they were made on
+and freed at the start of the next call on it (every rank is then back in step: the operator's input
+agreement, a collective on `comm`, came first) or, at the latest, at interpreter exit behind a
+deadline-guarded barrier, before MPI finalizes (MPICH's UCX layer otherwise prints one "destroying
+inuse region" warning per window key).
+
+The checkers are attached here, not in an operator: operator modules (`mc2emu.ops`) never import
+`mc2emu.check`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mc2emu.arch.platform import DAV_3510, PlatformSpec
+from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
+from mc2emu.check.happens_before import HappensBeforeChecker
+from mc2emu.comm.world import CommWorld
+from mc2emu.runtime.device import Device, LaunchResult
+from mc2emu.runtime.faults import FaultHook
+from mc2emu.runtime.hazards import DeadlockError, HazardReport
+from mc2emu.runtime.kernel_type import KernelType
+
+if TYPE_CHECKING:
+    from mc2emu.comm.window import Window
+    from mc2emu.runtime.events import Event
+    from mc2emu.runtime.faults import FaultPlan
+    from mc2emu.runtime.gm import GmAddr
+    from mc2emu.runtime.perturb import PerturbPolicy
+
+# The `launch` fault hook: the host launches an AIC-only kernel as this mixed type.
+FAULTED_LAUNCH_TYPE = KernelType.MIX_AIC_1_1
+# At interpreter exit, how long the ranks wait for each other before freeing left-behind windows; a rank
+# that does not arrive (killed, aborted, stuck) leaves them to the MPI library.
+EXIT_AGREEMENT_S = 10.0
+EXIT_POLL_S = 0.01
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """The keywords every operator takes (besides `comm` for the communicating ones).
+
+    check: hazard checkers on (error-severity hazards then raise `HazardError`); timeout: the wait
+    deadline in seconds; perturb: a seeded `PerturbPolicy`; observers: EventBus observers for the call
+    (trace, statistics); faults: a `FaultPlan` injecting one named fault."""
+
+    check: bool = True
+    timeout: float | None = None
+    perturb: PerturbPolicy | None = None
+    observers: tuple[Callable[[Event], None], ...] = ()
+    faults: FaultPlan | None = None
+
+    @classmethod
+    def of(cls, *, check: bool = True, timeout: float | None = None, perturb: PerturbPolicy | None = None,
+           observers: Iterable[Callable[[Event], None]] = (), faults: FaultPlan | None = None) -> CallOptions:
+        return cls(check, timeout, perturb, tuple(observers), faults)
+
+
+@dataclass(frozen=True)
+class HarnessLaunch:
+    """One launch through the harness: the device's result and the launch's wall time."""
+
+    result: LaunchResult
+    kernel_type: KernelType
+    wall_s: float
+
+    @property
+    def returns(self) -> dict[str, Any]:
+        return self.result.returns
+
+
+class _LeftBehind:
+    """Worlds whose windows a failed call could not free, per base communicator (MPI handle), freed by the
+    next call on that communicator or at interpreter exit. One instance per process: it tracks MPI
+    resources, which are per process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._worlds: dict[int, tuple[Any, list[CommWorld]]] = {}
+        self._exit_hook = False
+
+    def keep(self, base: Any, world: CommWorld, reason: str) -> None:
+        world.left_reason = reason   # type: ignore[attr-defined]
+        with self._lock:
+            self._worlds.setdefault(base.py2f(), (base, []))[1].append(world)
+            if not self._exit_hook:
+                # Registered after mpi4py's own: runs before MPI finalizes.
+                atexit.register(self.free_at_exit)
+                self._exit_hook = True
+
+    def count(self, base: Any) -> int:
+        with self._lock:
+            entry = self._worlds.get(base.py2f())
+        return len(entry[1]) if entry else 0
+
+    def free(self, base: Any) -> None:
+        """Collective on `base`: every rank frees what it left behind, in the same order. Ranks that left
+        different numbers of worlds (one failed outside the launch) free the common prefix."""
+        with self._lock:
+            entry = self._worlds.pop(base.py2f(), None)
+        mine = entry[1] if entry else []
+        common = min(base.allgather(len(mine)))
+        for world in mine[:common]:
+            _free_windows(world)
+        if mine[common:]:
+            with self._lock:
+                self._worlds[base.py2f()] = (base, mine[common:])
+
+    def free_at_exit(self) -> None:
+        from mpi4py import MPI
+
+        if MPI.Is_finalized():
+            return
+        with self._lock:
+            entries, self._worlds = list(self._worlds.values()), {}
+        for base, worlds in entries:
+            with contextlib.suppress(Exception):
+                req = base.Ibarrier()
+                deadline = time.monotonic() + EXIT_AGREEMENT_S
+                while not req.Test():
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(EXIT_POLL_S)   # host teardown, no kernel core waits here
+                else:
+                    for world in worlds:
+                        _free_windows(world)
+
+
+def _free_windows(world: CommWorld) -> None:
+    """Free a failed call's windows (collective over the world's ranks, same order everywhere). Its
+    communicators may hold abandoned barrier requests: they are left to MPI."""
+    world.probe.uninstall()
+    for w in reversed(world.windows):
+        w.free()
+    world.closed = True
+
+
+LEFT_BEHIND = _LeftBehind()
+
+
+def left_behind_windows(comm: Any) -> int:
+    """How many failed calls on `comm` still hold windows (freed by the next call on `comm`)."""
+    return LEFT_BEHIND.count(comm)
+
+
+class LaunchHarness:
+    """One kernel launch on this rank with its device, observers, checkers and (when `comm` is given)
+    communication world; a context manager whose exit is the teardown (see the module docstring)."""
+
+    def __init__(self, name: str, opts: CallOptions, *, comm: Any = None, rank: int | None = None,
+                 platform: PlatformSpec = DAV_3510) -> None:
+        self.name = name
+        self.opts = opts
+        self.base = comm
+        if comm is not None:
+            LEFT_BEHIND.free(comm)
+            rank = comm.Get_rank()
+        self.device = Device(rank or 0, platform, check=opts.check, timeout=opts.timeout, perturb=opts.perturb,
+                             faults=opts.faults)
+        self._unsubscribe = [self.device.events.subscribe(o) for o in opts.observers]
+        self.world: CommWorld | None = None
+        self._diag: DeadlockDiagnosis | None = None
+        self._hb: HappensBeforeChecker | None = None
+        self.hazards: list[HazardReport] = []
+        try:
+            if comm is not None:
+                self.world = CommWorld(self.device, comm)
+                self._diag = DeadlockDiagnosis(self.device, comm)
+                self._diag.attach()
+                if opts.check:
+                    self._hb = HappensBeforeChecker(self.device, comm)
+        except BaseException:
+            self._close_observers(deadlocked=False)
+            raise
+
+    @property
+    def rank(self) -> int:
+        return self.device.rank
+
+    # -- what the operator's host code uses -----------------------------------------------------------------
+    def window(self, nbytes: int, name: str) -> Window:
+        """A symmetric window of `nbytes` (collective), adopted into this rank's GM."""
+        if self.world is None:
+            raise RuntimeError(f"{self.name}: a window needs a communicating harness (comm=...)")
+        return self.world.window(nbytes, name)
+
+    def launch(self, kernel: Callable[..., Any], block_dim: int, kernel_type: KernelType, *args: Any) -> HarnessLaunch:
+        """Launch `kernel` (after a host barrier when communicating: every rank has set up its windows)."""
+        faults = self.opts.faults
+        aic_only = kernel_type is KernelType.AIC_ONLY
+        if aic_only and faults is not None and faults.fires(FaultHook.LAUNCH, self.rank, "host"):
+            kernel_type = FAULTED_LAUNCH_TYPE   # fault injection: the AIC-only kernel launched mixed
+        if self.world is not None:
+            self.world.barrier()
+        t0 = time.perf_counter()
+        res = self.device.launch(kernel, block_dim, kernel_type, *args, name=self.name)
+        return HarnessLaunch(res, kernel_type, time.perf_counter() - t0)
+
+    def read(self, addr: GmAddr, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+        """A copy of the output at `addr` (the read-back D2H copy)."""
+        return self.device.gm.view(addr, dtype, shape).copy()
+
+    # -- teardown ---------------------------------------------------------------------------------------------
+    def __enter__(self) -> LaunchHarness:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        deadlocked = isinstance(exc, DeadlockError)
+        try:
+            if exc is None:
+                try:
+                    self._finish()
+                except BaseException as late:
+                    deadlocked = isinstance(late, DeadlockError)
+                    self._leave(late, "at the end of the call")
+                    raise
+            else:
+                self._leave(exc, "in the call")
+        finally:
+            self._close_observers(deadlocked=deadlocked)
+
+    def _finish(self) -> None:
+        if self.world is not None:
+            self.world.barrier()          # deadline-guarded: every rank finished the launch
+            if self._hb is not None:
+                self._hb.finish()
+            self.world.close()
+        self.hazards = self.device.hazards.take()
+
+    def _leave(self, exc: BaseException, where: str) -> None:
+        """The one place that decides what a failed call leaves: its windows wait for the next call (a
+        collective free now could hang: after a deadlock the peers are stuck too; after another failure
+        they sit in a deadline-guarded wait); a deadlock carries the hazards filed before the hang."""
+        if self.world is not None and not self.world.closed:
+            what = "a deadlock" if isinstance(exc, DeadlockError) else type(exc).__name__
+            LEFT_BEHIND.keep(self.base, self.world, f"{what} {where}")
+        if isinstance(exc, DeadlockError):
+            exc.hazards = self.device.hazards.take()
+
+    def _close_observers(self, *, deadlocked: bool) -> None:
+        if self._diag is not None:
+            self._diag.close(linger=COLLECT_S if deadlocked else 0.0)
+        if self._hb is not None:
+            self._hb.close()
+        for u in self._unsubscribe:
+            u()
