@@ -51,7 +51,7 @@ def worker(job_seed: int, runs: int) -> int:
     from mpi4py import MPI
 
     from mc2emu.numerics import bf16_ulp_distance
-    from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
+    from mc2emu.ops import all_to_all_quant_matmul
     from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a
     from mc2emu.runtime import DeadlockError, PerturbPolicy
 

@@ -5,7 +5,7 @@ the device), and the output stays bitwise identical."""
 import numpy as np
 import pytest
 
-from mc2emu.ops.all_to_all_quant_matmul import all_to_all_quant_matmul
+from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
 from mc2emu.runtime import EventKind, EventRecorder, PerturbPolicy
 
