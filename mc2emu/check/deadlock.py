@@ -20,9 +20,10 @@ Protocol (tags on the service's own communicator):
 One report per deadlock: ranks whose deadlines pass at about the same time all declare (step 0 can race
 step 1 on each rank). Steps 0-1 and the service's reply are serialized by one lock per rank, so of two
 declarers p and q, each one's reply to the other says "declarer" (if q had not declared when p's `REQ`
-arrived, q does not declare at all): every declarer learns of every other that answers, and exactly one,
-the lowest, reports. A rank that does not answer in time (killed, or stuck inside MPI) is listed as
-unresponsive.
+arrived, q does not declare at all): every declarer learns of every other that answers (or whose `REQ`
+its service received), and exactly one, the lowest, reports. A rank that does not answer in time
+(killed, stuck inside MPI, or starved of CPU for `COLLECT_S`) is listed as unresponsive; if it also
+declared, unseen, it writes a second report.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 
 TAG_REQ = 7101
 TAG_REP = 7102
+# Replies of round e (`reset()` starts a new one on every rank) use tag TAG_REP + 2 (e % REP_ROUNDS): a
+# late reply of an earlier round can never be taken for a current one.
+REP_ROUNDS = 1000
 # How long the requester collects answers: enough for 8 busy ranks on 2 cores to schedule their services.
 COLLECT_S = 3.0
 # The service thread's poll interval for requests (an idle sleep on an Event, not a spin).
@@ -64,6 +68,8 @@ class DeadlockDiagnosis:
         self._state_lock = threading.Lock()
         self._declaring = False
         self._declared_by: int | None = None
+        self._rivals: set[int] = set()
+        self._round = 0
         self._replies: list[Any] = []
         self._thread = threading.Thread(target=self._serve, name=f"r{self.rank}-diag", daemon=True)
         self._thread.start()
@@ -93,10 +99,14 @@ class DeadlockDiagnosis:
                     req.Wait()
                     return
             who = pickle.loads(bytes(buf[: status.Get_count(MPI.BYTE)]))
+            if who[3] != self._round:
+                continue                           # a request of an earlier round: its requester gave up
             snap = self.snapshot()                 # before the waits stop and leave the registry
             with self._state_lock:
                 declaring = self._declaring
-                if not declaring and self._declared_by is None:
+                if declaring:
+                    self._rivals.add(int(who[0]))       # a concurrent declarer, even if its reply is late
+                elif self._declared_by is None:
                     self._declared_by = who[0]
             # Every wait of this rank stops with the requester's verdict (they would only time out later).
             if not declaring:
@@ -105,7 +115,7 @@ class DeadlockDiagnosis:
                 self.device.waiter.wake_all()
             data = pickle.dumps({**snap, "declaring": declaring})[:MAX_SNAPSHOT_BYTES]
             # Never block here: a requester that gave up would leave a blocking Send hanging.
-            self._replies.append(self.comm.Isend(data, dest=status.Get_source(), tag=TAG_REP))
+            self._replies.append(self.comm.Isend(data, dest=status.Get_source(), tag=self._rep_tag()))
 
     # -- requester -------------------------------------------------------------------------------------------
     def on_deadlock(self, rec: WaitRecord) -> str | None:
@@ -119,10 +129,10 @@ class DeadlockDiagnosis:
                     return None                         # step 0: another rank declared (or won) first
                 self._declaring = True
             snaps: dict[int, dict[str, Any] | None] = {self.rank: self.snapshot()}
-            msg = pickle.dumps((self.rank, rec.core, rec.obj))
+            msg = pickle.dumps((self.rank, rec.core, rec.obj, self._round))
             sends = [self.comm.Isend(msg, dest=q, tag=TAG_REQ) for q in range(self.size) if q != self.rank]
             bufs = {q: bytearray(MAX_SNAPSHOT_BYTES) for q in range(self.size) if q != self.rank}
-            recvs = {q: self.comm.Irecv(bufs[q], source=q, tag=TAG_REP) for q in bufs}
+            recvs = {q: self.comm.Irecv(bufs[q], source=q, tag=self._rep_tag()) for q in bufs}
             statuses = {q: MPI.Status() for q in bufs}
             deadline = time.monotonic() + COLLECT_S
             pending = set(recvs)
@@ -140,6 +150,8 @@ class DeadlockDiagnosis:
                 if not s.Test():
                     s.Cancel()
             declarers = [q for q, snap in snaps.items() if snap is not None and snap.get("declaring")]
+            with self._state_lock:
+                declarers += self._rivals
             first = min([self.rank, *declarers])
             if first != self.rank:                     # step 3: a lower-ranked declarer reports
                 self.device.waiter.declared = (f"rank {first} declared the same deadlock at the same time; "
@@ -153,7 +165,12 @@ class DeadlockDiagnosis:
             self._report = None
             self._declaring = False
             self._declared_by = None
+            self._rivals = set()
+            self._round += 1
             self.device.waiter.declared = None
+
+    def _rep_tag(self) -> int:
+        return TAG_REP + 2 * (self._round % REP_ROUNDS)
 
     def close(self, linger: float = 0.0) -> None:
         """Stop the service. After a deadlock, `linger` keeps it answering the other ranks' requests a
