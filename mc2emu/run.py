@@ -104,11 +104,20 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             _err(f"mc2emu: {exc}")
         return EXIT_OPTIONS
-    if opts.help or opts.list:
+    if opts.help:
         if rank == 0:
-            _out(help_text(__doc__ or "") if opts.help else format_listing(default_registry()))
+            _out(help_text(__doc__ or ""))
         return 0
-    registry = default_registry()
+    try:
+        registry = default_registry()    # an operator module that does not import is an error, never skipped
+    except OptionError as exc:
+        if rank == 0:
+            _err(f"mc2emu: {exc}")
+        return EXIT_OPTIONS
+    if opts.list:
+        if rank == 0:
+            _out(format_listing(registry))
+        return 0
     if not mpi:
         if opts.inputs is None:
             try:

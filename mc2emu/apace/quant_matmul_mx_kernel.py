@@ -30,7 +30,22 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mc2emu.blaze.gemm.common_utils import IDX_M_TILEIDX, IDX_N_TILEIDX, BlockCoord
+from mc2emu.apace.comm_policy import (
+    WAIT_ORDERS,
+    CommPolicy,
+    FaultInjectingCommPolicy,
+    TileWaitState,
+    check_comm_policy,
+)
+from mc2emu.blaze.gemm.block.block_mmad_mx import Params as BlockMmadParams
+from mc2emu.blaze.gemm.common_utils import (
+    FP4_CACHE_LINE_ALIGN_MASK,
+    FP8_CACHE_LINE_ALIGN_MASK,
+    IDX_M_TILEIDX,
+    IDX_N_TILEIDX,
+    BlockCoord,
+)
+from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QBMMTiling
 from mc2emu.blaze.tensor_api.layout import (
     FrameLayoutFormat,
     MakeFrameLayout,
@@ -41,21 +56,18 @@ from mc2emu.blaze.tensor_api.layout import (
     ScaleBNDLayoutPtn,
 )
 from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
-from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
+from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_MULTI_BASE_SIZE, SCALE_C0
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.numerics.int_math import CeilDiv
-from mc2emu.runtime.events import EventKind
-from mc2emu.runtime.faults import Fault, FaultHook
-from mc2emu.runtime.hazards import Hazard, KernelError
+from mc2emu.numerics.scale_layout import scale_k_len
+from mc2emu.runtime.faults import FaultHook
+from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
 
-# kCacheLineAlignMask of the kernel class: 128-byte (FP8) / 256-byte (FP4) L2 stream alignment.
-CACHE_LINE_ALIGN_MASK_FP8 = 0x7F
-CACHE_LINE_ALIGN_MASK_FP4 = 0xFF
 
 
 class MatmulMode(enum.IntEnum):
@@ -67,15 +79,6 @@ class MatmulMode(enum.IntEnum):
 class BiasMode(enum.IntEnum):
     BIAS_DISABLED = 0
     BIAS_ENABLED = 1
-
-
-@dataclass(frozen=True)
-class QBMMTiling:
-    baseM: int
-    baseN: int
-    baseK: int
-    dbL0C: int
-    isBias: BiasMode = BiasMode.BIAS_DISABLED
 
 
 @dataclass(frozen=True)
@@ -92,22 +95,12 @@ class LocalParams:
 
 
 @dataclass(frozen=True)
-class MmadParams:
-    aGmAddr: GmAddr
-    bGmAddr: GmAddr
-    scaleAGmAddr: GmAddr
-    scaleBGmAddr: GmAddr
-    cGmAddr: GmAddr
-    biasGmAddr: GmAddr | None
-
-
-@dataclass(frozen=True)
 class Params:
     problemShape: tuple[int, int, int, int]   # (M, N, K, B): M = oriM, K = Ka (per rank), B = 1
-    mmadParams: MmadParams
+    mmadParams: BlockMmadParams   # `typename BlockMmad::Params` (blaze block_mmad_mx.Params)
     l1Params: Any
     schParams: Any
-    qbmmParams: QBMMTiling
+    qbmmParams: QBMMTiling        # the QBMM tiling struct (blaze kernel_qbmm_mx.QBMMTiling; the batch fields stay 1)
     localParams: LocalParams
 
 
@@ -123,11 +116,9 @@ class QuantMatmulMxKernel:
     `TRANS_B`, `WEIGHT_NZ`, `AType`, `BType`, `CType`, and `BlockMmad(ctx)` making the core's `mmadOp_`);
     `scheduler_cls` is `BlockSchedulerQuantBatchMatmulV3.template(...)`; `comm_policy` the CommPolicy."""
 
-    def __init__(self, ctx: CoreContext, BlockMmad: Any, scheduler_cls: Any, comm_policy: Any, *,
+    def __init__(self, ctx: CoreContext, BlockMmad: Any, scheduler_cls: Any, comm_policy: CommPolicy, *,
                  wait_order: WaitOrder = WaitOrder.MASK) -> None:
-        if not callable(getattr(comm_policy, "WaitTile", None)):
-            raise KernelError(f"CommPolicy {type(comm_policy).__name__} has no WaitTile(tileIdx): "
-                              f"QuantMatmulMxKernel requires it (the C++ does not compile)")
+        check_comm_policy(comm_policy, "QuantMatmulMxKernel")
         self.ctx = ctx
         self.BlockMmad = BlockMmad
         # The AIC's cube objects; an AIV has no L1 / L0 (see Run).
@@ -135,12 +126,13 @@ class QuantMatmulMxKernel:
         self.BlockScheduler = scheduler_cls
         self.commPolicy_ = comm_policy
         self.wait_order = wait_order
+        self.WaitOrderPolicy = WAIT_ORDERS[wait_order]
         self.weightNz = bool(BlockMmad.WEIGHT_NZ)
         self.transA = bool(BlockMmad.TRANS_A)
         self.transB = bool(BlockMmad.TRANS_B)
         isFp4 = BlockMmad.AType.is_fp4
         self.C0_SIZE = C0_SIZE_B4 if isFp4 else C0_SIZE_B8
-        self.kCacheLineAlignMask = CACHE_LINE_ALIGN_MASK_FP4 if isFp4 else CACHE_LINE_ALIGN_MASK_FP8
+        self.kCacheLineAlignMask = FP4_CACHE_LINE_ALIGN_MASK if isFp4 else FP8_CACHE_LINE_ALIGN_MASK
         self.isBias_ = False
         self.isAtomicAdd_ = False
         self.needUpdateTail_ = False
@@ -208,7 +200,7 @@ class QuantMatmulMxKernel:
         lp = params.localParams
         M, N, K, _ = params.problemShape
         rankSize, rankId, oriM = lp.rankSize, lp.rankId, lp.originalM
-        scaleKLen = CeilDiv(K, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+        scaleKLen = scale_k_len(K)
         T = self.BlockMmad
         # An AIV running Run (no cube) only joins the waits: its mmads do nothing.
         mm = self.mmadOp_ if self.mmadOp_ is not None else (lambda *args: None)
@@ -249,33 +241,11 @@ class QuantMatmulMxKernel:
         deferredSync = lp.matmulMode == MatmulMode.DEFERRED_SYNC
         headTileSize = lp.headTileSize
         totalTiles = CeilDiv(oriM, headTileSize)
-        waitedMask = 0
-        ready = -1
-
-        def WaitTile(t: int) -> None:
-            """`commPolicy_.WaitTile(t)`, through the fault-injection hook (skip it, or swap it with t + 1)."""
-            nonlocal waitedMask, ready
-            faults = ctx.device.faults
-            if faults is not None and faults.fires(FaultHook.WAIT_TILE, ctx.rank, ctx.label):
-                ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", t)
-                if faults.fault is Fault.SKIP_WAIT_TILE:
-                    return
-                if faults.fault is Fault.SWAP_WAIT_ORDER and t + 1 < totalTiles and not (waitedMask >> (t + 1)) & 1:
-                    self.commPolicy_.WaitTile(t + 1)
-                    waitedMask |= 1 << (t + 1)
-                    ready = max(ready, t + 1)
-            self.commPolicy_.WaitTile(t)
-
-        def wait_dep(dep: int) -> None:
-            nonlocal waitedMask, ready
-            if self.wait_order is WaitOrder.MASK:
-                if not (waitedMask >> dep) & 1:
-                    waitedMask |= 1 << dep
-                    WaitTile(dep)
-            else:
-                while ready < dep:
-                    ready += 1
-                    WaitTile(ready)
+        # waitedMask / ready and the fault hook live in the policy wrappers (comm_policy.py): the wait order
+        # decides which tiles WaitTile gets, the fault wrapper may skip or swap one.
+        waitState = TileWaitState()
+        waitOrder = self.WaitOrderPolicy(FaultInjectingCommPolicy(self.commPolicy_, ctx, waitState, totalTiles),
+                                         waitState)
 
         blockIdx = BlockCoord()
         while bs.GetTileIdx(blockIdx):
@@ -310,7 +280,7 @@ class QuantMatmulMxKernel:
                 mm(blockA, gmBlockB[rankId], blockScaleA, gmBlockScaleB[rankId], gmBlockBias, gmBlockC,
                    singleShape, 0)
                 # The wait sits between the self mmad and the remote mmads (the kernel's contract).
-                wait_dep(CalcDependTileIdx(mPos + blockM - 1, headTileSize, totalTiles))
+                waitOrder.WaitDep(CalcDependTileIdx(mPos + blockM - 1, headTileSize, totalTiles))
                 remoteRankCnt = 1
                 for rank in range(rankSize):
                     if rank == rankId:
@@ -320,7 +290,7 @@ class QuantMatmulMxKernel:
                        singleShape, remoteRankCnt)
                     remoteRankCnt += 1
             else:
-                wait_dep(CalcDependTileIdx(mPos + blockM - 1, headTileSize, totalTiles))
+                waitOrder.WaitDep(CalcDependTileIdx(mPos + blockM - 1, headTileSize, totalTiles))
                 remoteRankCnt = 0
                 for rank in range(rankSize):
                     if rank == rankId:
@@ -336,15 +306,7 @@ class QuantMatmulMxKernel:
 
         if not localFirst:
             # Drain: every communication tile is waited exactly once, so Waits pair with the Sets.
-            if self.wait_order is WaitOrder.MASK:
-                for t in range(totalTiles):
-                    if not (waitedMask >> t) & 1:
-                        waitedMask |= 1 << t
-                        WaitTile(t)
-            else:
-                while ready < totalTiles - 1:
-                    ready += 1
-                    WaitTile(ready)
+            waitOrder.Drain(totalTiles)
 
     # -- L2 cache hints (seed 000 §5.3; SPEC §5 "A2A") ---------------------------------------------------
     def SetL2Cache(self, params: Params, gmB: Any, gmScaleB: Any, gmC: Any) -> None:
@@ -374,8 +336,8 @@ class QuantMatmulMxKernel:
         mask = self.kCacheLineAlignMask
         if self.transB:
             scaleKL1 = params.l1Params.scaleKL1
-            scaleKRowBytes = CeilDiv(K, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
-            scaleKL1RowBytes = CeilDiv(scaleKL1, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKRowBytes = scale_k_len(K)
+            scaleKL1RowBytes = scale_k_len(scaleKL1)
             aligned = (scaleKRowBytes & mask) == 0 and (scaleKL1RowBytes & mask) == 0
         else:
             scaleNStrideBytes = N * MXFP_MULTI_BASE_SIZE

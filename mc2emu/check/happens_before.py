@@ -304,8 +304,8 @@ class HappensBeforeChecker:
                 for pwin, plo, phi, pr, pcore, _ppos, quiet in puts:
                     if pwin != window or phi <= lo or plo >= hi:
                         continue
-                    src = index.get((pr, pcore))
-                    if quiet is not None and src is not None and vc[src] >= quiet + 1:
+                    src_ent = index.get((pr, pcore))
+                    if quiet is not None and src_ent is not None and vc[src_ent] >= quiet + 1:
                         if got is not None and (pwin, plo, phi) in once:
                             reported += self._check_content(core, window, plo, phi, pr, pcore, got)
                             if reported >= MAX_REPORTS:

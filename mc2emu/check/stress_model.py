@@ -9,7 +9,7 @@ import enum
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.numerics.int_math import CeilDiv
@@ -210,7 +210,7 @@ def pinned_core(s: Scenario) -> str | None:
     return None
 
 
-def fault_plan(s: Scenario, plan_cls: type[FaultPlan] = FaultPlan) -> FaultPlan | None:
+def fault_plan(s: Scenario, plan_cls: type[PlanT] = FaultPlan) -> PlanT | None:  # type: ignore[assignment]
     """The seeded plan of `s`, the same on every rank (FaultPlan.seeded with the scenario's core and
     occurrence range)."""
     fault = s.injection.fault
@@ -219,6 +219,9 @@ def fault_plan(s: Scenario, plan_cls: type[FaultPlan] = FaultPlan) -> FaultPlan 
     max_nth = max(0, min(MAX_NTH, hook_occurrences(s) - 1))
     base = FaultPlan.seeded(fault, s.seed, s.ranks, core=pinned_core(s), max_nth=max_nth)
     return plan_cls(base.fault, base.rank, base.core, base.nth)
+
+
+PlanT = TypeVar("PlanT", bound=FaultPlan)
 
 
 # -- judging ------------------------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def save_case(path: Path, arrays: Mapping[str, tuple[np.ndarray, str]], meta: Ma
     full = {**meta, "format": DUMP_FORMAT, "arrays": info}
     payload[META_KEY] = np.array(json.dumps(full, sort_keys=True))
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **payload)
+    np.savez(tmp, **payload)  # type: ignore[arg-type]  # numpy's stub types **kwds as the allow_pickle flag
     tmp.replace(path)
     return path
 

@@ -11,7 +11,7 @@ import argparse
 import enum
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import ClassVar, NoReturn
 
 from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics.formats import ElemFormat
@@ -57,10 +57,13 @@ class RunOptions:
     np: int = DEFAULT_NP
     help: bool = False
 
+    # Options that set a field of an operator's mode type (validated against the operator's mode type).
+    MODE_OPTIONS: ClassVar[tuple[str, ...]] = ("impl", "local_matmul", "wait_order", "hccl_server")
+
     def mode_filters(self) -> dict[str, object]:
         """The mode options the user set (field name -> value)."""
         out: dict[str, object] = {}
-        for name in ("impl", "local_matmul", "wait_order", "hccl_server"):
+        for name in self.MODE_OPTIONS:
             v = getattr(self, name)
             if v is not None:
                 out[name] = v

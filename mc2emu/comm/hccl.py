@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -120,7 +120,7 @@ class Hccl:
 
     def _emit(self, call: HcclCall, handle: int, **extra: Any) -> None:
         if self.device.events.active:
-            self.ctx.emit(EventKind.HCCL, f"handle {handle}", call, **extra)
+            self.ctx.emit(EventKind.HCCL, f"handle {handle}", call, handle=handle, **extra)
         else:
             self.device.waiter.progress.bump()
 
@@ -172,7 +172,7 @@ class Hccl:
             self._report_finalize_race(s, reset)
             self.server.submit_finalize(s)
             self.device.waiter.wait_until(
-                self._bell, lambda: s.check_failure() or s.finalize_acked, core=self.label,
+                cast("Doorbell", self._bell), lambda: s.check_failure() or s.finalize_acked, core=self.label,
                 obj="HCCL Finalize", expected="server executed every committed repeat",
                 setter="the HCCL server thread of this rank")
             with s.lock:
@@ -372,7 +372,8 @@ class Hccl:
         with s.lock:
             s.waiting[self.label] = pred
         try:
-            self.device.waiter.wait_until(self._bell, pred, core=self.label, obj=obj, expected=expected,
+            self.device.waiter.wait_until(cast("Doorbell", self._bell), pred, core=self.label, obj=obj,
+                                          expected=expected,
                                           setter="the HCCL server (Commits of the working block on every rank)",
                                           current=current, poll=poll)
         finally:

@@ -29,14 +29,14 @@ import enum
 import queue
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from mpi4py import MPI
 
 from mc2emu.comm.hccl_session import HcclSession, tag
-from mc2emu.comm.hccl_task import HCCL_MAX_HANDLE_ID, HcclServerType, HcclTask
-from mc2emu.runtime.events import EventKind
+from mc2emu.comm.hccl_task import HCCL_MAX_HANDLE_ID, HcclReduceOp, HcclServerType, HcclTask
+from mc2emu.runtime.events import HCCL_EXECUTED, EventKind
 from mc2emu.runtime.hazards import ConstraintError, Hazard
 from mc2emu.runtime.waiting import Doorbell
 
@@ -207,7 +207,7 @@ class HcclServer:
         nbytes = task.block_bytes
         if task.op.reduces:
             dst_win = self.window
-            dst_off = task.staging + (r * ranks + me) * nbytes
+            dst_off = cast(int, task.staging) + (r * ranks + me) * nbytes
         else:
             dst_win, recv_off = world.window_of(task.recv, task.recv_span(ranks), "HCCL recv buffer")
             dst_off = recv_off + me * task.block_pitch + rep
@@ -233,7 +233,7 @@ class HcclServer:
             s.sent[h] = r + 1
         self.device.waiter.progress.bump()
         if self.device.events.active:
-            self.device.events.emit(EventKind.HCCL, SERVER_CORE, f"handle {h}", "executed", repeat=r,
+            self.device.events.emit(EventKind.HCCL, SERVER_CORE, f"handle {h}", HCCL_EXECUTED, handle=h, repeat=r,
                                     op=task.op, session=s.number)
         if task.op.reduces:
             self._reduce(s, task, r)
@@ -249,10 +249,11 @@ class HcclServer:
         nbytes = task.block_bytes
         acc_dtype = _REDUCE_INT if task.dtype.kind in "iub" else _REDUCE_FLOAT
         acc: np.ndarray | None = None
+        staging, reduce_op = cast(int, task.staging), cast(HcclReduceOp, task.reduce_op)  # set for reducing ops
         for src in range(self.ranks):
-            start = task.staging + (r * self.ranks + src) * nbytes
+            start = staging + (r * self.ranks + src) * nbytes
             block = self.window.mem[start: start + nbytes].view(task.dtype).astype(acc_dtype)
-            acc = block if acc is None else task.reduce_op.combine(acc, block)
+            acc = block if acc is None else reduce_op.combine(acc, block)
         if acc is not None:
             self.device.gm.write(task.recv + task.repeat_offset(r), acc.astype(task.dtype), core=SERVER_CORE)
         with s.lock:

@@ -112,10 +112,12 @@ class HcclSession:
                 self.failure = exc
         self.ring_all()
 
-    def check_failure(self) -> None:
+    def check_failure(self) -> bool:
+        """Raise when the server failed; else False (so it can lead a wait predicate: `check_failure() or ...`)."""
         if self.failure is not None:
             raise HcclSessionFailed(f"rank {self.rank}: the HCCL server failed in session {self.number}: "
                                     f"{type(self.failure).__name__}: {self.failure}") from self.failure
+        return False
 
     # -- completion ------------------------------------------------------------------------------------
     def slot_offset(self, handle: int, src: int) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -80,7 +80,7 @@ class HcclReduceOp(enum.Enum):
         return np.minimum(acc, value)
 
 
-def hccl_dtype(dtype: object) -> np.dtype:
+def hccl_dtype(dtype: Any) -> np.dtype:
     """The element dtype of a task; packed FP4 has no byte size HCCL could count in."""
     dt = np.dtype(dtype)
     if dt in _PACKED_DTYPES:

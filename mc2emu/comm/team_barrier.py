@@ -35,13 +35,14 @@ job rings.
 from __future__ import annotations
 
 import enum
+import functools
 import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
 from mpi4py import MPI
 
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import CROSS_DEVICE_STEP, EventKind
 from mc2emu.runtime.hazards import ConstraintError, KernelError
 from mc2emu.runtime.waiting import Doorbell
 
@@ -144,14 +145,14 @@ class TeamBarrier:
                     self._remote_bells[job], arrived, core=ctx.label,
                     obj=f"TeamBarrier {self.window.name} slot {me} on rank {i}", expected=f">= {cnt}",
                     setter=f"rank {i} TeamBarrier CrossDevice(job {i % self.step})",
-                    current=lambda i=i: self._remote_slot(i), poll=True,
+                    current=functools.partial(self._remote_slot, i), poll=True,
                     waits_for=((i, f"AIV{me % self.step}"),))
                 if events.active:
                     events.emit(EventKind.BARRIER, ctx.label, f"TeamBarrier.observe({i})", seen[0],
                                 barrier=self.window.name, peer=i, slot=me, observed=seen[0])
         self._epoch[job] = cnt
         self.world.sync_windows()             # what peers put before their barrier is visible to loads
-        ctx.emit(EventKind.BARRIER, f"TeamBarrier.CrossDevice({job})", cnt)
+        ctx.emit(EventKind.BARRIER, f"TeamBarrier.CrossDevice({job})", cnt, step=CROSS_DEVICE_STEP, job=job)
 
     def CrossCore(self, ctx: CoreContext, job: int) -> None:
         """Barrier across the `jobs` cores of this rank."""

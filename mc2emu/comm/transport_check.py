@@ -102,7 +102,7 @@ def _run(world: CommWorld) -> TransportCheck:
             shmem.signal_wait_until(ctx, sigs + (target * TILES + t) * 8, Cmp.GE, 1, from_pe=target)
 
     dev.launch(all_to_all, R, KernelType.AIV_ONLY, name="transport_all_to_all")
-    got = dev.gm.read(win.base, np.uint8, (R, chunk))
+    got = dev.gm.read(win.addr(0), np.uint8, (R, chunk))
     bad = 0
     for src in range(R):
         bad += int(np.count_nonzero(got[src] != sent_bytes(src, R * chunk)[me * chunk:(me + 1) * chunk]))

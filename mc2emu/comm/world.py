@@ -25,7 +25,7 @@ Lifetime rules:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from mpi4py import MPI
@@ -95,14 +95,14 @@ class CommWorld:
         if any(s != shapes[0] for s in shapes):
             raise SymmetryError(f"windows must be created with the same name and size in the same order on "
                                 f"every rank; got {shapes}")
-        win = MPI.Win.Allocate(nbytes, 1, comm=self.comm)
+        win = MPI.Win.Allocate(nbytes, 1, comm=cast(MPI.Intracomm, self.comm))
         if win.Get_attr(MPI.WIN_MODEL) != MPI.WIN_UNIFIED:
             win.Free()
             raise ConstraintError("MPI window memory model", f"window '{name}' reports MPI_WIN_SEPARATE: the "
                                   "comm layer reads its own window by load after Win_sync, which MPI allows only "
                                   "in the unified model (MPI-4.1 §12.4); use an MPI whose windows are unified")
         win.Lock_all(MPI.MODE_NOCHECK)
-        mem = np.frombuffer(win.tomemory(), dtype=np.uint8)
+        mem = np.frombuffer(win.tomemory(), dtype=np.uint8)  # type: ignore[call-overload]  # mpi4py buffer
         mem[:] = 0
         win.Sync()
         base = self.device.gm.adopt(mem, f"win:{name}", kind="window", written=True) if adopt else None

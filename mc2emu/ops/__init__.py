@@ -7,6 +7,9 @@ Every operator and its golden are functions of this package:
 - `all_to_all_quant_matmul(x1, x1_scale, x2, x2_scale, *, impl, local_matmul, wait_order, hccl_server, bias,
   out_dtype, block_dim, comm, ...)` -> this rank's C, collective; golden: `golden_a2a` (per rank, from every
   rank's x1 / x1_scale).
+- `all_gather_quant_matmul(x1, x1_scale, x2, x2_scale, *, bias, out_dtype, wait_order, protocol, slot_num,
+  block_dim, comm, ...)` -> this rank's C (R * m, N), collective; golden: `golden_all_gather_quant_matmul`
+  (per rank, from every rank's x1 / x1_scale), ST inputs `gen_ag_st_inputs`.
 - `grouped_matmul_mx_tiling(m, n, k, *, group_num, ...)` -> the GroupedMatmul MX host tiling (TilingGMM);
   `grouped_matmul_mx_schedule(group_sizes, n, k, *, m, split, block_num, ...)` -> every tile each core runs.
 - weight_quant_matmul (seed 001; the V+C kernel is to come): its golden `golden_weight_quant_matmul` and the
@@ -18,6 +21,8 @@ when it communicates); see `mc2emu.host.CallOptions`. The modules are named apar
 `mc2emu.ops.<op>` is always the callable; docs/adding-an-operator.md lists the files of an operator.
 """
 
+from mc2emu.ops.all_gather_quant_matmul_golden import gen_ag_st_inputs, golden_all_gather_quant_matmul
+from mc2emu.ops.all_gather_quant_matmul_op import all_gather_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import golden_a2a
 from mc2emu.ops.all_to_all_quant_matmul_op import all_to_all_quant_matmul
 from mc2emu.ops.grouped_matmul_mx_tiling_api import grouped_matmul_mx_schedule, grouped_matmul_mx_tiling
@@ -26,6 +31,7 @@ from mc2emu.ops.quant_batch_matmul_mx_op import quant_batch_matmul_mx
 from mc2emu.ops.weight_quant_matmul_golden import golden_weight_dequant, golden_weight_quant_matmul
 
 __all__ = [
-    "all_to_all_quant_matmul", "golden_a2a", "golden_quant_batch_matmul_mx", "golden_weight_dequant",
+    "all_gather_quant_matmul", "all_to_all_quant_matmul", "gen_ag_st_inputs", "golden_a2a",
+    "golden_all_gather_quant_matmul", "golden_quant_batch_matmul_mx", "golden_weight_dequant",
     "golden_weight_quant_matmul", "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling", "quant_batch_matmul_mx",
 ]

@@ -22,15 +22,15 @@ from mc2emu.apace.quant_matmul_mx_kernel import (
     BiasMode,
     LocalParams,
     MatmulMode,
-    MmadParams,
     Params,
-    QBMMTiling,
 )
 from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, L1Params
+from mc2emu.blaze.gemm.block.block_mmad_mx import Params as BlockMmadParams
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams, BlockSchedulerQuantBatchMatmulV3
 from mc2emu.blaze.gemm.common_utils import ProblemShape
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
+from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QBMMTiling
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.comm.hccl import Hccl
 from mc2emu.comm.hccl_server import HcclServer
@@ -38,6 +38,7 @@ from mc2emu.comm.shmem import Shmem
 from mc2emu.comm.team_barrier import TeamBarrier
 from mc2emu.host.harness import CallOptions, LaunchHarness
 from mc2emu.numerics.formats import gm_storage_dtype
+from mc2emu.numerics.int_math import Align
 from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
@@ -113,20 +114,21 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
             shmem = Shmem(h.world)
             aAddr, saAddr = winA, winScaleA
         else:
-            scalePart = -(-(R * oriM * scaleRowBytes) // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+            scalePart = Align(R * oriM * scaleRowBytes, WORKSPACE_ALIGN)
             win = h.window(scalePart + R * oriM * rowBytes, "hcomm_workspace")
             workspace, dataRecv = win.addr(0), win.addr(scalePart)
             server = HcclServer(h.world, model=problem.hccl_server)
             aAddr, saAddr = dataRecv, workspace
         params = Params(
             problemShape=ProblemShape(oriM, N, Ka, 1),
-            mmadParams=MmadParams(aAddr, x2_addr, saAddr, x2s_addr, c_addr, bias_addr),
+            mmadParams=BlockMmadParams(aGmAddr=aAddr, bGmAddr=x2_addr, cGmAddr=c_addr, biasGmAddr=bias_addr,
+                                       scaleAGmAddr=saAddr, scaleBGmAddr=x2s_addr),
             l1Params=L1Params(mm.kL1, mm.scaleKL1, mm.nBufferNum),
             schParams=BlockSchedulerQbmmParams(mm.baseM, mm.baseN, mm.mTailTile, mm.nTailTile,
                                                mm.mBaseTailSplitCnt, mm.nBaseTailSplitCnt, mm.mTailMain,
                                                mm.nTailMain),
-            qbmmParams=QBMMTiling(mm.baseM, mm.baseN, mm.baseK, mm.dbL0c,
-                                  BiasMode.BIAS_ENABLED if bias is not None else BiasMode.BIAS_DISABLED),
+            qbmmParams=QBMMTiling(baseM=mm.baseM, baseN=mm.baseN, baseK=mm.baseK, dbL0C=mm.dbL0c,
+                                  isBias=BiasMode.BIAS_ENABLED if bias is not None else BiasMode.BIAS_DISABLED),
             localParams=LocalParams(rank, R, oriM, x1_addr, x1s_addr, problem.local_matmul, R, MatmulMode.REMOTE,
                                     ct.splitAxisTileSize))
         if is_udma:

@@ -87,7 +87,7 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
             return None
 
     impl_e = enum_or_err(Impl, impl, "impl")
-    order = None
+    order: WaitOrder | None = None
     try:
         order = WaitOrder.parse(wait_order)
     except ConstraintError as exc:
@@ -95,7 +95,7 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
     server = enum_or_err(HcclServerType, hccl_server, "hccl_server")
     if local_matmul not in LOCAL_MATMUL_VALUES:
         errs.append(("local_matmul", f"local_matmul={local_matmul!r} is not one of {LOCAL_MATMUL_VALUES}"))
-    out = None
+    out: OutDtype | None = None
     try:
         out = OutDtype.parse(out_dtype)
     except ValueError as exc:
@@ -143,6 +143,7 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
             errs.append(("bias shape", f"bias must be (N,) = ({n},) float32, got {np.shape(bias)}"))
     if errs:
         return None, errs
+    assert out is not None and order is not None  # both parsed when errs is empty
     return A2AProblem(rank, rank_size, ori_m, ka, n, elems[0], elems[1], out, impl_e, int(local_matmul), order,
                       server, bias is not None), errs
 

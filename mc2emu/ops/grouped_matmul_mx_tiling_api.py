@@ -16,10 +16,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from mc2emu.arch.errors import ConstraintError
 from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import BlockIndex, TailSplitVariant
 from mc2emu.blaze.gemm.kernel.kernel_qgmm_mx import GMMTiling, KernelQGmmMx
-from mc2emu.runtime.hazards import ConstraintError
 from mc2emu.tiling.grouped_matmul_tiling import GmmTilingResult, TilingGMM
 from mc2emu.tiling.grouped_matmul_tiling_context import (
     GROUPLIST_TYPE_COUNT,

@@ -58,7 +58,7 @@ class QbmmProblem:
     trans_b: bool
     batchA: tuple[int, int, int, int]
     batchB: tuple[int, int, int, int]
-    batchC: tuple[int, ...]
+    batchC: tuple[int, int, int, int]
     c_shape: tuple[int, ...]
     bias: np.ndarray | None
     biasThreeDim: int

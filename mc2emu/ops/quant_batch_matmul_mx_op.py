@@ -114,7 +114,7 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
         if ba != bb and 1 not in (ba, bb):
             raise ConstraintError("batch broadcast", f"batch dimension {i + 1} (4-D, left-padded): x1 has {ba}, x2 "
                                   f"has {bb}; each pair must be equal or one of them 1")
-    batchC = tuple(max(ba, bb) for ba, bb in zip(batchA, batchB, strict=True))
+    batchC = _batch4(tuple(max(ba, bb) for ba, bb in zip(batchA, batchB, strict=True)))
     nbatch = int(np.prod(batchC))
     sa = _check_scale(x1_scale, a.shape[:-2], m, k, trans_a, "x1_scale")
     sb = _check_scale(x2_scale, b.shape[:-2], n, k, not trans_b, "x2_scale")

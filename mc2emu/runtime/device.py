@@ -12,6 +12,7 @@ the device through the core context.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,13 +68,6 @@ class Launch:
     def cores_of(self, core_type: CoreType) -> list[CoreKey]:
         return self.aics if core_type is CoreType.AIC else self.aivs
 
-    def domain(self, core_type: CoreType) -> list[CoreKey]:
-        """Members of a mode-0 barrier issued by `core_type`."""
-        return self.cores_of(core_type)
-
-    def group_aivs(self, group: int) -> list[CoreKey]:
-        return self.groups[group]
-
 
 @dataclass
 class LaunchResult:
@@ -110,10 +104,6 @@ class Device:
             bell = self._bells.setdefault(key, Doorbell(self.lock))
         return bell
 
-    def set_check(self, check: bool) -> None:
-        self.check = check
-        self.hazards.enabled = check
-
     # -- launch --------------------------------------------------------------------------------------------
     def launch(self, kernel: Kernel, block_dim: int, kernel_type: KernelType | str, *args: Any,
                name: str | None = None, **kwargs: Any) -> LaunchResult:
@@ -125,7 +115,7 @@ class Device:
                 "block_dim",
                 f"a mixed kernel's block_dim {block_dim} exceeds the {self.platform.aic_count} physical AIC "
                 f"cores of {self.platform.name}")
-        launch = Launch(kt, block_dim, name=name or getattr(kernel, "__name__", "kernel"))
+        launch = Launch(kt, block_dim, name=name or str(getattr(kernel, "__name__", "kernel")))
         self.current = launch
         self.launch_count += 1
         mark = len(self.hazards.peek())
@@ -175,7 +165,8 @@ class Device:
         if failures:
             ctx, exc = self._first_failure(failures)
             if isinstance(exc, Mc2EmuError):
-                exc.add_note(f"(raised on rank {self.rank} {ctx.label} in launch '{launch.name}')")
+                if sys.version_info >= (3, 11):  # add_note is 3.11+; on 3.10 the error goes up without it
+                    exc.add_note(f"(raised on rank {self.rank} {ctx.label} in launch '{launch.name}')")
                 raise exc
             raise CoreError(self.rank, ctx.label, exc) from exc
         self._end_of_launch_checks(contexts, launch)

@@ -14,6 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+# Typed field values that observers (the trace's flow arrows) match on, never on display names:
+HCCL_EXECUTED = "executed"  # `value` of the HCCL server's HCCL event for one executed repeat (`handle`, `repeat`)
+CROSS_DEVICE_STEP = "CrossDevice"  # `step` of apace TeamBarrier's BARRIER event of one CrossDevice (`job`)
+
 
 class EventKind(enum.Enum):
     LAUNCH_BEGIN = "launch_begin"

@@ -256,12 +256,6 @@ class GlobalMemory:
             self.events.emit(EventKind.GM_WRITE, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
                              shape=sshape, strides=st, item=item, atomic=atomic is not None)
 
-    def mark_written(self, addr: GmAddr, nbytes: int) -> None:
-        """Record that `nbytes` from `addr` were written by someone else (a put into this window)."""
-        addr.alloc.generation += 1
-        if addr.alloc.written is not None:
-            addr.alloc.written[addr.offset: addr.offset + int(nbytes)] = True
-
     def _report_unwritten(self, alloc: Allocation, addr: GmAddr, mask: np.ndarray, core: str,
                           what: str = "read of") -> None:
         key = f"{core}:{what}"

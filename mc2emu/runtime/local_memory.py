@@ -69,7 +69,3 @@ class LocalMemory:
         self.regions[key] = region
         self.used[pos] += nbytes
         return region
-
-    def free_all(self) -> None:
-        self.regions.clear()
-        self.used = dict.fromkeys(self.capacity, 0)

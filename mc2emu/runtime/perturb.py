@@ -59,7 +59,3 @@ class PerturbPolicy:
     def swap(self, rank: int, core: str) -> bool:
         """Whether the next Set of this core overtakes the one held back."""
         return bool(self._rng(rank, core).random() < self.swap_probability)
-
-    def shuffle(self, rank: int, core: str, n: int) -> list[int]:
-        """A seeded permutation of n consecutive operations (e.g. Sets hardware does not order)."""
-        return [int(i) for i in self._rng(rank, core).permutation(n)]

@@ -106,9 +106,9 @@ def sync_all_soft(ctx: CoreContext, workspace: GmAddr, participants: int | None 
     if dev.events.active:
         dev.events.emit(EventKind.SYNC_ALL_BEGIN, ctx.label, "SyncAll(soft)", n)
     idx = ctx.GetBlockIdx()
-    key = (workspace, idx)
-    epoch = dev.soft_sync_epochs.get(key, 0) + 1
-    dev.soft_sync_epochs[key] = epoch
+    slot_key = (workspace, idx)
+    epoch = dev.soft_sync_epochs.get(slot_key, 0) + 1
+    dev.soft_sync_epochs[slot_key] = epoch
     dev.gm.write(workspace + idx * slot, np.array([epoch], dtype=np.int32), core=ctx.label)
     slots = dev.gm.view(workspace, np.int32, (n,), strides=(slot,))
     with dev.lock:

@@ -141,9 +141,6 @@ class Waiter:
         records = [r for r, _ in list(self._records.values())]
         return [r.as_dict() for r in records]
 
-    def waiting_cores(self) -> set[str]:
-        return {r.core for r, _ in list(self._records.values())}
-
     def wake_all(self) -> None:
         """Ring every bell a wait currently sleeps on (abort, teardown)."""
         for _, bell in list(self._records.values()):

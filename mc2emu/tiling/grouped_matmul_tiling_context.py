@@ -168,6 +168,9 @@ class GmmTilingContext:
         glt = parse_group_list_type(group_list_type)
         k_scale = CeilDiv(k, MXFP_DIVISOR_SIZE)
         x_shape = (k, m) if trans_a else (m, k)
+        weight_shape: tuple[int, ...]
+        pertoken: tuple[int, ...]
+        scale: tuple[int, ...]
         if gt == SPLIT_K:
             split_k_scale = k // MXFP_DIVISOR_SIZE + g
             weight_shape = (n, k) if trans_b else (k, n)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mc2emu.runtime.hazards import ConstraintError
+from mc2emu.arch.errors import ConstraintError
 from mc2emu.tiling.grouped_matmul_tiling_context import (
     GROUPLIST_TYPE_COUNT,
     GROUPLIST_TYPE_CUMSUM,
@@ -193,7 +193,8 @@ def CheckQuantParamsForMXTypeM(inp: GQmmInputInfo, xScale: tuple[int, ...], wSca
     eDim, nDim, kDim = wScale[0], (wScale[1] if inp.transB else wScale[2]), (wScale[2] if inp.transB else wScale[1])
     if kDim != 1 and nDim != 1 and (eDim != inp.groupNum or kDim != expectedK or nDim != inp.nSize
                                     or wScale[-1] != MXFP_MULTI_BASE_SIZE):
-        want = ((inp.groupNum, inp.nSize, expectedK, 2) if inp.transB else (inp.groupNum, expectedK, inp.nSize, 2))
+        want: tuple[int, ...] = ((inp.groupNum, inp.nSize, expectedK, 2) if inp.transB
+                                 else (inp.groupNum, expectedK, inp.nSize, 2))
         raise ConstraintError("CheckQuantParamsForMXTypeM: scale shape", f"scale {wScale}, expected {want}")
     mDim, xkDim = (xScale[1], xScale[0]) if inp.transA else (xScale[0], xScale[1])
     if mDim != inp.mSize or xkDim != expectedK or xScale[-1] != MXFP_MULTI_BASE_SIZE:

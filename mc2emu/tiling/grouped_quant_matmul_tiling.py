@@ -17,7 +17,9 @@ import enum
 from dataclasses import dataclass
 
 from mc2emu.arch.errors import ConstraintError
-from mc2emu.numerics.constants import CUBE_BLOCK, MX_GROUP_SIZE, MXFP_MULTI_BASE_SIZE
+from mc2emu.numerics.constants import CUBE_BLOCK, FLOAT32_BYTES, MX_GROUP_SIZE, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE
+from mc2emu.numerics.int_math import Align as CeilAlign
+from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.tiling.grouped_matmul_tiling_context import (
     GeDataType,
     GetSizeByDataType,
@@ -34,13 +36,13 @@ BASIC_BLOCK_SIZE_256 = 256
 BASIC_BLOCK_SIZE_128 = 128
 L1_ALIGN_SIZE = 32  # bytes: contiguous L1 rows are 32-byte granules
 CUBE_REDUCE_BLOCK = 32  # bytes: the K granule of a cube fractal
-DATA_SIZE_L0C = 4  # bytes of one float32 accumulator
+DATA_SIZE_L0C = FLOAT32_BYTES  # bytes of one float32 accumulator
 SCALER_FACTOR_MAX = 127
 SCALER_FACTOR_MIN = 1
 MTE2_MIN_LOAD_SIZE_V120 = 64 * 1024  # bytes one GM read should move to reach bandwidth
 GMM_MAX_GROUP_LIST_SIZE = 1024
 PER_BLOCK_GROUP_SIZE = 128
-MXFP_BASEK_FACTOR = 64  # mx_mmad needs baseK aligned to 64
+MXFP_BASEK_FACTOR = MXFP_DIVISOR_SIZE  # mx_mmad needs baseK aligned to 64 (one scale pair)
 MXFP_TYPE_K_SCALE_DIM_NUM = 3
 MXFP_TYPE_M_SCALE_DIM_NUM = 4
 MXFP_PER_TOKEN_SCALE_DIM_NUM = 3
@@ -64,14 +66,6 @@ class QuantMode(enum.IntEnum):
     MX_PERGROUP_MODE = 0x1 << 3
     PERGROUP_MODE = 0x1 << 4
     PERBLOCK_MODE = 0x1 << 5
-
-
-def CeilDiv(a: int, b: int) -> int:
-    return (a + b - 1) // b
-
-
-def CeilAlign(a: int, b: int) -> int:
-    return CeilDiv(a, b) * b
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mc2emu.runtime.events import Event, EventKind
+from mc2emu.runtime.events import CROSS_DEVICE_STEP, HCCL_EXECUTED, Event, EventKind
 
 # GM reads and writes are one event per DataCopy: too many for a trace and not needed for its spans.
 DEFAULT_KINDS = frozenset(EventKind) - {EventKind.GM_READ, EventKind.GM_WRITE}
@@ -74,11 +74,10 @@ PAIRED_KINDS = {
 }
 INSTANT_KINDS = frozenset({EventKind.HAZARD, EventKind.PERTURB, EventKind.ATOMIC_MODE, EventKind.L2_HINT,
                            EventKind.FLAG_SET})
-# HCCL events: the server's completion of one repeat (value) and the client call that waits for it.
-HCCL_EXECUTED = "EXECUTED"
-HCCL_WAIT = "WAIT"
-# apace TeamBarrier's cross-rank step (its BARRIER events are named "TeamBarrier.CrossDevice(job)").
-TEAM_BARRIER_CROSS_DEVICE = "TeamBarrier.CrossDevice"
+# HCCL events carry `handle` (int) and as value the server's HCCL_EXECUTED or the client's HcclCall (by name);
+# apace TeamBarrier's CrossDevice carries `step` = CROSS_DEVICE_STEP. Flows match on these typed fields and
+# the event kind, never on display names.
+HCCL_WAIT = "WAIT"  # HcclCall.WAIT by name (mc2emu.comm imports MPI; the trace writer does not)
 # A flag raise / consume is a point in time; the flow arrow needs a slice to attach to, so each gets a
 # slice this long (short enough not to hide the spans around it).
 FLOW_SLICE_NS = 200
@@ -188,6 +187,8 @@ def event_duration_ns(extra: Mapping[str, Any], t_ns: int) -> int:
 # -- merging --------------------------------------------------------------------------------------------------
 @dataclass
 class _Span:
+    """One slice. `name` is for display only; flows match on `kind`, `obj` and typed `args`."""
+
     rank: int
     track: str
     name: str
@@ -198,6 +199,8 @@ class _Span:
     flows_out: list[str] = field(default_factory=list)
     flows_in: list[str] = field(default_factory=list)
     tid: int = 0
+    kind: EventKind | None = None
+    obj: str = ""
 
 
 def _kind(rec: TraceRecord) -> EventKind | None:
@@ -241,7 +244,7 @@ def _rank_spans(rank: int, recs: Sequence[TraceRecord]) -> tuple[list[_Span], li
                 begin = stack.pop()
                 _, cat = PAIRED_KINDS[ends[kind]]
                 span = _Span(rank, rec.core, _paired_name(ends[kind], begin), cat, begin.t_ns, rec.t_ns,
-                             _args(begin))
+                             _args(begin), kind=ends[kind], obj=begin.obj)
         elif kind in SPAN_KINDS:
             dur = event_duration_ns(rec.extra, rec.t_ns)
             if kind is EventKind.SIGNAL:
@@ -250,7 +253,8 @@ def _rank_spans(rank: int, recs: Sequence[TraceRecord]) -> tuple[list[_Span], li
                 name = f"hccl {rec.value} {rec.obj}"
             else:
                 name = f"{kind.value} {rec.obj}".strip()
-            span = _Span(rank, rec.core, name, SPAN_KINDS[kind], rec.t_ns - dur, rec.t_ns, _args(rec))
+            span = _Span(rank, rec.core, name, SPAN_KINDS[kind], rec.t_ns - dur, rec.t_ns, _args(rec), kind=kind,
+                         obj=rec.obj)
         elif kind is EventKind.FLAG_RAISE:
             token = rec.extra.get("token")
             consumed = bool(rec.extra.get("consumed"))
@@ -291,7 +295,7 @@ def _signal_flows(spans: list[_Span], offsets: Mapping[int, int]) -> None:
     posts: dict[tuple[Any, Any, Any], list[tuple[int, _Span]]] = defaultdict(list)
     waits: list[tuple[int, _Span]] = []
     for s in spans:
-        if s.cat != "comm" or not s.name.startswith("signal"):
+        if s.kind is not EventKind.SIGNAL:
             continue
         role = str(s.args.get("role", "")).upper()
         if role == "POST":
@@ -316,13 +320,13 @@ def _signal_flows(spans: list[_Span], offsets: Mapping[int, int]) -> None:
 
 def _hccl_flows(spans: list[_Span]) -> None:
     """Per rank and handle, link the server's execution of repeat r to each core's (r+1)-th Wait on it."""
-    executed: dict[tuple[int, str], dict[Any, _Span]] = defaultdict(dict)
-    waits: dict[tuple[int, str, str], list[_Span]] = defaultdict(list)
+    executed: dict[tuple[int, Any], dict[Any, _Span]] = defaultdict(dict)
+    waits: dict[tuple[int, str, Any], list[_Span]] = defaultdict(list)
     for s in spans:
-        if s.cat != "hccl":
+        if s.kind is not EventKind.HCCL:
             continue
-        handle = s.name.split(" ", 2)[-1]
-        what = str(s.args.get("value", "")).upper()
+        handle = s.args.get("handle")
+        what = s.args.get("value")
         if what == HCCL_EXECUTED:
             executed[(s.rank, handle)][s.args.get("repeat")] = s
         elif what == HCCL_WAIT:
@@ -342,25 +346,25 @@ def _put_flows(spans: list[_Span], offsets: Mapping[int, int]) -> None:
     target rank's first core to return from its (repeat+1)-th Wait on that handle; any other put to the
     first TeamBarrier CrossDevice on the target rank that ends after it (what orders it before the
     consumer there)."""
-    waits: dict[tuple[int, str], dict[str, list[_Span]]] = defaultdict(lambda: defaultdict(list))
+    waits: dict[tuple[int, Any], dict[str, list[_Span]]] = defaultdict(lambda: defaultdict(list))
     barriers: dict[int, list[tuple[int, _Span]]] = defaultdict(list)
     for s in spans:
-        if s.cat == "hccl" and str(s.args.get("value", "")).upper() == HCCL_WAIT:
-            waits[(s.rank, s.name.split(" ", 2)[-1])][s.track].append(s)
-        elif s.cat == "sync" and TEAM_BARRIER_CROSS_DEVICE in s.name:
+        if s.kind is EventKind.HCCL and s.args.get("value") == HCCL_WAIT:
+            waits[(s.rank, s.args.get("handle"))][s.track].append(s)
+        elif s.kind is EventKind.BARRIER and s.args.get("step") == CROSS_DEVICE_STEP:
             barriers[s.rank].append((s.t1 + offsets.get(s.rank, 0), s))
     for lst in barriers.values():
         lst.sort(key=lambda b: b[0])
     n = 0
     for s in spans:
         pe = s.args.get("pe")
-        if not s.name.startswith("put") or not isinstance(pe, int) or pe == s.rank:
+        if s.kind is not EventKind.PUT or not isinstance(pe, int) or pe == s.rank:
             continue
         t = s.t1 + offsets.get(s.rank, 0)
         target: _Span | None = None
         if s.args.get("handle") is not None and isinstance(s.args.get("repeat"), int):
             r = s.args["repeat"]
-            per_core = waits.get((pe, f"handle {s.args['handle']}"), {})
+            per_core = waits.get((pe, s.args["handle"]), {})
             cands = [sorted(lst, key=lambda w: w.t1)[r] for lst in per_core.values() if len(lst) > r]
             target = min(cands, key=lambda w: w.t1, default=None)
         else:
@@ -415,9 +419,9 @@ def merge_traces(per_rank: Mapping[int, Sequence[TraceRecord]], clock_offsets_ns
     spans: list[_Span] = []
     instants: list[dict[str, Any]] = []
     for rank in sorted(per_rank):
-        s, i = _rank_spans(rank, per_rank[rank])
-        spans += s
-        instants += i
+        rank_spans, rank_instants = _rank_spans(rank, per_rank[rank])
+        spans += rank_spans
+        instants += rank_instants
     _signal_flows(spans, offsets)
     _hccl_flows(spans)
     _put_flows(spans, offsets)

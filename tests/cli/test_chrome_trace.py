@@ -199,27 +199,44 @@ class _Call(enum.Enum):
 
 
 def test_hccl_server_execution_flows_to_each_cores_wait():
-    events = [ev(EventKind.HCCL, 100, core="server", obj="handle 1", value="executed", repeat=0),
-              ev(EventKind.HCCL, 300, core="server", obj="handle 1", value="executed", repeat=1),
-              ev(EventKind.HCCL, 50, core="AIC0", obj="handle 1", value=_Call.COMMIT),
-              ev(EventKind.HCCL, 150, core="AIC0", obj="handle 1", value=_Call.WAIT),
-              ev(EventKind.HCCL, 350, core="AIC0", obj="handle 1", value=_Call.WAIT),
-              ev(EventKind.HCCL, 160, core="AIC1", obj="handle 1", value=_Call.WAIT),
-              ev(EventKind.HCCL, 170, core="AIC1", obj="handle 2", value=_Call.WAIT)]  # never executed
+    events = [ev(EventKind.HCCL, 100, core="server", obj="handle 1", value="executed", handle=1, repeat=0),
+              ev(EventKind.HCCL, 300, core="server", obj="handle 1", value="executed", handle=1, repeat=1),
+              ev(EventKind.HCCL, 50, core="AIC0", obj="handle 1", value=_Call.COMMIT, handle=1),
+              ev(EventKind.HCCL, 150, core="AIC0", obj="handle 1", value=_Call.WAIT, handle=1),
+              ev(EventKind.HCCL, 350, core="AIC0", obj="handle 1", value=_Call.WAIT, handle=1),
+              ev(EventKind.HCCL, 160, core="AIC1", obj="handle 1", value=_Call.WAIT, handle=1),
+              ev(EventKind.HCCL, 170, core="AIC1", obj="handle 2", value=_Call.WAIT, handle=2)]  # never executed
     trace = merge_traces({0: recs(*events)})
     counts = check_chrome_trace(trace)
     assert counts["s"] == counts["f"] == 3
     assert {e["name"] for e in spans_named(trace, "hccl")} >= {"hccl executed handle 1", "hccl WAIT handle 1"}
 
 
+def test_flows_match_typed_fields_not_display_names():
+    """Display names (`obj`) that say nothing: the arrows follow `handle` / `step` / the event kind alone; a
+    name that looks right without the typed field gets no arrow."""
+    events = [ev(EventKind.HCCL, 100, core="server", obj="x", value="executed", handle=7, repeat=0),
+              ev(EventKind.HCCL, 150, core="AIC0", obj="y", value=_Call.WAIT, handle=7),
+              ev(EventKind.HCCL, 160, core="AIC1", obj="handle 7", value=_Call.WAIT, handle=8)]
+    trace = merge_traces({0: recs(*events)})
+    assert check_chrome_trace(trace)["s"] == 1
+    put = ev(EventKind.PUT, 1_000, core="AIV1", obj="signal put", value=64, rank=0, pe=1, nbytes=64)
+    named_only = ev(EventKind.BARRIER, 2_000, core="AIV1", obj="TeamBarrier.CrossDevice(1)", rank=1)
+    typed = ev(EventKind.BARRIER, 3_000, core="AIV1", obj="b", rank=1, step="CrossDevice", job=1)
+    trace = merge_traces({0: recs(put), 1: recs(named_only, typed)})
+    flows = [e for e in trace["traceEvents"] if e["ph"] == "f"]
+    assert [round(f["ts"], 1) for f in flows] == [2.0]  # the typed barrier (ends 3.0 us, slice mid 2.0 us)
+
+
 def test_puts_flow_to_the_peers_next_cross_device_barrier_or_hccl_wait():
     udma_put = ev(EventKind.PUT, 1_000, core="AIV1", obj="udma_a2a", value=64, rank=0, pe=1, nbytes=64)
     own_put = ev(EventKind.PUT, 1_000, core="AIV0", obj="udma_a2a", value=64, rank=0, pe=0, nbytes=64)
-    stale = ev(EventKind.BARRIER, 500, core="AIV1", obj="TeamBarrier.CrossDevice(1)", rank=1)
-    barrier = ev(EventKind.BARRIER, 2_000, core="AIV1", obj="TeamBarrier.CrossDevice(1)", rank=1)
+    cross = {"step": "CrossDevice", "job": 1}
+    stale = ev(EventKind.BARRIER, 500, core="AIV1", obj="TeamBarrier.CrossDevice(1)", rank=1, **cross)
+    barrier = ev(EventKind.BARRIER, 2_000, core="AIV1", obj="TeamBarrier.CrossDevice(1)", rank=1, **cross)
     server_put = ev(EventKind.PUT, 3_000, core="server", obj="ws", value=64, rank=0, pe=1, nbytes=64, handle=1,
                     repeat=1)
-    waits = [ev(EventKind.HCCL, t, core=c, obj="handle 1", value=_Call.WAIT, rank=1)
+    waits = [ev(EventKind.HCCL, t, core=c, obj="handle 1", value=_Call.WAIT, handle=1, rank=1)
              for t, c in ((2_500, "AIC0"), (4_000, "AIC0"), (2_600, "AIC1"), (3_500, "AIC1"))]
     trace = merge_traces({0: recs(udma_put, own_put, server_put), 1: recs(stale, barrier, *waits)})
     check_chrome_trace(trace)

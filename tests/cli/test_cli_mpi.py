@@ -17,7 +17,7 @@ import pytest
 from trace_check import check_chrome_trace
 
 from mc2emu.cli.dump import load_case, rank_file
-from mc2emu.cli.operators.all_to_all import ALL_TO_ALL_QUANT_MATMUL
+from mc2emu.cli.operators.all_to_all import SPEC as ALL_TO_ALL_QUANT_MATMUL
 from mc2emu.launcher import mpiexec_command
 
 RUN_TIMEOUT_S = 170

@@ -31,7 +31,7 @@ Facts from the source that shape this emulation:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -188,6 +188,11 @@ class FragmentTensor:
         return self.sliceShape_[d]
 
     @property
+    def origin(self) -> tuple[int, ...]:
+        """The slice origin in the assembled tensor (events, traces and the splitK protocol name tiles by it)."""
+        return self.sliceCoord_
+
+    @property
     def addrList(self) -> MutableSequence[GmAddr | None]:
         """The list this tensor reads its addresses from (the caller's object, not a copy)."""
         return self.addrList_
@@ -334,7 +339,8 @@ def FragmentSliceCopy(copyHandle: CopyHandle, tensor: Any, fragmentTensor: Fragm
             if not isinstance(info.addr, GmAddr):
                 continue
         fragment = fragmentTensor.GetFragment(info.fragmentIdx)
-        fragSlice = fragment.Slice(tuple(info.fragCoord), tuple(info.copyShape))
+        fragSlice = fragment.Slice(cast("tuple[int, int]", tuple(info.fragCoord)),
+                                   cast("tuple[int, int]", tuple(info.copyShape)))
         tensorSlice = _slice(tensor, info.localCoord, info.copyShape)
         if isScatter:
             Copy(copyHandle, fragSlice, tensorSlice)
@@ -345,5 +351,5 @@ def FragmentSliceCopy(copyHandle: CopyHandle, tensor: Any, fragmentTensor: Fragm
 
 def _slice(tensor: Any, coord: Sequence[int], shape: Sequence[int]) -> Any:
     if isinstance(tensor, GmTensor):
-        return tensor.Slice(tuple(coord), tuple(shape))
+        return tensor.Slice(cast("tuple[int, int]", tuple(coord)), cast("tuple[int, int]", tuple(shape)))
     return SliceLocal(tensor, coord, shape)

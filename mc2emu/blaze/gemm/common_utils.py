@@ -11,6 +11,7 @@ returns is (m, n, mSplitOffset, nSplitOffset) and is indexed with `IDX_M_TILEIDX
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 # --- ProblemShape / BlockShape slots (common_utils.h MNK_*, constant.h IDX_*) ------------------------------
@@ -31,6 +32,10 @@ DOUBLE_BUFFER_COUNT = 2  # ping-pong depth of L0A/L0B, L0C, the scale and bias L
 TRIPLE_BUFFER_COUNT = 3  # the only non-power-of-two L1 buffer count (GetL1BufferId uses % instead of &)
 QUADRUPLE_BUFFER_COUNT = 4  # the largest l1BufNum the L1 offset tables hold
 WINDOW_LEN = 4  # rows of M tiles per serpentine scheduling window (common_utils.h, apace constant.h)
+
+# --- L2 stream alignment (kCacheLineAlignMask of the MX GEMM kernels: QBMM and the apace MC2 kernel) ----------
+FP8_CACHE_LINE_ALIGN_MASK = 0x7F  # 128-byte cache line alignment for FP8 GM streaming
+FP4_CACHE_LINE_ALIGN_MASK = 0xFF  # 256 elements: the same 128 bytes for packed FP4
 
 # --- mmad unit flags (common_utils.h) ----------------------------------------------------------------------------
 FINAL_ACCUMULATION = 3  # mmad unitFlag on the last K step of a tile: L0C may be read by the fixpipe
@@ -74,7 +79,7 @@ class BlockCoord:
     def __getitem__(self, idx: int) -> int:
         return (self.m, self.n, self.k, self.b)[idx]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[int]:
         return iter((self.m, self.n, self.k, self.b))
 
     def __eq__(self, other: object) -> bool:

@@ -4,7 +4,7 @@ With more than one rank it then checks the window protocols on the job's MPI tra
 (`mc2emu.comm.transport_check`: put_signal byte-exact, progress into a busy rank, TeamBarrier) and fails
 with a `TransportError` naming what broke: the one command to run on a new cluster.
 
-Always available (it needs only the runtime), so the suite runs before any MC2 operator exists.
+It needs only the runtime, so the suite runs before any MC2 operator exists.
 Shape: m = flag rounds per core. Block dim: `--block-dim` or `SELF_CHECK_BLOCK_DIM`.
 """
 
@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from mc2emu.cli.scenarios import Arrays, Case, Comparison, ExecContext, OperatorSpec, Shape
+from mc2emu.cli.scenarios import Arrays, Case, Comparison, ExecContext, NoMode, OperatorSpec, Shape
 from mc2emu.comm.errors import TransportError
 from mc2emu.comm.transport_check import check_window_protocols
+from mc2emu.host import CallOptions, LaunchHarness
 from mc2emu.runtime import Device, HazardError, Pipe
 from mc2emu.runtime.kernel_type import KernelType
 
@@ -56,17 +57,12 @@ def _make_inputs(case: Case, rank: int, size: int) -> Arrays:
 
 
 def _execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
-    dev = Device(ctx.rank, check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb)
-    unsubscribe = [dev.events.subscribe(o) for o in ctx.observers]
-    try:
-        res = dev.launch(self_check_kernel, _block_dim(ctx), KernelType.MIX_AIC_1_2, int(inputs["rounds"][0]),
-                         name="self_check")
-    finally:
-        for u in unsubscribe:
-            u()
+    opts = CallOptions.of(check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers)
+    with LaunchHarness("self_check", opts, rank=ctx.rank) as h:
+        res = h.launch(self_check_kernel, _block_dim(ctx), KernelType.MIX_AIC_1_2, int(inputs["rounds"][0]))
     out = np.array([res.returns[label] for label in sorted(res.returns)], dtype=np.int64)
-    if res.hazards:
-        raise HazardError(res.hazards, out)
+    if h.hazards:
+        raise HazardError(h.hazards, out)
     if ctx.size > 1:
         transport = check_window_protocols(Device(ctx.rank, check=ctx.check, timeout=ctx.timeout), ctx.comm)
         if not transport.ok:
@@ -85,11 +81,11 @@ def _compare(out: np.ndarray, golden: np.ndarray | None) -> Comparison:
                                                                                 f"expected {want}")
 
 
-SELFCHECK = OperatorSpec(
+SPEC = OperatorSpec(
     name="selfcheck",
     summary="device self-check: cross-core flags (modes 1, 2) and SyncAll<true>/<false>, MIX 1:2; with 2+ "
             "ranks the window protocols on the MPI transport",
-    available=lambda: None,
+    mode_type=NoMode,
     make_inputs=_make_inputs,
     golden=_golden,
     execute=_execute,

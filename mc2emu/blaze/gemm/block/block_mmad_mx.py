@@ -90,14 +90,15 @@ L1_BUF_NUMS = (DOUBLE_BUFFER_COUNT, TRIPLE_BUFFER_COUNT, QUADRUPLE_BUFFER_COUNT)
 
 @dataclass(frozen=True)
 class Params:
-    """`BlockMmad::Params`: the GM base addresses of the operands."""
+    """`BlockMmad::Params`: the GM base addresses of the operands (bias: None without a bias). The one home of
+    the MX GEMM's address bundle: the QBMM kernel and the apace MC2 kernel (`BlockMmadParams`) both take it."""
 
-    aGmAddr: GmAddr | None = None
-    bGmAddr: GmAddr | None = None
-    cGmAddr: GmAddr | None = None
-    biasGmAddr: GmAddr | None = None
-    scaleAGmAddr: GmAddr | None = None
-    scaleBGmAddr: GmAddr | None = None
+    aGmAddr: GmAddr
+    bGmAddr: GmAddr
+    cGmAddr: GmAddr
+    biasGmAddr: GmAddr | None
+    scaleAGmAddr: GmAddr
+    scaleBGmAddr: GmAddr
 
 
 @dataclass(frozen=True)
@@ -506,16 +507,20 @@ class BlockMmadMx:
                 scaleKIterIdx += 1
             self.abL1LoopCnt_ += 1
         if isLastSplitK:
-            # C L0C->GM: Copy(CopyL0C2GM.with(FixpipeParams(FINAL_ACCUMULATION)), gmC, tensorL0C)
-            self.ctx.checkpoint("mmad")
-            t0 = time.perf_counter_ns()
-            out = fixpipe_cast(tensorL0C, self._fixpipeOut)
-            gmC.store(self.ctx, out)
-            self.ctx.emit(EventKind.FIXPIPE, gmC.name or gmC.addr.alloc.name, (*gmC.origin, curM, curN),
-                          l0cOffset=l0cOffset, dtype=str(self.T.CType), atomic=self.ctx.atomic_dtype is not None,
-                          unitFlag=FINAL_ACCUMULATION, t0_ns=t0)
+            self.CopyL0C2GM(gmC, tensorL0C, curM, curN, l0cOffset)
             if self.enableL0cPingPong_:
                 self.l0cPingPong_ += 1
+
+    def CopyL0C2GM(self, gmC: Any, tensorL0C: np.ndarray, curM: int, curN: int, l0cOffset: int) -> None:
+        """C L0C->GM: `Copy(CopyL0C2GM.with(FixpipeParams(FINAL_ACCUMULATION)), gmC, tensorL0C)` (RNE cast to
+        CType; adds when the core's atomic mode is set)."""
+        self.ctx.checkpoint("mmad")
+        t0 = time.perf_counter_ns()
+        out = fixpipe_cast(tensorL0C, self._fixpipeOut)
+        gmC.store(self.ctx, out)
+        self.ctx.emit(EventKind.FIXPIPE, gmC.name or gmC.addr.alloc.name, (*gmC.origin, curM, curN),
+                      l0cOffset=l0cOffset, dtype=str(self.T.CType), atomic=self.ctx.atomic_dtype is not None,
+                      unitFlag=FINAL_ACCUMULATION, t0_ns=t0)
 
     def GetL1BufferId(self, loopCnt: int) -> int:
         # Three-buffer mode is not power-of-two, so bitmask wrapping would skip buffer 1.

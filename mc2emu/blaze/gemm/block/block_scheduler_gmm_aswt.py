@@ -36,6 +36,7 @@ The tile walk (windows, core ranges, rounds) is the same in both.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -109,7 +110,7 @@ class BlockSchedulerGmmAswtWithTailSplit:
         self.startBlockIdx_ = 0
         self.endBlockIdx_ = self.blockNum_ - 1
 
-    def UpdateNextProblem(self, problemShape: tuple[int, int, int]) -> None:
+    def UpdateNextProblem(self, problemShape: Sequence[int]) -> None:
         """A new group: recount its tiles if (m, n) changed, then its core range and this core's rounds."""
         self.k_ = int(problemShape[MNK_K])
         m, n = int(problemShape[MNK_M]), int(problemShape[MNK_N])

@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, BlockMmadMxType, L1Params, Params
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams
 from mc2emu.blaze.gemm.common_utils import (
+    FP4_CACHE_LINE_ALIGN_MASK,
+    FP8_CACHE_LINE_ALIGN_MASK,
     IDX_M_TILEIDX,
     IDX_N_TILEIDX,
     MNK_B,
@@ -56,9 +58,9 @@ from mc2emu.blaze.tensor_api.layout import (
     ScaleBNDLayoutPtn,
 )
 from mc2emu.blaze.tensor_api.tensor import CacheMode, GmTensor, MakeMemPtr, MakeTensor
-from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
+from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, SCALE_C0
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
-from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.hazards import Hazard, Severity
 
 if TYPE_CHECKING:
@@ -68,8 +70,6 @@ if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
 
-FP8_CACHE_LINE_ALIGN_MASK = 0x7F  # 128-byte cache line alignment for FP8 weight GM streaming
-FP4_CACHE_LINE_ALIGN_MASK = 0xFF  # 256 elements: the same 128 bytes for packed FP4 weights
 
 
 class QbmmMxRevision(enum.Enum):
@@ -138,12 +138,13 @@ class GemmUniversalQbmmMx:
         self.MakeLayoutScaleA = FrameLayoutFormat(ScaleADNLayoutPtn if self.transA else ScaleANDLayoutPtn, SCALE_C0)
         self.MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn if self.transB else ScaleBNDLayoutPtn, SCALE_C0)
         self.mmadOp_: BlockMmadMx | None = None
-        self.aGmAddr_: GmAddr | None = None
-        self.bGmAddr_: GmAddr | None = None
-        self.cGmAddr_: GmAddr | None = None
-        self.biasGmAddr_: GmAddr | None = None
-        self.scaleAGmAddr_: GmAddr | None = None
-        self.scaleBGmAddr_: GmAddr | None = None
+        # GM_ADDR members (nullptr until Init's ResetGmAddr sets them; bias stays nullptr without a bias)
+        self.aGmAddr_: GmAddr = cast("GmAddr", None)
+        self.bGmAddr_: GmAddr = cast("GmAddr", None)
+        self.cGmAddr_: GmAddr = cast("GmAddr", None)
+        self.biasGmAddr_: GmAddr = cast("GmAddr", None)
+        self.scaleAGmAddr_: GmAddr = cast("GmAddr", None)
+        self.scaleBGmAddr_: GmAddr = cast("GmAddr", None)
         self.batchCOffset_ = 0
         self.batchAOffset_ = 0
         self.batchBOffset_ = 0
@@ -200,7 +201,7 @@ class GemmUniversalQbmmMx:
         self.scaleAGmAddr_ = mp.scaleAGmAddr
         self.scaleBGmAddr_ = mp.scaleBGmAddr
         if self.isBias_:
-            self.biasGmAddr_ = mp.biasGmAddr
+            self.biasGmAddr_ = cast("GmAddr", mp.biasGmAddr)
 
     def ProcessWithBatch(self, params: QbmmMxParams, bs: BlockSchedulerQuantBatchMatmulV3) -> None:
         q = params.qbmmParams
@@ -267,13 +268,13 @@ class GemmUniversalQbmmMx:
         if self.isBiasThreeDim_:
             self.biasGmAddr_ = self.biasGmAddr_ + self.batchCOffset_ * n * self.BlockMmad.BiasType.itemsize
         if self.revision is QbmmMxRevision.CC21C0D6:
-            scaleKLen = CeilDiv(k, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKLen = scale_k_len(k)
             self.scaleAGmAddr_ = self.scaleAGmAddr_ + self.batchAOffset_ * m * scaleKLen
             self.scaleBGmAddr_ = self.scaleBGmAddr_ + self.batchBOffset_ * n * scaleKLen
         elif (self.batchAOffset_ or self.batchBOffset_) and not self._scale_offset_reported:
             # Reproduced as the source does it (every batch reads batch 0's scales); reported once when this
             # batch's own scales differ from batch 0's, i.e. when C really comes out wrong.
-            scaleKLen = CeilDiv(k, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+            scaleKLen = scale_k_len(k)
             gm = self.ctx.device.gm
             differs = False
             for base, off, rows in ((self.scaleAGmAddr_, self.batchAOffset_, m),
@@ -315,7 +316,7 @@ class GemmUniversalQbmmMx:
         T = self.BlockMmad
         problemShape = params.problemShape
         m, n, k = problemShape[MNK_M], problemShape[MNK_N], problemShape[MNK_K]
-        scaleKLen = CeilDiv(k, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+        scaleKLen = scale_k_len(k)
         layoutA = self.MakeLayoutA(m, k)
         layoutScaleA = self.MakeLayoutScaleA(m, scaleKLen)
         layoutB = self.MakeLayoutB(k, n)
@@ -341,7 +342,7 @@ class GemmUniversalQbmmMx:
         self.SetL2Cache(problemShape, params.qbmmParams.baseM, params.qbmmParams.baseN, gmB, gmC)
 
         kPos = 0  # K is not split, so the K coordinate is 0
-        mmadOp_ = self.mmadOp_
+        mmadOp_ = cast(BlockMmadMx, self.mmadOp_)  # Init built it (the kernel runs on AICs only)
         while bs.GetTileIdx(blockIdx):
             singleShape = bs.GetBlockShape(blockIdx, self.weightNz)
             if singleShape[IDX_M_TILEIDX] <= 0 or singleShape[IDX_N_TILEIDX] <= 0:

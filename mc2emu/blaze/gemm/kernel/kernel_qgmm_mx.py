@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mc2emu.arch.errors import ConstraintError
 from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import (
     BLOCK_CUBE,
     INNER_AXIS_MIN_SPLIT_VAL,
@@ -33,8 +34,8 @@ from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import (
     TailSplitVariant,
 )
 from mc2emu.blaze.gemm.common_utils import MNK_K, MNK_M, MNK_N
+from mc2emu.numerics.constants import FP4_C0_SIZE, FP8_C0_SIZE
 from mc2emu.numerics.int_math import Align16, CeilDiv
-from mc2emu.runtime.hazards import ConstraintError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -44,8 +45,8 @@ GROUP_LIST_TYPE_COUNT = 1
 GROUP_LIST_TYPE_SPARSE = 2
 SPARSE_GROUP_LIST_ITEM_STRIDE = 2  # sparse groupList rows are (groupIdx, splitValue)
 SPARSE_GROUP_LIST_SPLIT_VALUE_OFFSET = 1
-MATMUL_MNK_ALIGN_INT8 = 32  # c0Size of 8-bit elements
-MATMUL_MNK_ALIGN_INT4 = 64  # c0Size of 4-bit elements
+MATMUL_MNK_ALIGN_INT8 = FP8_C0_SIZE  # c0Size of 8-bit elements
+MATMUL_MNK_ALIGN_INT4 = FP4_C0_SIZE  # c0Size of 4-bit elements
 _I32 = 1 << 32
 
 

@@ -110,7 +110,7 @@ class DequantMemo:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._launch: object = None
-        self._entries: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._entries: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]] = {}
         self.hits = 0
         self.misses = 0
 

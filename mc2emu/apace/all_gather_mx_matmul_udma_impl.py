@@ -1,0 +1,124 @@
+"""AllGatherMxMatmulUdmaImpl — the UDMA orchestration of all_gather_quant_matmul, launched MIX_AIC_1_1.
+
+Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/fusions/all_gather_quant_matmul/
+all_gather_mx_matmul_udma_impl.h` (commit 5778144076, 2026-08-21) and the AllGather PUT component it uses
+(`core/aiv_comm/collective_comm_base.h`, `all_gather/all_gather_udma_put.h`), seed 000 §7.1, SPEC §7.1:
+
+    Process():
+      if ASCEND_IS_AIV: AllGatherProcess()
+      if ASCEND_IS_AIC: MatmulProcess()          # AllGatherQbmmMxKernel
+
+    AllGatherProcess():
+      CrossCoreSetFlag<2, PIPE_MTE3>(0)          # pre-set: the own rows (HEAD) are ready at once
+      for round in [0, commTurn):
+        if GetBlockIdx() < R:                     # AIV block b serves peer b (CollectiveCommBase::Init:
+          allGatherScale_.Commit()                #   totalJobs = R, one target rank per job)
+          allGatherData_.Commit()                 # puts to target b unless b == rankId
+          allGatherData_.Wait<BARRIER_DEVICE>()   # drain the channel to b, TeamBarrier CrossDevice
+        SyncAll<true>()
+        CrossCoreSetFlag<2, PIPE_MTE3>(round + 1)
+
+Commit of round t (rows = tileM for t < tileCnt, else tailM): src = local + t * tileM * rowBytes, dst =
+win[target] + winOffset + rankId * chunkBytes + t * tileM * rowBytes (chunkBytes = m * rowBytes); the scale
+component runs the same with winOffset = dataRegionBytes. Window layout (every rank): the data region
+(rank-major: rank r's m rows at r * m * k bytes, the own rows never written), then the scale region
+(rank-major, m * scaleKLen bytes per rank). Init runs the scale component's barriers (BARRIER_BOTH:
+CrossDevice, then CrossCore) and none for the data component (BARRIER_NONE); as in the all-to-all
+emulation they run on the AIVs (blocks < R). `Finalize` and the closing `dcci` have no effect here.
+
+The source has no further window-reuse ("slot ring") protocol at this commit: every round lands in its own
+rows of the window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant, AllGatherQbmmMxKernel, Params
+from mc2emu.arch.platform import Pipe
+from mc2emu.comm.team_barrier import BarrierMode
+
+if TYPE_CHECKING:
+    from mc2emu.comm.shmem import Shmem
+    from mc2emu.comm.team_barrier import TeamBarrier
+    from mc2emu.runtime.core import CoreContext
+    from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+
+
+@dataclass(frozen=True)
+class AgUdmaArgs:
+    """What the host hands the kernel on this rank."""
+
+    params: Params
+    shmem: Shmem
+    teamBarrier: TeamBarrier
+    waitOrder: WaitOrder
+    variant: AgKernelVariant = AgKernelVariant.SOURCE
+
+
+class AllGatherMxMatmulUdmaImpl:
+    """One core's instance of the impl."""
+
+    def __init__(self, ctx: CoreContext, args: AgUdmaArgs, BlockMmadFragC: Any, scheduler_cls: Any) -> None:
+        self.ctx = ctx
+        self.args = args
+        fp = args.params.fragParams
+        self.rankId_, self.rankSize_ = fp.rankId, fp.rankSize
+        self.commTurn_ = fp.commTurn
+        self.quantMatmulKernelImpl_: AllGatherQbmmMxKernel | None = None
+        if ctx.ASCEND_IS_AIC:
+            self.quantMatmulKernelImpl_ = AllGatherQbmmMxKernel(ctx, BlockMmadFragC, scheduler_cls,
+                                                                wait_order=args.waitOrder, variant=args.variant)
+
+    def Process(self) -> None:
+        if self.ctx.ASCEND_IS_AIV:
+            self.AllGatherProcess()
+        if self.ctx.ASCEND_IS_AIC:
+            self.MatmulProcess()
+
+    def MatmulProcess(self) -> None:
+        assert self.quantMatmulKernelImpl_ is not None
+        self.quantMatmulKernelImpl_(self.args.params)
+
+    def AllGatherProcess(self) -> None:
+        ctx = self.ctx
+        a = self.args
+        p, fp = a.params, a.params.fragParams
+        blockIdx = ctx.GetBlockIdx()
+        serving = blockIdx < self.rankSize_
+        if serving:
+            a.teamBarrier.Init(ctx, blockIdx, BarrierMode.BARRIER_NONE)    # allGatherData_.Init<BARRIER_NONE>
+            a.teamBarrier.Init(ctx, blockIdx, BarrierMode.BARRIER_BOTH)    # allGatherScale_.Init (default)
+        dataChunkBytes = fp.mPerRank * p.dataBytesPerMRow
+        scaleChunkBytes = fp.mPerRank * p.scaleBytesPerMRow
+        ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, 0)
+        for rnd in range(self.commTurn_):
+            if serving:
+                target = blockIdx
+                rows = fp.tileM if rnd < fp.tileCnt else fp.tailM
+                tileRow = rnd * fp.tileM
+                if target != self.rankId_:
+                    # allGatherScale_.Commit(), then allGatherData_.Commit()
+                    scaleOff, dataOff = tileRow * p.scaleBytesPerMRow, tileRow * p.dataBytesPerMRow
+                    a.shmem.put_nbi(ctx, p.winScaleBase + self.rankId_ * scaleChunkBytes + scaleOff,
+                                    p.aScaleGM + scaleOff, rows * p.scaleBytesPerMRow, target)
+                    a.shmem.put_nbi(ctx, p.winDataBase + self.rankId_ * dataChunkBytes + dataOff,
+                                    p.aGM + dataOff, rows * p.dataBytesPerMRow, target)
+                    a.shmem.quiet(ctx)              # Wait<BARRIER_DEVICE>: Drain(channel of target)
+                a.teamBarrier.CrossDevice(ctx, blockIdx)
+            ctx.SyncAll(True)
+            ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, rnd + 1)
+
+
+def all_gather_quant_matmul_udma(ctx: CoreContext, args: AgUdmaArgs, BlockMmadFragC: Any,
+                                 scheduler_cls: Any) -> int:
+    """The kernel entry (`AllGatherQuantMatmulKernel`, KERNEL_TYPE_MIX_AIC_1_1): Init, Process."""
+    impl = AllGatherMxMatmulUdmaImpl(ctx, args, BlockMmadFragC, scheduler_cls)
+    impl.Process()
+    k = impl.quantMatmulKernelImpl_
+    if k is None:
+        return 0
+    if k.mmadFrag is not None:
+        k.mmadFrag.Destroy()
+    return k.tiles_done

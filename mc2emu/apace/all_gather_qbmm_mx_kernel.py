@@ -1,0 +1,489 @@
+"""AllGatherQbmmMxKernel (QmmMxKernelAgUdma before 2026-08-17) — the AIC side of all_gather_quant_matmul.
+
+Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/matmul/quant_batch_matmul/all_gather_qbmm_mx_kernel.h`
+(commit 5778144076, 2026-08-21; the class was `QmmMxKernelAgUdma` in `kernel/all_gather_quant_matmul/
+qmm_mx_kernel_ag_udma.h` from 70b74b06d, 2026-07-31, to 9ef00cfd1, 2026-08-17), seed 000 §7.1, SPEC §7.1.
+
+    Run(params)
+      Init(params)                              # returns on AIV (only called on AIC by the impl)
+      totalLogicalM = headRows + tileCnt * (R - 1) * tileM + (tail ? R * paddedTailM : 0)
+      sch = BlockSchedulerQuantBatchMatmulV3<WINDOW_LEN 1>(totalLogicalM, N, K)
+      mmadFrag.Init(problemShape, {baseM, baseN, baseK}, {stepK * baseK, scaleKL1, nBufferNum}, false, dbL0c > 1)
+      BuildFragmentTensors(params)              # HEAD: one fragment (own A, own C rows)
+      Process(...)
+
+    Process: UpdateTailTile when (endBlockIdx + 1) * mTailTile * nTailTile <= blockNum;
+      [in_order] CrossCoreWaitFlag<2, MTE2>(0) first (flag 0 is pre-set by the AIV);
+      per tile (an empty tail piece breaks the loop, the drain still runs):
+        ctx = ResolveTileCtx(mPos)             # HEAD: dep 0 | MAIN round r: dep r + 1 | TAIL: dep commTurn
+        wait dep                                # in_order: while ready < dep: Wait(++ready); mask: once per id
+        SetL2Cache(problemShape, curM, curN)    # per tile, with the tile's extents (source; SPEC §5 "AG")
+        MAIN: BuildMainFragment on first use, UpdateMainRoundAddrs when the round changes (after the wait)
+        TAIL: BuildTailFragment once
+        mmadFrag(ctx.fragA.Slice, B, ctx.fragScaleA.Slice, scaleB, bias(null), cFragAddrs, ..., 0, ctx.fragC.Slice)
+      drain: in_order: while ready < commTurn: Wait(++ready); mask: every id 0..commTurn not yet waited
+
+Wait orders: "mask" is the source up to 33444e461 (2026-08-13; `waitedMask`, each dep once, then a drain of
+t = 0..commTurn: flag 0 is waited there or by a HEAD tile), "in_order" from 42f69c50f (2026-08-12, "fix
+hang when the communication rounds exceed 32": the explicit flag-0 wait, then in-order waits).
+
+Hazard variants (`AgKernelVariant`), reproduced and reported:
+- SKIP_FLAG0_WAIT: an in-order kernel without the explicit `CrossCoreWaitFlag(0)` (and a mask kernel that
+  treats dep 0 as never needing a wait): the AIV's pre-set flag 0 is never consumed (UNCONSUMED_FLAG at
+  launch end). No source version did this: the mask versions wait flag 0 in the loop or the drain.
+- UPDATE_ADDR_BEFORE_WAIT: the MAIN fragment addresses built / updated before the round's wait (seed 000 §7
+  constraint 2): the kernel reports ADDR_LIST_UPDATED_EARLY (core, round, the flag not yet waited). On the
+  device the previous tile's MTE2 may still read through the list; here copies are synchronous, so the data
+  stay right and only the report shows it.
+A block that straddles two regions (small m, or AdjustBasicBlock's baseM) is resolved by its first row, as
+the source does; its rows past the region's fragments are reported by the FragmentSliceCopy
+(FRAGMENT_OUT_OF_RANGE) and those C rows are never written.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mc2emu.apace.basic.fragment_tensor import MAX_FRAGMENT_COUNT, FragmentParam, FragmentTensor, MakeFragmentTensor
+from mc2emu.arch.platform import Pipe
+from mc2emu.blaze.gemm.block.block_mmad_mx import L1Params
+from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams
+from mc2emu.blaze.gemm.common_utils import FP8_CACHE_LINE_ALIGN_MASK, IDX_M_TILEIDX, IDX_N_TILEIDX, BlockCoord
+from mc2emu.blaze.tensor_api.layout import (
+    DNExtLayoutPtn,
+    FrameLayoutFormat,
+    NDExtLayoutPtn,
+    ScaleANDLayoutPtn,
+    ScaleBDNLayoutPtn,
+)
+from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
+from mc2emu.numerics.constants import C0_SIZE_B8, SCALE_C0
+from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
+from mc2emu.runtime.hazards import Hazard
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.core import CoreContext
+    from mc2emu.runtime.gm import GmAddr
+    from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData
+
+# `kCacheLineAlignMask` of the kernel: fixed to the FP8 128-byte mask (the kernel is FP8 only).
+K_CACHE_LINE_ALIGN_MASK = FP8_CACHE_LINE_ALIGN_MASK
+# `#define WINDOW_LEN 1L` before the scheduler include: no serpentine M windows in this kernel.
+AG_WINDOW_LEN = 1
+# `cFragAddrs_[8]` and friends.
+MAX_RANK_ADDRS = 8
+# `curMainRoundIdx_{0xFFFFFFFF}`: no MAIN fragment built yet.
+NO_ROUND = 0xFFFFFFFF
+
+
+class RegionTag(enum.IntEnum):
+    HEAD = 0
+    MAIN = 1
+    TAIL = 2
+
+
+class AgKernelVariant(enum.Enum):
+    """The source kernel, or one of its reproduced hazards (module docstring)."""
+
+    SOURCE = "source"
+    SKIP_FLAG0_WAIT = "skip_flag0_wait"
+    UPDATE_ADDR_BEFORE_WAIT = "update_addr_before_wait"
+
+
+@dataclass(frozen=True)
+class QBMMTiling:
+    baseM: int
+    baseN: int
+    baseK: int
+    dbL0C: int
+
+
+@dataclass(frozen=True)
+class FragmentParams:
+    """`FragmentParams` (field order of the source)."""
+
+    tileCnt: int
+    tileM: int
+    tailCnt: int
+    tailM: int
+    paddedTailM: int
+    commTurn: int
+    headRows: int
+    rankId: int
+    rankSize: int
+    mPerRank: int
+    k: int
+    n: int
+    scaleKLen: int
+
+
+@dataclass(frozen=True)
+class Params:
+    mmTile: QuantMatmulTilingData
+    qbmmParams: QBMMTiling
+    fragParams: FragmentParams
+    aGM: GmAddr
+    aScaleGM: GmAddr
+    bGM: GmAddr
+    bScaleGM: GmAddr
+    cGM: GmAddr
+    winDataBase: GmAddr
+    winScaleBase: GmAddr
+    dataBytesPerMRow: int
+    scaleBytesPerMRow: int
+    cBytesPerM: int
+
+
+@dataclass
+class TileCtx:
+    dependTileIdx: int
+    roundIdx: int
+    region: RegionTag
+    regionMPos: int
+    fragA: FragmentTensor
+    fragScaleA: FragmentTensor
+    fragC: FragmentTensor
+    rankCnt: int
+
+
+class AllGatherQbmmMxKernel:
+    """One AIC's instance. `BlockMmadFragC` is a `QmmMxBlockMmadFragmentType`; `scheduler_cls` the bound
+    `BlockSchedulerQuantBatchMatmulV3.template(..., window_len=AG_WINDOW_LEN)`."""
+
+    def __init__(self, ctx: CoreContext, BlockMmadFragC: Any, scheduler_cls: Any, *,
+                 wait_order: WaitOrder = WaitOrder.MASK, variant: AgKernelVariant = AgKernelVariant.SOURCE) -> None:
+        self.ctx = ctx
+        self.BlockMmadFragC = BlockMmadFragC
+        self.BlockScheduler = scheduler_cls
+        self.wait_order = wait_order
+        self.variant = variant
+        self.weightNz = bool(BlockMmadFragC.WEIGHT_NZ)
+        self.AType = gm_storage_dtype(BlockMmadFragC.AType)
+        self.BType = gm_storage_dtype(BlockMmadFragC.BType)
+        self.CType = BlockMmadFragC.CType
+        self.MakeLayoutA = FrameLayoutFormat(NDExtLayoutPtn, C0_SIZE_B8)
+        self.MakeLayoutScaleA = FrameLayoutFormat(ScaleANDLayoutPtn, SCALE_C0)
+        self.MakeLayoutB = FrameLayoutFormat(DNExtLayoutPtn, C0_SIZE_B8)
+        self.MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn, SCALE_C0)
+        self.MakeLayoutC = FrameLayoutFormat(NDExtLayoutPtn)
+        self.cFragAddrs_: list[GmAddr | None] = [None] * MAX_RANK_ADDRS
+        self.winDataRankBase_: list[GmAddr | None] = [None] * MAX_RANK_ADDRS
+        self.winScaleRankBase_: list[GmAddr | None] = [None] * MAX_RANK_ADDRS
+        self.headAddrListA_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
+        self.headAddrListScale_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
+        self.headAddrListC_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
+        self.mainAddrListA_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
+        self.mainAddrListScale_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
+        self.mainAddrListC_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
+        self.tailAddrListA_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
+        self.tailAddrListScale_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
+        self.tailAddrListC_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
+        self.headFragA_: FragmentTensor | None = None
+        self.headFragScaleA_: FragmentTensor | None = None
+        self.headFragC_: FragmentTensor | None = None
+        self.curMainA_: FragmentTensor | None = None
+        self.curMainScaleA_: FragmentTensor | None = None
+        self.curMainC_: FragmentTensor | None = None
+        self.tailFragA_: FragmentTensor | None = None
+        self.tailFragScaleA_: FragmentTensor | None = None
+        self.tailFragC_: FragmentTensor | None = None
+        self.curMainRoundIdx_ = NO_ROUND
+        self.winBasesReady_ = False
+        self.tailBuilt_ = False
+        self.curRoundDataOff_ = 0
+        self.curRoundScaleOff_ = 0
+        self.curRoundCOff_ = 0
+        self.tileMDataStride_ = 0
+        self.tileMScaleStride_ = 0
+        self.tileMCStride_ = 0
+        self.mmadFrag: Any = None
+        self.tiles_done = 0
+        self.waited: list[int] = []       # flag ids in the order this core waited them
+        # the flag ids waited so far (the hazard check of UpdateAddrList reads it)
+        self._waitedIds: set[int] = set()
+
+    def __call__(self, params: Params) -> None:
+        self.Run(params)
+
+    # -- Init / Run --------------------------------------------------------------------------------------------
+    def Init(self, params: Params) -> bool:
+        if self.ctx.ASCEND_IS_AIV:
+            return False
+        self.aGmAddr_, self.bGmAddr_, self.cGmAddr_ = params.aGM, params.bGM, params.cGM
+        self.scaleAGmAddr_, self.scaleBGmAddr_ = params.aScaleGM, params.bScaleGM
+        return True
+
+    def Run(self, params: Params) -> None:
+        if not self.Init(params):
+            return
+        mmT, fp = params.mmTile, params.fragParams
+        Ki, Ni = fp.k, fp.n
+        hasTail = fp.tailCnt > 0 and fp.tailM > 0
+        headMainRows = fp.headRows
+        mainRoundRows = (fp.rankSize - 1) * fp.tileM
+        mainSectionRows = fp.tileCnt * mainRoundRows
+        tailRows = fp.rankSize * fp.paddedTailM if hasTail else 0
+        totalLogicalM = headMainRows + mainSectionRows + tailRows
+        schParams = BlockSchedulerQbmmParams(mmT.baseM, mmT.baseN, mmT.mTailTile, mmT.nTailTile,
+                                             mmT.mBaseTailSplitCnt, mmT.nBaseTailSplitCnt, mmT.mTailMain,
+                                             mmT.nTailMain)
+        l0TileShape = (mmT.baseM, mmT.baseN, mmT.baseK, 0)
+        fragL1 = L1Params(mmT.stepK * mmT.baseK, mmT.scaleKL1, mmT.nBufferNum)
+        problemShape = (totalLogicalM, Ni, Ki, 1)
+        sch = self.BlockScheduler(problemShape, schParams, self.ctx)
+        self.mmadFrag = self.BlockMmadFragC(self.ctx)
+        self.mmadFrag.Init(problemShape, l0TileShape, fragL1, False, mmT.dbL0c > 1)
+        self.BuildFragmentTensors(params)
+        self.Process(params, problemShape, sch, self.mmadFrag)
+
+    # -- waits -------------------------------------------------------------------------------------------------
+    def _wait(self, flagId: int) -> None:
+        self.ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, flagId)
+        self.waited.append(flagId)
+        self._waitedIds.add(flagId)
+
+    def Process(self, params: Params, problemShape: tuple[int, int, int, int], sch: Any, mmadFrag: Any) -> None:
+        ctx = self.ctx
+        mmT, fp = params.mmTile, params.fragParams
+        Ki, Ni, scaleKLen = fp.k, fp.n, fp.scaleKLen
+        headMainRows = fp.headRows
+        mainRoundRows = (fp.rankSize - 1) * fp.tileM
+        mainSectionRows = fp.tileCnt * mainRoundRows
+
+        gmB = MakeTensor(MakeMemPtr(self.bGmAddr_, self.BType), self.MakeLayoutB(Ki, Ni), name="B")
+        gmScaleB = MakeTensor(MakeMemPtr(self.scaleBGmAddr_, E8M0_DTYPE), self.MakeLayoutScaleB(scaleKLen, Ni),
+                              name="scaleB")
+        gmBias = None  # `biasNull`: a null tensor placeholder (isBias false)
+
+        mTailTile, nTailTile = mmT.mTailTile, mmT.nTailTile
+        if (sch.GetEndBlockIdx() + 1) * mTailTile * nTailTile <= ctx.GetBlockNum():
+            sch.UpdateTailTile(mTailTile, nTailTile)
+
+        mask = self.wait_order is WaitOrder.MASK
+        skip0 = self.variant is AgKernelVariant.SKIP_FLAG0_WAIT
+        readyTileIdx = 0
+        waitedMask = 0
+        if not mask and not skip0:
+            self._wait(0)   # dependTileIdx 0 is pre-set by the AIV: returns at once
+        if mask and skip0:
+            waitedMask |= 1  # the variant treats HEAD as needing no wait at all
+
+        def wait_dep(dep: int) -> None:
+            nonlocal readyTileIdx, waitedMask
+            if mask:
+                if not (waitedMask >> dep) & 1:
+                    self._wait(dep)
+                    waitedMask |= 1 << dep
+            else:
+                while readyTileIdx < dep:
+                    readyTileIdx += 1
+                    self._wait(readyTileIdx)
+
+        blockIdx = BlockCoord()
+        while sch.GetTileIdx(blockIdx):
+            singleShape = sch.GetBlockShape(blockIdx, self.weightNz)
+            curMtile, curNtile = singleShape[IDX_M_TILEIDX], singleShape[IDX_N_TILEIDX]
+            if curMtile <= 0 or curNtile <= 0:
+                break
+            mPos, nPos = sch.GetTileCoord(blockIdx)
+            tctx = self.ResolveTileCtx(mPos, headMainRows, mainRoundRows, mainSectionRows, fp.rankSize, fp.commTurn)
+            early = self.variant is AgKernelVariant.UPDATE_ADDR_BEFORE_WAIT
+            if early:
+                self._build_or_update(params, tctx)
+            wait_dep(tctx.dependTileIdx)
+
+            self.SetL2Cache(problemShape, curMtile, curNtile, gmB, gmScaleB)
+
+            gmBlockB = gmB.Slice((0, nPos), (Ki, curNtile))
+            gmBlockScaleB = gmScaleB.Slice((0, nPos), (scaleKLen, curNtile))
+            gmBlockBias = gmBias
+            coordA = (tctx.regionMPos, 0)
+            coordC = (tctx.regionMPos, nPos)
+            if not early:
+                self._build_or_update(params, tctx)
+            blockA = tctx.fragA.Slice(coordA, (curMtile, Ki))
+            blockScaleA = tctx.fragScaleA.Slice(coordA, (curMtile, scaleKLen))
+            blockC = tctx.fragC.Slice(coordC, (curMtile, curNtile))
+            mmadFrag(blockA, gmBlockB, blockScaleA, gmBlockScaleB, gmBlockBias, self.cFragAddrs_, fp.mPerRank,
+                     fp.tileM, fp.tileCnt, fp.tailM, tctx.rankCnt, Ni, singleShape, tctx.regionMPos, nPos, 0, blockC)
+            self.tiles_done += 1
+
+        # drain: every dependTileIdx is waited exactly once
+        if mask:
+            for t in range(fp.commTurn + 1):
+                if not (waitedMask >> t) & 1:
+                    self._wait(t)
+        else:
+            while readyTileIdx < fp.commTurn:
+                readyTileIdx += 1
+                self._wait(readyTileIdx)
+
+    def _build_or_update(self, params: Params, tctx: TileCtx) -> None:
+        """MAIN / TAIL fragment tensors built on first use (MAIN addresses moved when the round changes);
+        `ResolveTileCtx` handed out the member tensors, which these calls (re)assign, so the ctx is refreshed."""
+        if tctx.region == RegionTag.MAIN:
+            if self.curMainRoundIdx_ == NO_ROUND:
+                self.BuildMainFragment(params, tctx.roundIdx)
+            elif self.curMainRoundIdx_ != tctx.roundIdx:
+                self.UpdateMainRoundAddrs(params, tctx.roundIdx)
+            tctx.fragA, tctx.fragScaleA, tctx.fragC = self.curMainA_, self.curMainScaleA_, self.curMainC_
+        elif tctx.region == RegionTag.TAIL and not self.tailBuilt_:
+            self.BuildTailFragment(params)
+            self.tailBuilt_ = True
+            tctx.fragA, tctx.fragScaleA, tctx.fragC = self.tailFragA_, self.tailFragScaleA_, self.tailFragC_
+
+    # -- L2 cache hints (SPEC §5 "AG") ---------------------------------------------------------------------------
+    def SetL2Cache(self, problemShape: tuple[int, int, int, int], baseM: int, baseN: int, gmB: Any,
+                   gmScaleB: Any) -> None:
+        """Per tile, with the tile's own extents as baseM / baseN (the source passes curMtile, curNtile):
+        B (DN) streams (DISABLE) when the tile covers all of M and K is 128-byte aligned; scaleB when the tile
+        covers all of M and both N * 2 and baseN * 2 are 128-byte aligned. (SPEC §5 lists the B rule by K
+        alignment alone; the source gates it by the full-M test too.)"""
+        M, N, K, _ = problemShape
+        fullMBlock = baseM >= M
+        mask = K_CACHE_LINE_ALIGN_MASK
+        if self.weightNz:
+            gmB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if fullMBlock else CacheMode.CACHE_MODE_NORMAL)
+        else:
+            bAlignForL2Stream = (K & mask) == 0
+            gmB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if fullMBlock and bAlignForL2Stream
+                               else CacheMode.CACHE_MODE_NORMAL)
+        scaleNStrideBytes = N * SCALE_C0
+        scaleBaseNStrideBytes = baseN * SCALE_C0
+        scaleAlign = (scaleNStrideBytes & mask) == 0 and (scaleBaseNStrideBytes & mask) == 0
+        gmScaleB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if fullMBlock and scaleAlign
+                                else CacheMode.CACHE_MODE_NORMAL)
+
+    # -- FragmentTensor builders -------------------------------------------------------------------------------
+    @staticmethod
+    def MakeFragParam(fragSize: int, realFragSize: int, fragCnt: int, shape1: int) -> FragmentParam:
+        return FragmentParam((fragSize * fragCnt, shape1), fragSize, realFragSize, 0, fragCnt)
+
+    def _frag_a(self, param: FragmentParam, lst: list[GmAddr | None], name: str) -> FragmentTensor:
+        return MakeFragmentTensor(param, lst, LayoutFactory=self.MakeLayoutA, ElementType=self.AType, name=name)
+
+    def _frag_scale(self, param: FragmentParam, lst: list[GmAddr | None], name: str) -> FragmentTensor:
+        return MakeFragmentTensor(param, lst, LayoutFactory=self.MakeLayoutScaleA, ElementType=E8M0_DTYPE, name=name)
+
+    def _frag_c(self, param: FragmentParam, lst: list[GmAddr | None], name: str) -> FragmentTensor:
+        return MakeFragmentTensor(param, lst, LayoutFactory=self.MakeLayoutC, ElementType=self.CType, name=name)
+
+    def BuildFragmentTensors(self, params: Params) -> None:
+        fp = params.fragParams
+        for r in range(fp.rankSize):
+            self.cFragAddrs_[r] = params.cGM + r * fp.mPerRank * params.cBytesPerM
+        self.tileMDataStride_ = fp.tileM * params.dataBytesPerMRow
+        self.tileMScaleStride_ = fp.tileM * params.scaleBytesPerMRow
+        self.tileMCStride_ = fp.tileM * params.cBytesPerM
+        # HEAD: this rank's own rows, one fragment.
+        self.headAddrListA_[0] = params.aGM
+        self.headAddrListScale_[0] = params.aScaleGM
+        self.headAddrListC_[0] = self.cFragAddrs_[fp.rankId]
+        self.headFragA_ = self._frag_a(self.MakeFragParam(fp.headRows, fp.headRows, 1, fp.k), self.headAddrListA_,
+                                       "headFragA_")
+        self.headFragScaleA_ = self._frag_scale(self.MakeFragParam(fp.headRows, fp.headRows, 1, fp.scaleKLen),
+                                                self.headAddrListScale_, "headFragScaleA_")
+        self.headFragC_ = self._frag_c(self.MakeFragParam(fp.headRows, fp.headRows, 1, fp.n), self.headAddrListC_,
+                                       "headFragC_")
+
+    def EnsureWinRankBasesReady(self, params: Params) -> None:
+        if self.winBasesReady_:
+            return
+        fp = params.fragParams
+        for r in range(fp.rankSize):
+            self.winDataRankBase_[r] = params.winDataBase + r * fp.mPerRank * params.dataBytesPerMRow
+            self.winScaleRankBase_[r] = params.winScaleBase + r * fp.mPerRank * params.scaleBytesPerMRow
+        self.winBasesReady_ = True
+
+    def _check_round_waited(self, roundIdx: int, what: str) -> None:
+        """Seed 000 §7 constraint 2: the round's addresses may change only once its flag has been waited."""
+        dep = roundIdx + 1
+        if dep not in self._waitedIds:
+            self.ctx.device.hazards.report(
+                Hazard.ADDR_LIST_UPDATED_EARLY, self.ctx.label,
+                f"{what} for MAIN round {roundIdx} before CrossCoreWaitFlag({dep}) (waited so far: "
+                f"{sorted(self._waitedIds)}): the previous tile's copies may still read through the list",
+                round=roundIdx, flag=dep, waited=sorted(self._waitedIds))
+
+    def BuildMainFragment(self, params: Params, roundIdx: int) -> None:
+        self._check_round_waited(roundIdx, "BuildMainFragment")
+        self.EnsureWinRankBasesReady(params)
+        fp = params.fragParams
+        self.curRoundDataOff_ = roundIdx * self.tileMDataStride_
+        self.curRoundScaleOff_ = roundIdx * self.tileMScaleStride_
+        self.curRoundCOff_ = roundIdx * self.tileMCStride_
+        self._fill_main_lists(fp)
+        cnt = fp.rankSize - 1
+        self.curMainA_ = self._frag_a(self.MakeFragParam(fp.tileM, fp.tileM, cnt, fp.k), self.mainAddrListA_,
+                                      "curMainA_")
+        self.curMainScaleA_ = self._frag_scale(self.MakeFragParam(fp.tileM, fp.tileM, cnt, fp.scaleKLen),
+                                               self.mainAddrListScale_, "curMainScaleA_")
+        self.curMainC_ = self._frag_c(self.MakeFragParam(fp.tileM, fp.tileM, cnt, fp.n), self.mainAddrListC_,
+                                      "curMainC_")
+        self.curMainRoundIdx_ = roundIdx
+
+    def _fill_main_lists(self, fp: FragmentParams) -> None:
+        fragIdx = 0
+        for r in range(fp.rankSize):
+            if r == fp.rankId:
+                continue
+            self.mainAddrListA_[fragIdx] = self.winDataRankBase_[r] + self.curRoundDataOff_
+            self.mainAddrListScale_[fragIdx] = self.winScaleRankBase_[r] + self.curRoundScaleOff_
+            self.mainAddrListC_[fragIdx] = self.cFragAddrs_[r] + self.curRoundCOff_
+            fragIdx += 1
+
+    def BuildTailFragment(self, params: Params) -> None:
+        self.EnsureWinRankBasesReady(params)
+        fp = params.fragParams
+        tailRowOff = fp.headRows
+        tailDataOff = tailRowOff * params.dataBytesPerMRow
+        tailScaleOff = tailRowOff * params.scaleBytesPerMRow
+        tailCOff = tailRowOff * params.cBytesPerM
+        for r in range(fp.rankSize):
+            if r == fp.rankId:
+                self.tailAddrListA_[r] = params.aGM + tailDataOff
+                self.tailAddrListScale_[r] = params.aScaleGM + tailScaleOff
+            else:
+                self.tailAddrListA_[r] = self.winDataRankBase_[r] + tailDataOff
+                self.tailAddrListScale_[r] = self.winScaleRankBase_[r] + tailScaleOff
+            self.tailAddrListC_[r] = self.cFragAddrs_[r] + tailCOff
+        self.tailFragA_ = self._frag_a(self.MakeFragParam(fp.paddedTailM, fp.tailM, fp.rankSize, fp.k),
+                                       self.tailAddrListA_, "tailFragA_")
+        self.tailFragScaleA_ = self._frag_scale(self.MakeFragParam(fp.paddedTailM, fp.tailM, fp.rankSize,
+                                                                   fp.scaleKLen), self.tailAddrListScale_,
+                                                "tailFragScaleA_")
+        self.tailFragC_ = self._frag_c(self.MakeFragParam(fp.paddedTailM, fp.tailM, fp.rankSize, fp.n),
+                                       self.tailAddrListC_, "tailFragC_")
+
+    def UpdateMainRoundAddrs(self, params: Params, roundIdx: int) -> None:
+        self._check_round_waited(roundIdx, "UpdateMainRoundAddrs")
+        fp = params.fragParams
+        delta = roundIdx - self.curMainRoundIdx_
+        self.curRoundDataOff_ += delta * self.tileMDataStride_
+        self.curRoundScaleOff_ += delta * self.tileMScaleStride_
+        self.curRoundCOff_ += delta * self.tileMCStride_
+        self._fill_main_lists(fp)
+        assert self.curMainA_ is not None and self.curMainScaleA_ is not None and self.curMainC_ is not None
+        self.curMainA_.UpdateAddrList(self.mainAddrListA_)
+        self.curMainScaleA_.UpdateAddrList(self.mainAddrListScale_)
+        self.curMainC_.UpdateAddrList(self.mainAddrListC_)
+        self.curMainRoundIdx_ = roundIdx
+
+    # -- tile context ------------------------------------------------------------------------------------------
+    def ResolveTileCtx(self, mPos: int, headMainRows: int, mainRoundRows: int, mainSectionRows: int,
+                       rankSize: int, commTurn: int) -> TileCtx:
+        """The region of the tile's first row: HEAD (dep 0, rankCnt R - 1), MAIN round r (dep r + 1, R - 1),
+        TAIL (dep commTurn, R)."""
+        if mPos < headMainRows:
+            return TileCtx(0, 0, RegionTag.HEAD, mPos, self.headFragA_, self.headFragScaleA_,  # type: ignore[arg-type]
+                           self.headFragC_, rankSize - 1)  # type: ignore[arg-type]
+        if mPos < headMainRows + mainSectionRows:
+            relPos = mPos - headMainRows
+            roundIdx = relPos // mainRoundRows
+            return TileCtx(roundIdx + 1, roundIdx, RegionTag.MAIN, relPos % mainRoundRows,
+                           self.curMainA_, self.curMainScaleA_, self.curMainC_, rankSize - 1)  # type: ignore[arg-type]
+        return TileCtx(commTurn, 0, RegionTag.TAIL, mPos - headMainRows - mainSectionRows, self.tailFragA_,
+                       self.tailFragScaleA_, self.tailFragC_, rankSize)  # type: ignore[arg-type]

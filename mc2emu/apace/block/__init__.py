@@ -1,0 +1,1 @@
+"""apace block components (ops-transformer `mc2/common/op_kernel/apace/block/`)."""

@@ -1,0 +1,129 @@
+"""QmmMxBlockMmadFragment: the MX block mmad whose A, scaleA and C are FragmentTensor slices.
+
+Emulates ops-transformer `mc2/common/op_kernel/apace/block/mmad/qmm_mx_block_mmad_fragment.h` (commit
+5778144076, 2026-08-21), instantiated by the AllGather kernel as `QmmMxBlockMmadFragment<0, false, AType,
+LayoutA, BType, LayoutB, CType, LayoutC, float, LayoutC>` (A streamed, no atomic add). The source is a class
+of its own, not a `BlockMmad` specialization, but its Init, L1 map, K loops (`iter0` over kL1 chunks, scales
+reloaded when `iter0 % (scaleKL1 / kL1) == 0`, `iter1` over baseK steps with the L0A / L0B ping-pong),
+`Mmad` parameters and splitK protocol are those of Blaze's `BlockMmad<MatmulWithScaleMx<0, false>, ...>`
+line for line; so this class reuses `BlockMmadMx` and replaces exactly the three copies that differ:
+
+- `CopyAInL1`: `PadMxKAL1Zero(tensorAL1, curGmAKL1)` then `FragmentSliceCopy<false>(copyGM2L1, tensorAL1,
+  gmA.Slice({0, iter0 * kL1}, {curM, curGmAKL1}))`: the rows are gathered piece by piece from the fragments
+  (the padded rows of a TAIL fragment too); a piece the copy skips (a fragment past the list, reported
+  FRAGMENT_OUT_OF_RANGE) leaves its L1 rows as they were: zeros here (this L1 holds no stale data, so a
+  straddling block stays deterministic); the K padding to Align64 is zero on both operands and is not
+  materialized (as in `BlockMmadMx`);
+- `CopyScalesInL1`: scaleA by `FragmentSliceCopy<false>` of `gmScaleA.Slice({0, scaleKStart}, {curM,
+  scaleKLength})`, scaleB by a plain `Te::Copy`;
+- `ScatterL0C2GM`: `FragmentSliceCopy<true>(copyL0C2GM.with(FixpipeParams(3)), tensorL0C, gmC)`: each piece
+  is fixpiped (RNE to CType) into its fragment; rows at or past realFragmentSize are dropped.
+
+The 17-argument call `(gmA, gmB, gmScaleA, gmScaleB, gmBias, cFragAddrs, mPerRank, tileM, tileCnt, tailM,
+remoteRankCnt, cRowStride, singleShape, mPosGlobal, nPosGlobal, splitKIdx = 0, gmC)` is kept; the source
+reads none of cFragAddrs, mPerRank, tileM, tileCnt, tailM, remoteRankCnt, cRowStride, mPosGlobal and
+nPosGlobal. In particular seed 000 §7 says remoteRankCnt "controls the L0C accumulation / fixpipe timing":
+the source ignores it; every call runs the full K with the splitKIdx the kernel passes (always 0, with
+splitKNum 1 from Init), so each call fixpipes its tile. This emulation follows the source.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mc2emu.apace.basic.fragment_tensor import FragmentSliceCopy, FragmentTensor
+from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, BlockMmadMxType, _L1Operand
+from mc2emu.blaze.gemm.common_utils import FINAL_ACCUMULATION
+from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE
+from mc2emu.blaze.tensor_api.copy import CopyGM2L1, CopyL0C2GM, FixpipeParams
+from mc2emu.numerics.constants import ALIGN_64_BYTES_SHIFT, MXFP_MULTI_BASE_SIZE
+from mc2emu.numerics.int_math import Align64
+from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.hazards import ConstraintError, KernelError
+
+if TYPE_CHECKING:
+    from mc2emu.blaze.tensor_api.tensor import GmTensor
+    from mc2emu.runtime.core import CoreContext
+
+
+def _fragment_where(t: FragmentTensor) -> tuple[Any, ...]:
+    """A decode-memo location for a gathered chunk: the first piece's fragment address and row inside it,
+    and the K offset (reuse is still verified byte by byte: a gather is never stamped)."""
+    axis = t.GetSplitAxis()
+    comp = t.ComputeFragmentComposition(t.GetSliceCoord(axis), t.GetSliceShape(axis))
+    addr = t.addrList_[comp.startFragmentIdx] if comp.startFragmentIdx < len(t.addrList_) else None
+    loc = (addr.alloc.aid, addr.offset) if addr is not None and hasattr(addr, "alloc") else (None, None)
+    return (*loc, comp.startRelativeCoord, t.GetSliceCoord(1 - axis))
+
+
+class QmmMxBlockMmadFragmentType(BlockMmadMxType):
+    """The template instantiation `QmmMxBlockMmadFragment<A_FULL_LOAD_MODE, ATOMIC_ADD, AType, LayoutA, ...>`."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.DispatchPolicy.FULL_LOAD_MODE != NONE_FULL_LOAD_MODE:
+            # The AllGather kernel instantiates mode 0 only; the A-full-load branch is not emulated.
+            raise ConstraintError("QmmMxBlockMmadFragment: A_FULL_LOAD_MODE 0",
+                                  "only the streamed-A instantiation (the AllGather kernel's) is emulated")
+
+    def __call__(self, ctx: CoreContext) -> QmmMxBlockMmadFragment:   # type: ignore[override]
+        return QmmMxBlockMmadFragment(ctx, self)
+
+
+class QmmMxBlockMmadFragment(BlockMmadMx):
+    """The per-core object (`BlockMmadFragC mmadFrag;`)."""
+
+    template = QmmMxBlockMmadFragmentType
+
+    def __call__(self, gmA: FragmentTensor, gmB: GmTensor, gmScaleA: FragmentTensor,  # type: ignore[override]
+                 gmScaleB: GmTensor, gmBias: GmTensor | None, cFragAddrs: Any, mPerRank: int, tileM: int,
+                 tileCnt: int, tailM: int, remoteRankCnt: int, cRowStride: int, singleShape: Any,
+                 mPosGlobal: int, nPosGlobal: int, splitKIdx: int = 0, gmC: FragmentTensor | None = None) -> None:
+        if gmC is None:
+            raise KernelError(f"{self.ctx.label}: QmmMxBlockMmadFragment called without its C fragment slice")
+        with self.T.host:
+            self._call(gmA, gmB, gmScaleA, gmScaleB, gmBias, gmC, singleShape, splitKIdx)  # type: ignore[arg-type]
+
+    def CopyScalesInL1(self, gmScaleA: Any, gmScaleB: GmTensor, curM: int, curN: int, scaleL1BufId: int,
+                       kL1Offset: int, scaleGmOffset: int, needCopyScale: bool) -> tuple[np.ndarray, np.ndarray]:
+        """`CopyScalesInL1` (mode 0): when the scales are due, scaleA gathered from the fragments, scaleB copied."""
+        if needCopyScale:
+            curScaleKL1 = self.scaleKL1_
+            if kL1Offset + curScaleKL1 > self.k_:
+                curScaleKL1 = self.k_ - kL1Offset
+            scaleKLength = (Align64(curScaleKL1) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
+            blockScaleA = gmScaleA.Slice((0, scaleGmOffset), (curM, scaleKLength))
+            tensorScaleAL1 = np.zeros((curM, scaleKLength), dtype=np.dtype(blockScaleA.ElementType))
+            FragmentSliceCopy(CopyGM2L1(self.ctx), tensorScaleAL1, blockScaleA, isScatter=False)
+            self._scaleAStamp[scaleL1BufId] = None
+            self._scaleAL1[scaleL1BufId] = tensorScaleAL1
+            gmBlockScaleB = gmScaleB.Slice((scaleGmOffset, 0), (scaleKLength, curN))
+            self._scaleBStamp[scaleL1BufId] = None
+            self._scaleBL1[scaleL1BufId] = gmBlockScaleB.load(self.ctx)
+        tensorScaleAL1, tensorScaleBL1 = self._scaleAL1[scaleL1BufId], self._scaleBL1[scaleL1BufId]
+        if tensorScaleAL1 is None or tensorScaleBL1 is None:
+            raise KernelError(f"{self.ctx.label}: L1 scale buffer {scaleL1BufId} read before any load")
+        return tensorScaleAL1, tensorScaleBL1
+
+    def CopyAInL1(self, gmA: Any, curM: int, curGmKL1: int, l1BufId: int, kL1Offset: int,
+                  iter0: int) -> _L1Operand:
+        """`CopyAInL1` (mode 0): PadMxKAL1Zero, then the gather of this K chunk's rows from the fragments."""
+        blockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
+        tensorAL1 = np.zeros((curM, curGmKL1), dtype=np.dtype(blockA.ElementType))
+        FragmentSliceCopy(CopyGM2L1(self.ctx), tensorAL1, blockA, isScatter=False)
+        operand = _L1Operand(tensorAL1, _fragment_where(blockA), None)
+        self._aL1[l1BufId] = operand
+        return operand
+
+    def CopyL0C2GM(self, gmC: Any, tensorL0C: np.ndarray, curM: int, curN: int, l0cOffset: int) -> None:
+        """`ScatterL0C2GM`: `FragmentSliceCopy<true>(copyL0C2GM.with(FixpipeParams(3)), tensorL0C, gmC)`."""
+        self.ctx.checkpoint("mmad")
+        t0 = time.perf_counter_ns()
+        FragmentSliceCopy(CopyL0C2GM(self.ctx).with_(FixpipeParams(FINAL_ACCUMULATION)), tensorL0C, gmC,
+                          isScatter=True)
+        self.ctx.emit(EventKind.FIXPIPE, gmC.name or "C", (*gmC.origin, curM, curN), l0cOffset=l0cOffset,
+                      dtype=str(self.T.CType), atomic=self.ctx.atomic_dtype is not None,
+                      unitFlag=FINAL_ACCUMULATION, t0_ns=t0)

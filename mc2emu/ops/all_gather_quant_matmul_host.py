@@ -1,0 +1,110 @@
+"""Host side of one all_gather_quant_matmul call on one rank (the ST host `RunAllGatherQuantMatmul`): tile,
+allocate, launch, read back.
+
+Allocation note: the TAIL gather of the kernel reads paddedTailM rows from every rank's tail start, i.e.
+paddedTailM - tailM rows past the end of this rank's A / scaleA and past the last rank's scale region of
+the window. The ST host allocates exactly m rows (`aclrtMalloc(..., ACL_MEM_MALLOC_HUGE_ONLY)`: on the
+device the over-read lands in the rest of the huge page, and the rows it feeds are dropped by the scatter);
+here the host pads A, scaleA and the window with that many zero rows so the GM bounds check holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mc2emu.apace.all_gather_mx_matmul_udma_impl import AgUdmaArgs, all_gather_quant_matmul_udma
+from mc2emu.apace.all_gather_qbmm_mx_kernel import AG_WINDOW_LEN, FragmentParams, Params, QBMMTiling
+from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment
+from mc2emu.arch.platform import DAV_3510
+from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQuantBatchMatmulV3
+from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
+from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
+from mc2emu.comm.shmem import Shmem
+from mc2emu.comm.team_barrier import TeamBarrier
+from mc2emu.host.harness import CallOptions, LaunchHarness
+from mc2emu.numerics.scale_layout import scale_k_len
+from mc2emu.runtime.hazards import ConstraintError, HazardReport
+from mc2emu.runtime.kernel_type import KernelType
+from mc2emu.tiling.all_gather_quant_matmul_tiling import (
+    ag_constraint_violations,
+    ag_matmul_tiling,
+    make_ag_comm_tiling,
+)
+
+if TYPE_CHECKING:
+    from mc2emu.ops.all_gather_quant_matmul_op import AgProblem
+
+KERNEL_NAME = "all_gather_quant_matmul"
+KERNEL_TYPE = KernelType.MIX_AIC_1_1
+
+
+@dataclass
+class AgLaunchInfo:
+    block_dim: int
+    base: tuple[int, int, int]
+    comm_tiling: Any
+    mm_tiling: Any
+    wall_s: float
+    tiles: int
+
+
+def _padded(arr: np.ndarray, pad_rows: int) -> np.ndarray:
+    u8 = np.ascontiguousarray(arr).view(np.uint8).reshape(arr.shape[0], -1)
+    if pad_rows == 0:
+        return u8
+    return np.concatenate([u8, np.zeros((pad_rows, u8.shape[1]), dtype=np.uint8)], axis=0)
+
+
+def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
+           opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None
+           ) -> tuple[np.ndarray, list[HazardReport]]:
+    R, rank = problem.rank_size, problem.rank
+    m, k, n = problem.m, problem.k, problem.n
+    # Tiling before any collective set-up: a refused tiling is refused on every rank (same shapes).
+    ct = make_ag_comm_tiling(m, k)
+    mm = ag_matmul_tiling(ct, R, n, problem.elem, DAV_3510, block_dim)
+    # As the all-to-all host: a tiny problem still launches R blocks (AIV block r serves peer r); the extra
+    # AICs find no tile and only drain their waits.
+    used = mm.usedCoreNum if block_dim is not None else max(mm.usedCoreNum, R)
+    violations = ag_constraint_violations(m, k, n, R, ct, used)
+    if violations:
+        rule, reason = violations[0]
+        raise ConstraintError(rule, reason)
+    rowBytes = k
+    scaleRowBytes = scale_k_len(k)
+    pad = ct.paddedTailM - ct.tailM
+    with LaunchHarness(KERNEL_NAME, opts, comm=comm, platform=DAV_3510) as h:
+        gm = h.device.gm
+        x1_addr = gm.alloc(0, "x1", data=_padded(x1, pad))
+        x1s_addr = gm.alloc(0, "x1_scale", data=_padded(x1_scale, pad))
+        x2_addr = gm.alloc(0, "x2", data=np.ascontiguousarray(x2).view(np.uint8))
+        x2s_addr = gm.alloc(0, "x2_scale", data=np.ascontiguousarray(x2_scale).view(np.uint8))
+        out_dtype = problem.out.dtype
+        c_addr = gm.alloc(R * m * n * out_dtype.itemsize, "y")
+        BlockMmadFragC = QmmMxBlockMmadFragment.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False),
+                                                         problem.elem, NDExtLayoutPtn, problem.b_elem,
+                                                         DNExtLayoutPtn, problem.out)
+        BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, NDExtLayoutPtn,
+                                                                   DNExtLayoutPtn, problem.elem,
+                                                                   window_len=AG_WINDOW_LEN)
+        assert h.world is not None
+        dataRegionBytes = R * m * rowBytes
+        scaleRegionBytes = R * m * scaleRowBytes
+        win = h.window(dataRegionBytes + scaleRegionBytes + pad * scaleRowBytes, "udma_all_gather")
+        winData, winScale = win.addr(0), win.addr(dataRegionBytes)
+        team = TeamBarrier(h.world, jobs=R)
+        shmem = Shmem(h.world)
+        fp = FragmentParams(ct.tileCnt, ct.tileM, ct.tailCnt, ct.tailM, ct.paddedTailM, ct.commTurn, ct.headRows,
+                            rank, R, m, k, n, scaleRowBytes)
+        params = Params(mm, QBMMTiling(mm.baseM, mm.baseN, mm.baseK, mm.dbL0c), fp, x1_addr, x1s_addr, x2_addr,
+                        x2s_addr, c_addr, winData, winScale, rowBytes, scaleRowBytes, n * out_dtype.itemsize)
+        args = AgUdmaArgs(params, shmem, team, problem.wait_order, problem.variant)
+        res = h.launch(all_gather_quant_matmul_udma, used, KERNEL_TYPE, args, BlockMmadFragC, BlockScheduler)
+        c = h.read(c_addr, out_dtype, (R * m, n))
+    if stats is not None:
+        stats["launch"] = AgLaunchInfo(used, (mm.baseM, mm.baseN, mm.baseK), ct, mm, res.wall_s,
+                                       sum(v for v in res.returns.values() if isinstance(v, int)))
+    return c, h.hazards

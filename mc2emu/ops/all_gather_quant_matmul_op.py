@@ -1,0 +1,157 @@
+"""`all_gather_quant_matmul` — the MC2 all-gather + MX quant matmul operator, one call per rank (collective).
+
+Every rank calls it with its own inputs and gets its own C (SPEC §7.1):
+
+    x1        float8_e4m3fn / float8_e5m2   (m, K)                 this rank's rows of A
+    x1_scale  float8_e8m0fnu                (m, ceil(K/64), 2)
+    x2        float8                        (N, K)                 B stored transposed (transB), this rank's
+    x2_scale  float8_e8m0fnu                (N, ceil(K/64), 2)
+    C         bf16 (fp16, fp32)             (R * m, N)             C[r*m:(r+1)*m] = deq(x1 of r) @ deq(x2)^T
+
+The kernel is the UDMA AllGather (`apace.all_gather_mx_matmul_udma_impl`), launched MIX_AIC_1_1 with the
+ST host's tiling (`tiling.all_gather_quant_matmul_tiling`). `wait_order` "mask" (the source before
+2026-08-12) or "in_order" (after); `protocol` "seed" is the only window protocol of the source (commit
+5778144076): "slot_ring" is refused. Bias is refused (the source passes isBias = false). `kernel_variant`
+reproduces a hazard (`AgKernelVariant`). With `check=True` error-severity hazards raise `HazardError`
+(its `.output` holds C); bad input raises `ConstraintError` naming the rule on every rank.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
+from mc2emu.host.harness import CallOptions
+from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.runtime.hazards import ConstraintError, HazardError
+from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations, make_ag_comm_tiling
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+
+E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+PAIR_K = 64
+
+
+class AgProtocol(enum.Enum):
+    SEED = "seed"            # every round in its own window rows (the source)
+    SLOT_RING = "slot_ring"  # window reuse through a ring of slots: not in the public source
+
+
+@dataclass(frozen=True)
+class AgProblem:
+    rank: int
+    rank_size: int
+    m: int
+    k: int
+    n: int
+    elem: ElemFormat
+    b_elem: ElemFormat
+    out: OutDtype
+    wait_order: WaitOrder
+    variant: AgKernelVariant
+
+
+def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
+             rank_size: int, wait_order: Any, protocol: Any, slot_num: int, bias: Any, out_dtype: Any,
+             kernel_variant: Any) -> tuple[AgProblem | None, list[tuple[str, str]]]:
+    """Every input rule as (rule, reason) pairs; the problem when there are none."""
+    errs: list[tuple[str, str]] = []
+    order = variant = out = None
+    try:
+        order = WaitOrder.parse(wait_order)
+    except ConstraintError as exc:
+        errs.append((exc.rule, str(exc)))
+    try:
+        proto = protocol if isinstance(protocol, AgProtocol) else AgProtocol(str(protocol))
+        if proto is AgProtocol.SLOT_RING:
+            errs.append(("protocol", "protocol 'slot_ring' is not emulated: the public source (ops-transformer "
+                                     "5778144076) has no window-reuse protocol for this operator"))
+    except ValueError:
+        errs.append(("protocol", f"protocol={protocol!r} is not one of {[p.value for p in AgProtocol]}"))
+    if slot_num != 0:
+        errs.append(("slot_num", f"slot_num={slot_num!r}: only the seed protocol exists, which takes slot_num 0"))
+    try:
+        variant = kernel_variant if isinstance(kernel_variant, AgKernelVariant) else AgKernelVariant(kernel_variant)
+    except ValueError:
+        errs.append(("kernel_variant", f"kernel_variant={kernel_variant!r} is not one of "
+                                       f"{[v.value for v in AgKernelVariant]}"))
+    try:
+        out = OutDtype.parse(out_dtype)
+    except ValueError as exc:
+        errs.append(("out_dtype", str(exc)))
+    if bias is not None:
+        errs.append(("bias", "the AllGather kernel passes isBias = false to its mmad: bias is not supported"))
+    elems = []
+    for name, arr in (("x1", x1), ("x2", x2)):
+        try:
+            fmt = ElemFormat.parse(np.asarray(arr).dtype, name)
+        except ValueError:
+            fmt = None
+        if fmt not in (ElemFormat.E4M3, ElemFormat.E5M2):
+            errs.append((f"{name} dtype", f"{name} must be float8_e4m3fn or float8_e5m2 (the kernel's C0 is the "
+                                          f"FP8 one), got {np.asarray(arr).dtype}"))
+        else:
+            elems.append(fmt)
+    for name, arr in (("x1_scale", x1_scale), ("x2_scale", x2_scale)):
+        if np.asarray(arr).dtype not in (E8M0, np.dtype(np.uint8)):
+            errs.append((f"{name} dtype", f"{name} must be float8_e8m0fnu (or its uint8 codes), got "
+                                          f"{np.asarray(arr).dtype}"))
+    if np.ndim(x1) != 2 or np.ndim(x2) != 2 or np.ndim(x1_scale) != 3 or np.ndim(x2_scale) != 3:
+        errs.append(("shapes", f"x1 and x2 must be 2-D, the scales 3-D; got {np.shape(x1)}, {np.shape(x2)}, "
+                               f"{np.shape(x1_scale)}, {np.shape(x2_scale)}"))
+        return None, errs
+    m, k = x1.shape
+    n, k2 = x2.shape
+    if k2 != k:
+        errs.append(("x2 shape", f"x2 must be (N, K) = (N, {k}) (transB), got {x2.shape}"))
+    pairs = -(-k // PAIR_K)
+    if x1_scale.shape != (m, pairs, 2):
+        errs.append(("x1_scale shape", f"x1_scale must be (m, ceil(K/64), 2) = {(m, pairs, 2)}, got {x1_scale.shape}"))
+    if x2_scale.shape != (n, pairs, 2):
+        errs.append(("x2_scale shape", f"x2_scale must be (N, ceil(K/64), 2) = {(n, pairs, 2)}, got {x2_scale.shape}"))
+    comm = make_ag_comm_tiling(m, k) if m > 0 and k > 0 else None
+    errs += ag_constraint_violations(m, k, n, rank_size, comm, None)
+    if errs:
+        return None, errs
+    return AgProblem(rank, rank_size, m, k, n, elems[0], elems[1], out, order, variant), errs
+
+
+def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
+                            bias: np.ndarray | None = None, out_dtype: Any = "bfloat16",
+                            wait_order: str | WaitOrder = "mask", protocol: str | AgProtocol = "seed",
+                            slot_num: int = 0, block_dim: int | None = None, check: bool = True,
+                            timeout: float | None = None, comm: Any = None, perturb: Any = None,
+                            observers: Iterable[Callable[[Any], None]] = (), faults: Any = None,
+                            stats: dict[str, Any] | None = None,
+                            kernel_variant: str | AgKernelVariant = "source") -> np.ndarray:
+    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C.
+
+    The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
+    `mc2emu.host.CallOptions`. Extras: `stats` (filled with launch facts), `kernel_variant` (a reproduced
+    hazard of the kernel, `AgKernelVariant`)."""
+    from mc2emu.ops.all_gather_quant_matmul_host import run_ag
+
+    if comm is None:
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, wait_order=wait_order,
+                             protocol=protocol, slot_num=slot_num, bias=bias, out_dtype=out_dtype,
+                             kernel_variant=kernel_variant)
+    all_errs = comm.allgather(errs)
+    first = next(((r, e) for r, e in enumerate(all_errs) if e), None)
+    if first is not None:
+        r, e = first
+        rule, reason = e[0]
+        raise ConstraintError(rule, f"{reason} (on rank {r})" if r != rank else reason)
+    assert problem is not None
+    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    result, hazards = run_ag(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats)
+    HazardError.raise_on_errors(hazards, result, check=check)
+    return result
