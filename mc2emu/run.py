@@ -108,6 +108,19 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             _out(help_text(__doc__ or ""))
         return 0
+    if opts.print_tiling or opts.print_schedule:  # host-only printouts: no registry, no relaunch, no MPI
+        from mc2emu.arch.errors import ConstraintError
+        from mc2emu.cli.operators.grouped_matmul_mx import plan_text
+
+        try:
+            text = plan_text(opts)
+        except ConstraintError as exc:
+            if rank == 0:
+                _err(f"mc2emu: {exc}")
+            return EXIT_OPTIONS
+        if rank == 0:
+            _out(text)
+        return 0
     try:
         registry = default_registry()    # an operator module that does not import is an error, never skipped
     except OptionError as exc:

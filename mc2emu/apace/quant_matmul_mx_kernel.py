@@ -30,6 +30,8 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mc2emu.apace.comm_policy import (
     WAIT_ORDERS,
     CommPolicy,
@@ -61,13 +63,18 @@ from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.faults import FaultHook
-from mc2emu.runtime.hazards import Hazard
+from mc2emu.runtime.gm import Allocation, GmAddr
+from mc2emu.runtime.hazards import Hazard, Severity
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
-    from mc2emu.runtime.gm import GmAddr
 
+
+
+# What an address member holds before ResetGmAddr sets it (an AIV: Init returns first). An empty
+# allocation: any access through it fails its bounds check instead of touching real data.
+UNSET_GM_ADDR = GmAddr(Allocation(0, "<unset: QuantMatmulMxKernel::Init returned early>", np.zeros(0, np.uint8), None))
 
 
 class MatmulMode(enum.IntEnum):
@@ -137,6 +144,10 @@ class QuantMatmulMxKernel:
         self.isAtomicAdd_ = False
         self.needUpdateTail_ = False
         self.tiles_done = 0
+        # The GM address members before ResetGmAddr: never set on an AIV (Init returns first).
+        self.aGmAddr_ = self.bGmAddr_ = self.scaleAGmAddr_ = self.scaleBGmAddr_ = UNSET_GM_ADDR
+        self.cGmAddr_ = self.localAGmAddr_ = self.localScaleAGmAddr_ = UNSET_GM_ADDR
+        self.biasGmAddr_: GmAddr | None = None
 
     def GetCommPolicy(self) -> Any:
         return self.commPolicy_
@@ -156,6 +167,7 @@ class QuantMatmulMxKernel:
         if (self.isAtomicAdd_ and faults is not None
                 and faults.fires(FaultHook.KERNEL_INIT, self.ctx.rank, self.ctx.label)):
             self.isAtomicAdd_ = False   # fault injection: the REMOTE pass of localMatmul 1 without atomic add
+        self.needUpdateTail_ = False   # the source's Init resets it (the impls reuse one kernel for both passes)
         if lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1 and not self.isAtomicAdd_:
             self.ctx.device.hazards.report(
                 Hazard.LOCAL_WITHOUT_ATOMIC, self.ctx.label,
@@ -179,9 +191,8 @@ class QuantMatmulMxKernel:
                 Hazard.AIV_RUNS_AIC_KERNEL, ctx.label,
                 "QuantMatmulMxKernel::Run on an AIV: only Init returns early on AIV, so this AIV joins the "
                 "tile loop and its communication waits (launch the kernel AIC-only, or guard Run)")
-            self.ResetGmAddr(params)
-            self.isAtomicAdd_ = params.localParams.matmulMode == MatmulMode.REMOTE and \
-                params.localParams.localMatmul == 1
+            # isAtomicAdd_, isBias_ and the GM addresses keep what they held: Init returned before setting
+            # them (on a fresh kernel: false and unset), as on the device.
         if self.isAtomicAdd_:
             ctx.SetAtomicAdd(self.BlockMmad.CType)
         bs = self.BlockScheduler(params.problemShape, params.schParams, ctx)
@@ -252,12 +263,15 @@ class QuantMatmulMxKernel:
             singleShape = bs.GetBlockShape(blockIdx, self.weightNz)
             blockM, blockN = singleShape[IDX_M_TILEIDX], singleShape[IDX_N_TILEIDX]
             if blockM <= 0 or blockN <= 0:
-                # The source returns at once on an empty tail piece, skipping the drain below.
+                # The source returns at once on an empty tail piece, skipping the drain below. The LOCAL
+                # pass (localFirst) has no drain: nothing is skipped there, a note only.
+                skipped = ("the LOCAL pass waits on nothing, so no communication wait is skipped" if localFirst
+                           else "the drain of its communication waits below is skipped")
                 ctx.device.hazards.report(
                     Hazard.EMPTY_TAIL_EARLY_RETURN, ctx.label,
                     f"tile ({blockIdx[0]}, {blockIdx[1]}) has an empty tail piece ({blockM}, {blockN}): "
-                    f"ProcessSingleBatch returns without draining its communication waits",
-                    tile=(blockIdx[0], blockIdx[1]))
+                    f"ProcessSingleBatch returns at once; {skipped}",
+                    severity=Severity.WARNING if localFirst else Severity.ERROR, tile=(blockIdx[0], blockIdx[1]))
                 return
             mPos, nPos = bs.GetTileCoord(blockIdx)
             gmBlockC = gmC.Slice((mPos, nPos), (blockM, blockN))

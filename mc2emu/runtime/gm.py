@@ -53,6 +53,9 @@ class Allocation:
     fully_written: bool = False
     # Bumped by every write through this GM (not by peers' puts into a window: see `stable`).
     generation: int = 0
+    # A window filled with POISON_BYTE (check mode): the happens-before checker reports reads of its
+    # bytes that nothing wrote (peers' puts cannot update `written`, so it is not used for windows).
+    poisoned: bool = False
 
     @property
     def stable(self) -> bool:
@@ -211,9 +214,9 @@ class GlobalMemory:
                               strides=(*st, 1))
             if not mask.all():
                 self._report_unwritten(alloc, addr, mask, core)
-        if self.events.active:
+        if self.events.active:   # `data`: the bytes this read returned (the happens-before content check)
             self.events.emit(EventKind.GM_READ, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
-                             shape=sshape, strides=st, item=item)
+                             shape=sshape, strides=st, item=item, data=out)
         if _is_fp4(dtype):
             lowhi = np.empty((*sshape, 2), dtype=np.uint8)
             lowhi[..., 0] = out & 0x0F

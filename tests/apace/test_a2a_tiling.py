@@ -93,6 +93,17 @@ def test_hcomm_has_no_aiv_blocks_to_count():
     assert rules(ct, ori_m=256, ka=128, rank_size=65, aiv_blocks=None) == ["A2A-5 R <= AIV blocks, R <= 64"]
 
 
+def test_hcomm_counts_hccl_repeats_not_flag_ids():
+    """hcomm waits on HCCL handles: 17 rounds are fine; its head AlltoAll's repeat is a uint8 (<= 255)."""
+    ct = make_comm_tiling(17 * 16, 64, 16)
+    assert rules(ct, ori_m=17 * 16, ka=64, aiv_blocks=None, wait_order=WaitOrder.IN_ORDER, hcomm=True) == []
+    ct = make_comm_tiling(256 * 16, 64, 16)
+    got = rules(ct, ori_m=256 * 16, ka=64, aiv_blocks=None, wait_order=WaitOrder.IN_ORDER, hcomm=True)
+    assert got == ["A2A-4 (hcomm) HCCL repeat <= 255"]
+    ct = make_comm_tiling(255 * 16 + 8, 64, 16)   # 255 head repeats and one tail: fits
+    assert rules(ct, ori_m=255 * 16 + 8, ka=64, aiv_blocks=None, wait_order=WaitOrder.IN_ORDER, hcomm=True) == []
+
+
 def test_a_comm_policy_missing_part_of_the_protocol_is_refused_naming_it():
     from mc2emu.apace.comm_policy import check_comm_policy
     from mc2emu.runtime import KernelError

@@ -104,9 +104,10 @@ RULES = (
              "returns -1 (and a core still waiting when block 0 finalizes hangs)"),
     ModeRule({"impl": Impl.HCOMM, "local_matmul": 2, "hccl_server": HcclServer.CCU}, Expect(deadlock=True),
              "as above, but a CCU Wait beyond Commit hangs: the deadlock diagnosis must catch it"),
-    ModeRule({"impl": Impl.HCOMM, "local_matmul": (1, 2), "bias": True},
+    ModeRule({"impl": Impl.HCOMM, "local_matmul": 1, "bias": True},
              Expect(hazards=frozenset({Hazard.BIAS_DOUBLE_ADD})),
-             "hcomm loads the bias at index 0 of both passes"),
+             "hcomm loads the bias at index 0 of both passes and localMatmul 1's REMOTE pass adds atomically "
+             "onto the LOCAL pass's C (localMatmul 2 plain-writes over it: bias once)"),
     ModeRule({"impl": Impl.HCOMM, "wait_order": WaitOrder.MASK, "comm_tiles": MULTI_TILE},
              Expect(hazards=frozenset({Hazard.READ_BEFORE_WAIT})),
              "a Wait on a repeat handle proves the next repeat arrived, not the tile the mask asked for"),
