@@ -175,7 +175,7 @@ MUTANTS: list[Mutant] = [
            '            lines.append(f"    {line}")', "            pass",
            mpi=_existing(HAZ_MPI, DIAG_MPI)),
     Mutant("deadlock report loses the releaser lines", "mc2emu/check/deadlock.py",
-           '            lines.append(f"      releaser {where} {core_ranges(labels)}: {st}")', "            pass",
+           '            lines.append(f"      releaser {where} {who}: {st}")', "            pass",
            mpi=_existing(HAZ_MPI, DIAG_MPI)),
     Mutant("READ_BEFORE_WAIT names the reader as the putting core", "mc2emu/check/happens_before.py",
            "window=window, lo=max(lo, plo), hi=min(hi, phi), put_rank=pr, put_core=pcore)",
