@@ -7,12 +7,14 @@ spec to `BUILTIN_OPERATORS`. An operator whose module does not import yet is ski
 
 from __future__ import annotations
 
+from mc2emu.cli.operators.all_gather import ALL_GATHER_QUANT_MATMUL
 from mc2emu.cli.operators.all_to_all import ALL_TO_ALL_QUANT_MATMUL
 from mc2emu.cli.operators.quant_batch_matmul import QUANT_BATCH_MATMUL_MX
 from mc2emu.cli.operators.selfcheck import SELFCHECK
 from mc2emu.cli.scenarios import OperatorSpec, Registry
 
-BUILTIN_OPERATORS: tuple[OperatorSpec, ...] = (SELFCHECK, QUANT_BATCH_MATMUL_MX, ALL_TO_ALL_QUANT_MATMUL)
+BUILTIN_OPERATORS: tuple[OperatorSpec, ...] = (SELFCHECK, QUANT_BATCH_MATMUL_MX, ALL_TO_ALL_QUANT_MATMUL,
+                                                ALL_GATHER_QUANT_MATMUL)
 
 
 def default_registry() -> Registry:
