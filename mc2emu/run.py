@@ -104,11 +104,33 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             _err(f"mc2emu: {exc}")
         return EXIT_OPTIONS
-    if opts.help or opts.list:
+    if opts.help:
         if rank == 0:
-            _out(help_text(__doc__ or "") if opts.help else format_listing(default_registry()))
+            _out(help_text(__doc__ or ""))
         return 0
-    registry = default_registry()
+    if opts.print_tiling or opts.print_schedule:  # host-only printouts: no registry, no relaunch, no MPI
+        from mc2emu.arch.errors import ConstraintError
+        from mc2emu.cli.operators.grouped_matmul_mx import plan_text
+
+        try:
+            text = plan_text(opts)
+        except ConstraintError as exc:
+            if rank == 0:
+                _err(f"mc2emu: {exc}")
+            return EXIT_OPTIONS
+        if rank == 0:
+            _out(text)
+        return 0
+    try:
+        registry = default_registry()    # an operator module that does not import is an error, never skipped
+    except OptionError as exc:
+        if rank == 0:
+            _err(f"mc2emu: {exc}")
+        return EXIT_OPTIONS
+    if opts.list:
+        if rank == 0:
+            _out(format_listing(registry))
+        return 0
     if not mpi:
         if opts.inputs is None:
             try:

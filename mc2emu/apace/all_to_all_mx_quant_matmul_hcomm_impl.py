@@ -19,10 +19,20 @@ Consequences reproduced (SPEC §6 "Consequences"):
   branch with splitKNum 1, waits and drains every tile (C = rank 0's term); the REMOTE pass then Waits
   again on every handle, beyond Commit: AICPU returns -1 at once (C = sum of the terms of ranks 0..R-2, a
   plain write over pass 1), CCU hangs (caught by the deadline).
-- Bias is loaded at index 0 of every pass, so it is added twice when localMatmul != 0 (BIAS_DOUBLE_ADD).
-- `SyncAll()` does not order block 0's Finalize after the other AICs' Waits.
+- Bias is loaded at index 0 of every pass; with localMatmul == 1 the REMOTE pass adds atomically onto the
+  LOCAL pass's C, so bias is added twice (BIAS_DOUBLE_ADD); with localMatmul == 2 it plain-writes over it.
+- `SyncAll()` does not order block 0's Finalize after the other AICs' Waits: with several AICs under the
+  AICPU model a Wait after Finalize<true> hangs, diagnosed by the deadline (the report names the waiting
+  AICs and the finalized session).
 - mask-ordered waits through repeat handles may read tiles before they arrive: each data Wait proves only
-  the next repeat of its handle; reading a later tile after it is reported as READ_BEFORE_WAIT.
+  the next repeat of its handle, and the scale handle is waited at tile 0 only; the happens-before checker
+  (`check/happens_before.py`) reports every read of workspace bytes before the Wait proving the HCCL
+  repeat that writes them (READ_BEFORE_WAIT, with the byte range, the task and the missing Wait).
+
+No PipeBarrier orders the LOCAL and REMOTE passes (nor any other step) in the source: `grep PipeBarrier`
+over `mc2/common/op_kernel/apace` finds none at any commit of libochao-huawei/ops-transformer from
+70b74b06d to 5778144 (bb298b1c5 is the version emulated). The passes run in program order on each AIC and
+write C through the same fixpipe, so the emulator models no barrier and no missing-barrier hazard.
 
 Workspace (the HCCL window): the received scaleA at offset 0, its size aligned up to 512 B; the received
 A rows after it (the `all2all_out` role).
@@ -37,6 +47,7 @@ import numpy as np
 
 from mc2emu.apace.comm_policy import HcommCommState, HcommCommWaitPolicy
 from mc2emu.apace.quant_matmul_mx_kernel import BiasMode, MatmulMode, Params, QuantMatmulMxKernel
+from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.hazards import Hazard, Severity
 
@@ -64,29 +75,6 @@ class HcommArgs:
     waitOrder: WaitOrder
 
 
-class _OrderedHcommWaitPolicy(HcommCommWaitPolicy):
-    """HcommCommWaitPolicy plus the read check: a data Wait on a repeat handle proves only its next
-    repeat, so after the n-th Wait on a handle, tiles beyond repeat n-1 of it have not been ordered."""
-
-    def __init__(self, ctx: CoreContext) -> None:
-        super().__init__(ctx)
-        self._proved = {"head": 0, "tail": 0}
-
-    def WaitTile(self, tileIdx: int) -> None:
-        super().WaitTile(tileIdx)
-        st = self.state_
-        assert st is not None
-        which, rep = ("head", tileIdx) if tileIdx < st.headTileCnt_ else ("tail", tileIdx - st.headTileCnt_)
-        self._proved[which] += 1
-        if rep >= self._proved[which]:
-            self.ctx.device.hazards.report(
-                Hazard.READ_BEFORE_WAIT, self.ctx.label,
-                f"WaitTile({tileIdx}) waited the {which} handle for the {self._proved[which]}-th time: that "
-                f"proves repeat {self._proved[which] - 1} arrived, not repeat {rep}; the mmads of tile "
-                f"{tileIdx} read rows that may not have landed (use the in_order wait order)",
-                tile=tileIdx, handle=which, proved=self._proved[which] - 1)
-
-
 class AllToAllMxQuantMatmulHcommImpl:
     """One AIC's instance of the hcomm impl."""
 
@@ -98,7 +86,7 @@ class AllToAllMxQuantMatmulHcommImpl:
         self.rankDim_ = lp.rankSize
         self.localMatmul = lp.localMatmul
         self.hccl_ = hccl_cls(ctx, args.hcclServer)
-        policy = _OrderedHcommWaitPolicy(ctx)
+        policy = HcommCommWaitPolicy(ctx)
         self.quantMatmulKernelImpl_ = QuantMatmulMxKernel(ctx, BlockMmad, scheduler_cls, policy,
                                                           wait_order=args.waitOrder)
 
@@ -142,13 +130,22 @@ class AllToAllMxQuantMatmulHcommImpl:
         ctx = self.ctx
         hz = ctx.device.hazards
         if ctx.GetBlockIdx() == 0:
-            if self.localMatmul != 0 and self.args.params.qbmmParams.isBias == BiasMode.BIAS_ENABLED:
+            # localMatmul 1 only: its REMOTE pass adds atomically onto the LOCAL pass's C (isAtomicAdd_).
+            # With localMatmul 2 the REMOTE pass plain-writes over it (isAtomicAdd_ is false): bias once.
+            if self.localMatmul == 1 and self.args.params.qbmmParams.isBias == BiasMode.BIAS_ENABLED:
                 hz.report(Hazard.BIAS_DOUBLE_ADD, ctx.label,
-                          "bias is loaded at splitKIdx 0 of both the LOCAL and the REMOTE pass "
-                          f"(localMatmul = {self.localMatmul}): C gets it twice")
-            hz.report(Hazard.HCCL_FINALIZE_WHILE_WAITING, ctx.label,
-                      "SyncAll() before Finalize is SyncAll<true>, a no-op on an AIC: block 0's Finalize is not "
-                      "ordered after the other AICs' Waits", severity=Severity.WARNING)
+                          "bias is loaded at splitKIdx 0 of both the LOCAL and the REMOTE pass and the REMOTE "
+                          "pass adds atomically onto the LOCAL pass's C (localMatmul = 1): C gets it twice")
+            session = self.hccl_.session
+            if ctx.GetBlockNum() > 1 and session is not None and session.model is HcclServerType.AICPU:
+                # The race needs another core still owing Waits when block 0's Finalize<true> resets the
+                # finish counters: several AICs, AICPU model. (CCU: a non-working core's Wait completes on
+                # block 0's Wait count, final before Finalize; one AIC: nobody else waits.)
+                hz.report(Hazard.HCCL_FINALIZE_WHILE_WAITING, ctx.label,
+                          f"SyncAll() before Finalize is SyncAll<true>, a no-op on an AIC: block 0's "
+                          f"Finalize<true> is not ordered after the Waits of the other "
+                          f"{ctx.GetBlockNum() - 1} AIC(s) (AICPU model: a Wait after it hangs)",
+                          severity=Severity.WARNING)
         if self.localMatmul != 0:
             self.MatmulProcess(MatmulMode.LOCAL)
         self.MatmulProcess(MatmulMode.REMOTE)

@@ -30,6 +30,15 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from mc2emu.apace.comm_policy import (
+    WAIT_ORDERS,
+    CommPolicy,
+    FaultInjectingCommPolicy,
+    TileWaitState,
+    check_comm_policy,
+)
 from mc2emu.blaze.gemm.block.block_mmad_mx import Params as BlockMmadParams
 from mc2emu.blaze.gemm.common_utils import (
     FP4_CACHE_LINE_ALIGN_MASK,
@@ -53,15 +62,19 @@ from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_MULTI_BASE_SI
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.numerics.scale_layout import scale_k_len
-from mc2emu.runtime.events import EventKind
-from mc2emu.runtime.faults import Fault, FaultHook
-from mc2emu.runtime.hazards import Hazard, KernelError
+from mc2emu.runtime.faults import FaultHook
+from mc2emu.runtime.gm import Allocation, GmAddr
+from mc2emu.runtime.hazards import Hazard, Severity
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
-    from mc2emu.runtime.gm import GmAddr
 
+
+
+# What an address member holds before ResetGmAddr sets it (an AIV: Init returns first). An empty
+# allocation: any access through it fails its bounds check instead of touching real data.
+UNSET_GM_ADDR = GmAddr(Allocation(0, "<unset: QuantMatmulMxKernel::Init returned early>", np.zeros(0, np.uint8), None))
 
 
 class MatmulMode(enum.IntEnum):
@@ -110,11 +123,9 @@ class QuantMatmulMxKernel:
     `TRANS_B`, `WEIGHT_NZ`, `AType`, `BType`, `CType`, and `BlockMmad(ctx)` making the core's `mmadOp_`);
     `scheduler_cls` is `BlockSchedulerQuantBatchMatmulV3.template(...)`; `comm_policy` the CommPolicy."""
 
-    def __init__(self, ctx: CoreContext, BlockMmad: Any, scheduler_cls: Any, comm_policy: Any, *,
+    def __init__(self, ctx: CoreContext, BlockMmad: Any, scheduler_cls: Any, comm_policy: CommPolicy, *,
                  wait_order: WaitOrder = WaitOrder.MASK) -> None:
-        if not callable(getattr(comm_policy, "WaitTile", None)):
-            raise KernelError(f"CommPolicy {type(comm_policy).__name__} has no WaitTile(tileIdx): "
-                              f"QuantMatmulMxKernel requires it (the C++ does not compile)")
+        check_comm_policy(comm_policy, "QuantMatmulMxKernel")
         self.ctx = ctx
         self.BlockMmad = BlockMmad
         # The AIC's cube objects; an AIV has no L1 / L0 (see Run).
@@ -122,6 +133,7 @@ class QuantMatmulMxKernel:
         self.BlockScheduler = scheduler_cls
         self.commPolicy_ = comm_policy
         self.wait_order = wait_order
+        self.WaitOrderPolicy = WAIT_ORDERS[wait_order]
         self.weightNz = bool(BlockMmad.WEIGHT_NZ)
         self.transA = bool(BlockMmad.TRANS_A)
         self.transB = bool(BlockMmad.TRANS_B)
@@ -132,6 +144,10 @@ class QuantMatmulMxKernel:
         self.isAtomicAdd_ = False
         self.needUpdateTail_ = False
         self.tiles_done = 0
+        # The GM address members before ResetGmAddr: never set on an AIV (Init returns first).
+        self.aGmAddr_ = self.bGmAddr_ = self.scaleAGmAddr_ = self.scaleBGmAddr_ = UNSET_GM_ADDR
+        self.cGmAddr_ = self.localAGmAddr_ = self.localScaleAGmAddr_ = UNSET_GM_ADDR
+        self.biasGmAddr_: GmAddr | None = None
 
     def GetCommPolicy(self) -> Any:
         return self.commPolicy_
@@ -151,6 +167,7 @@ class QuantMatmulMxKernel:
         if (self.isAtomicAdd_ and faults is not None
                 and faults.fires(FaultHook.KERNEL_INIT, self.ctx.rank, self.ctx.label)):
             self.isAtomicAdd_ = False   # fault injection: the REMOTE pass of localMatmul 1 without atomic add
+        self.needUpdateTail_ = False   # the source's Init resets it (the impls reuse one kernel for both passes)
         if lp.matmulMode == MatmulMode.REMOTE and lp.localMatmul == 1 and not self.isAtomicAdd_:
             self.ctx.device.hazards.report(
                 Hazard.LOCAL_WITHOUT_ATOMIC, self.ctx.label,
@@ -174,9 +191,8 @@ class QuantMatmulMxKernel:
                 Hazard.AIV_RUNS_AIC_KERNEL, ctx.label,
                 "QuantMatmulMxKernel::Run on an AIV: only Init returns early on AIV, so this AIV joins the "
                 "tile loop and its communication waits (launch the kernel AIC-only, or guard Run)")
-            self.ResetGmAddr(params)
-            self.isAtomicAdd_ = params.localParams.matmulMode == MatmulMode.REMOTE and \
-                params.localParams.localMatmul == 1
+            # isAtomicAdd_, isBias_ and the GM addresses keep what they held: Init returned before setting
+            # them (on a fresh kernel: false and unset), as on the device.
         if self.isAtomicAdd_:
             ctx.SetAtomicAdd(self.BlockMmad.CType)
         bs = self.BlockScheduler(params.problemShape, params.schParams, ctx)
@@ -236,45 +252,26 @@ class QuantMatmulMxKernel:
         deferredSync = lp.matmulMode == MatmulMode.DEFERRED_SYNC
         headTileSize = lp.headTileSize
         totalTiles = CeilDiv(oriM, headTileSize)
-        waitedMask = 0
-        ready = -1
-
-        def WaitTile(t: int) -> None:
-            """`commPolicy_.WaitTile(t)`, through the fault-injection hook (skip it, or swap it with t + 1)."""
-            nonlocal waitedMask, ready
-            faults = ctx.device.faults
-            if faults is not None and faults.fires(FaultHook.WAIT_TILE, ctx.rank, ctx.label):
-                ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", t)
-                if faults.fault is Fault.SKIP_WAIT_TILE:
-                    return
-                if faults.fault is Fault.SWAP_WAIT_ORDER and t + 1 < totalTiles and not (waitedMask >> (t + 1)) & 1:
-                    self.commPolicy_.WaitTile(t + 1)
-                    waitedMask |= 1 << (t + 1)
-                    ready = max(ready, t + 1)
-            self.commPolicy_.WaitTile(t)
-
-        def wait_dep(dep: int) -> None:
-            nonlocal waitedMask, ready
-            if self.wait_order is WaitOrder.MASK:
-                if not (waitedMask >> dep) & 1:
-                    waitedMask |= 1 << dep
-                    WaitTile(dep)
-            else:
-                while ready < dep:
-                    ready += 1
-                    WaitTile(ready)
+        # waitedMask / ready and the fault hook live in the policy wrappers (comm_policy.py): the wait order
+        # decides which tiles WaitTile gets, the fault wrapper may skip or swap one.
+        waitState = TileWaitState()
+        waitOrder = self.WaitOrderPolicy(FaultInjectingCommPolicy(self.commPolicy_, ctx, waitState, totalTiles),
+                                         waitState)
 
         blockIdx = BlockCoord()
         while bs.GetTileIdx(blockIdx):
             singleShape = bs.GetBlockShape(blockIdx, self.weightNz)
             blockM, blockN = singleShape[IDX_M_TILEIDX], singleShape[IDX_N_TILEIDX]
             if blockM <= 0 or blockN <= 0:
-                # The source returns at once on an empty tail piece, skipping the drain below.
+                # The source returns at once on an empty tail piece, skipping the drain below. The LOCAL
+                # pass (localFirst) has no drain: nothing is skipped there, a note only.
+                skipped = ("the LOCAL pass waits on nothing, so no communication wait is skipped" if localFirst
+                           else "the drain of its communication waits below is skipped")
                 ctx.device.hazards.report(
                     Hazard.EMPTY_TAIL_EARLY_RETURN, ctx.label,
                     f"tile ({blockIdx[0]}, {blockIdx[1]}) has an empty tail piece ({blockM}, {blockN}): "
-                    f"ProcessSingleBatch returns without draining its communication waits",
-                    tile=(blockIdx[0], blockIdx[1]))
+                    f"ProcessSingleBatch returns at once; {skipped}",
+                    severity=Severity.WARNING if localFirst else Severity.ERROR, tile=(blockIdx[0], blockIdx[1]))
                 return
             mPos, nPos = bs.GetTileCoord(blockIdx)
             gmBlockC = gmC.Slice((mPos, nPos), (blockM, blockN))
@@ -297,7 +294,7 @@ class QuantMatmulMxKernel:
                 mm(blockA, gmBlockB[rankId], blockScaleA, gmBlockScaleB[rankId], gmBlockBias, gmBlockC,
                    singleShape, 0)
                 # The wait sits between the self mmad and the remote mmads (the kernel's contract).
-                wait_dep(CalcDependTileIdx(mPos + blockM - 1, headTileSize, totalTiles))
+                waitOrder.WaitDep(CalcDependTileIdx(mPos + blockM - 1, headTileSize, totalTiles))
                 remoteRankCnt = 1
                 for rank in range(rankSize):
                     if rank == rankId:
@@ -307,7 +304,7 @@ class QuantMatmulMxKernel:
                        singleShape, remoteRankCnt)
                     remoteRankCnt += 1
             else:
-                wait_dep(CalcDependTileIdx(mPos + blockM - 1, headTileSize, totalTiles))
+                waitOrder.WaitDep(CalcDependTileIdx(mPos + blockM - 1, headTileSize, totalTiles))
                 remoteRankCnt = 0
                 for rank in range(rankSize):
                     if rank == rankId:
@@ -323,15 +320,7 @@ class QuantMatmulMxKernel:
 
         if not localFirst:
             # Drain: every communication tile is waited exactly once, so Waits pair with the Sets.
-            if self.wait_order is WaitOrder.MASK:
-                for t in range(totalTiles):
-                    if not (waitedMask >> t) & 1:
-                        waitedMask |= 1 << t
-                        WaitTile(t)
-            else:
-                while ready < totalTiles - 1:
-                    ready += 1
-                    WaitTile(ready)
+            waitOrder.Drain(totalTiles)
 
     # -- L2 cache hints (seed 000 §5.3; SPEC §5 "A2A") ---------------------------------------------------
     def SetL2Cache(self, params: Params, gmB: Any, gmScaleB: Any, gmC: Any) -> None:

@@ -24,8 +24,22 @@ Recorded per core, in program order (from the event stream, check mode):
 At the end of a launch every rank contributes its synchronization log (collective), vector clocks are
 computed over the happens-before graph, and each read of window bytes written by a put of this launch is
 checked: the put's completion (its quiet or signal) must happen before the read. A read that is not is reported as
-READ_BEFORE_WAIT with rank, core, byte range, the put and what is missing. Puts of the HCCL server are
-checked by the hcomm comm policy instead (an HCCL Wait proves only the next repeat of its handle).
+READ_BEFORE_WAIT with rank, core, byte range, the put and what is missing.
+
+Puts of the HCCL server (its AlltoAll / AllGather repeats) are checked against what the reading core's
+HCCL Waits prove, in its program order (SPEC §3.2): an AICPU Wait, or the CCU working block's, that
+returned its n-th time on handle h proves repeats 0..n-1 of h finished on this rank (every rank's block
+landed); a CCU non-working core's k-th Wait (whatever its handle) returns once the working block completed
+k Waits, so it proves what the working block's first k Waits proved; a Wait that returned -1 proves
+nothing. A read of workspace bytes written by repeat r of handle h before a Wait proving it is reported as
+READ_BEFORE_WAIT naming rank, core, byte range, the HCCL task (handle, repeat, sending rank) and the Wait
+that was missing. This covers the scale handle (waited at tile 0 only), blocks whose rows span several
+repeats or the head and tail handles, and cores that only drain.
+
+Poisoned windows (`Window.poison()`, check mode: data windows start as the GM never-written pattern) are
+checked at the same exchange: a read of window bytes that no put, HCCL task or local write of this rank
+wrote since the window was created is READ_UNWRITTEN, naming rank, core, window and byte range.
+
 The same end-of-launch exchange pairs signals: every signal posted to a rank must be waited up to its
 final value (UNWAITED_SIGNAL otherwise).
 """
@@ -41,9 +55,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mc2emu.comm.hccl import HcclCall
 from mc2emu.comm.hccl_server import SERVER_CORE
+from mc2emu.comm.hccl_task import HCCL_SUCCESS
 from mc2emu.comm.shmem import SignalOp, SignalRole
 from mc2emu.runtime.events import Event, EventKind
+from mc2emu.runtime.gm import POISON_BYTE
 from mc2emu.runtime.hazards import Hazard
 
 if TYPE_CHECKING:
@@ -59,6 +76,10 @@ SERVER_CORES = (SERVER_CORE,)   # puts of the HCCL server: checked by the hcomm 
 class _CoreLog:
     sync: list[tuple] = field(default_factory=list)   # program-ordered sync records
     reads: list[tuple[int, str, int, int]] = field(default_factory=list)  # (sync position, window, lo, hi)
+    # Program-ordered HCCL Waits that returned 0: (handle, waits on it, total Waits, follows_working).
+    hwaits: list[tuple[int, int, int, bool]] = field(default_factory=list)
+    # Reads of poisoned windows: (window, offset, storage shape, strides, itemsize, hwait position).
+    exact: list[tuple[str, int, tuple, tuple, int, int]] = field(default_factory=list)
 
 
 class HappensBeforeChecker:
@@ -71,6 +92,8 @@ class HappensBeforeChecker:
         self._lock = threading.Lock()
         self._logs: dict[str, _CoreLog] = defaultdict(_CoreLog)
         self._tokens: dict[int, tuple[tuple[str, int], ...]] = {}
+        # Poisoned windows: name -> (bytes written since creation, local writes not folded in yet).
+        self._poisoned: dict[str, tuple[np.ndarray, list[tuple]]] = {}
         self._unsubscribe = device.events.subscribe(self)
 
     # -- recording -----------------------------------------------------------------------------------
@@ -81,7 +104,25 @@ class HappensBeforeChecker:
                 return
             lo, hi = e.value
             log = self._logs[e.core]
-            log.reads.append((len(log.sync), e.obj[len(WINDOW_PREFIX):], int(lo), int(hi)))
+            window = e.obj[len(WINDOW_PREFIX):]
+            log.reads.append((len(log.sync), window, int(lo), int(hi)))
+            x = e.extra
+            alloc = x.get("alloc")
+            if getattr(alloc, "poisoned", False):
+                self._cover(window, alloc.nbytes)
+            log.exact.append((window, int(x["addr"].offset), tuple(x["shape"]), tuple(x["strides"]),
+                              int(x["item"]), len(log.hwaits)))
+        elif k is EventKind.GM_WRITE:
+            alloc = e.extra.get("alloc")
+            if getattr(alloc, "poisoned", False):
+                self._cover(e.obj[len(WINDOW_PREFIX):], alloc.nbytes).append(
+                    ("write", int(e.extra["addr"].offset), tuple(e.extra["shape"]), tuple(e.extra["strides"]),
+                     int(e.extra["item"])))
+        elif k is EventKind.HCCL and e.value is HcclCall.WAIT:
+            x = e.extra
+            if x.get("rc") == HCCL_SUCCESS:
+                self._logs[e.core].hwaits.append((int(e.obj.split()[-1]), int(x["waits"]), int(x["total"]),
+                                                  bool(x["follows_working"])))
         elif k is EventKind.FLAG_SET:
             self._logs[e.core].sync.append(("set", e.extra["set_id"]))
         elif k is EventKind.FLAG_RAISE:
@@ -91,9 +132,13 @@ class HappensBeforeChecker:
                 with self._lock:
                     self._tokens[e.extra["token"]] = tuple(e.extra.get("sources", ()))
         elif k is EventKind.PUT:
-            if e.core in SERVER_CORES:
-                return
             x = e.extra
+            if e.core in SERVER_CORES:
+                # An HCCL task's repeat: checked against the reading core's HCCL Waits (not a sync record).
+                self._logs[e.core].sync.append(("hput", x["pe"], x["window"], int(x["offset"]),
+                                                int(x["offset"]) + int(x["nbytes"]), int(x["handle"]),
+                                                int(x["repeat"])))
+                return
             self._logs[e.core].sync.append(("put", x["pe"], x["window"], int(x["offset"]),
                                             int(x["offset"]) + int(x["nbytes"])))
         elif k is EventKind.QUIET:
@@ -115,6 +160,13 @@ class HappensBeforeChecker:
             self._logs[e.core].sync.append(("observe", x["barrier"], int(x["peer"]), int(x["slot"]),
                                             int(x["observed"])))
 
+    def _cover(self, window: str, nbytes: int) -> list[tuple]:
+        """Local writes into a poisoned window (kept across launches: a window lives longer than one)."""
+        with self._lock:
+            if window not in self._poisoned:
+                self._poisoned[window] = (np.zeros(nbytes, dtype=bool), [])
+            return self._poisoned[window][1]
+
     def close(self) -> None:
         self._unsubscribe()
         with contextlib.suppress(Exception):
@@ -126,13 +178,113 @@ class HappensBeforeChecker:
         Call it only after a deadline-guarded barrier proved every rank finished the launch."""
         logs = {core: log.sync for core, log in self._logs.items()}
         everyone = self.comm.allgather((logs, self._tokens))
-        reads = {core: log.reads for core, log in self._logs.items() if log.reads}
+        mine = self._logs
+        reads = {core: log.reads for core, log in mine.items() if log.reads}
         self._logs = defaultdict(_CoreLog)
         self._tokens = {}
         unwaited = self._unwaited_signals(everyone)
+        n = unwaited + self._check_unwritten(everyone, mine) + self._check_hccl(everyone, mine)
         if not reads:
-            return unwaited
-        return unwaited + self._check(everyone, reads)
+            return n
+        return n + self._check(everyone, reads)
+
+    # -- poisoned windows: reads of bytes nobody wrote ---------------------------------------------------
+    def _check_unwritten(self, everyone: list[tuple[dict[str, list[tuple]], dict]],
+                         mine: dict[str, _CoreLog]) -> int:
+        if not self._poisoned:
+            return 0
+        me = self.rank
+        for window, (covered, writes) in self._poisoned.items():
+            for _, offset, shape, strides, item in writes:
+                _byte_mask(covered, offset, shape, strides, item)[...] = True
+            writes.clear()
+            for logs, _ in everyone:
+                for sync in logs.values():
+                    for rec in sync:
+                        if rec[0] in ("put", "hput") and rec[1] == me and rec[2] == window:
+                            covered[rec[3]: rec[4]] = True
+        reported = 0
+        for core, log in sorted(mine.items()):
+            seen: set[str] = set()
+            for window, offset, shape, strides, item, _ in log.exact:
+                state = self._poisoned.get(window)
+                if state is None or window in seen:
+                    continue
+                unwritten = ~_byte_mask(state[0], offset, shape, strides, item)
+                if not unwritten.any():
+                    continue
+                seen.add(window)
+                lo, hi, count = _extent(unwritten, offset, strides)
+                self.device.hazards.report(
+                    Hazard.READ_UNWRITTEN, core,
+                    f"read of window '{window}' bytes [{lo}, {hi}) includes {count} byte(s) that no put, HCCL "
+                    f"task or local write reached since the window was created (poison {POISON_BYTE:#04x}: "
+                    f"NaN in the result); e.g. an address wrong for the mode",
+                    window=window, lo=lo, hi=hi, count=count)
+                reported += 1
+                if reported >= MAX_REPORTS:
+                    return reported
+        return reported
+
+    # -- HCCL tasks: reads against the Waits that prove them ----------------------------------------------
+    def _check_hccl(self, everyone: list[tuple[dict[str, list[tuple]], dict]], mine: dict[str, _CoreLog]) -> int:
+        me = self.rank
+        hputs = [(rec[2], rec[3], rec[4], rec[5], rec[6], r) for r, (logs, _) in enumerate(everyone)
+                 for rec in logs.get(SERVER_CORE, ()) if rec[0] == "hput" and rec[1] == me]
+        if not hputs:
+            return 0
+        working = next((log.hwaits for core, log in mine.items()
+                        if log.hwaits and not log.hwaits[0][3]), [])
+        # proved_after[k]: handle -> repeats proved by the working block's first k Waits.
+        proved_after: list[dict[int, int]] = [{}]
+        for h, waits, _, _ in working:
+            nxt = dict(proved_after[-1])
+            nxt[h] = max(nxt.get(h, 0), waits)
+            proved_after.append(nxt)
+        reported = 0
+        for core in sorted(mine):
+            log = mine[core]
+            # proved[i]: handle -> repeats proved by this core's first i successful Waits.
+            proved: list[dict[int, int]] = [{}]
+            for h, waits, total, follows in log.hwaits:
+                nxt = dict(proved[-1])
+                if follows:
+                    for hh, rr in proved_after[min(total, len(proved_after) - 1)].items():
+                        nxt[hh] = max(nxt.get(hh, 0), rr)
+                else:
+                    nxt[h] = max(nxt.get(h, 0), waits)
+                proved.append(nxt)
+            seen: set[tuple[int, int]] = set()
+            for window, offset, shape, strides, item, pos in log.exact:
+                lo, hi = _span(offset, shape, strides, item)
+                todo = [p for p in hputs if p[0] == window and p[2] > lo and p[1] < hi
+                        and proved[pos].get(p[3], 0) <= p[4] and (p[3], p[4]) not in seen]
+                if not todo:
+                    continue
+                touched = np.zeros(hi, dtype=bool)
+                _byte_mask(touched, offset, shape, strides, item)[...] = True
+                for _, plo, phi, h, r, src in todo:
+                    if (h, r) in seen or not touched[plo:phi].any():
+                        continue
+                    seen.add((h, r))
+                    waited = sum(1 for w in log.hwaits[:pos] if w[0] == h and not w[3])
+                    missing = (f"the Wait proving it is the {r + 1}-th Wait on handle {h}; {core} had waited "
+                               f"handle {h} {waited} time(s) before this read" if not any(w[3] for w in log.hwaits)
+                               else f"{core} is a CCU non-working core: its Waits prove what the working "
+                                    f"block's first Waits proved, and none of the {pos} before this read covers "
+                                    f"repeat {r} of handle {h}")
+                    self.device.hazards.report(
+                        Hazard.READ_BEFORE_WAIT, core,
+                        f"read of window '{window}' bytes [{max(lo, plo)}, {min(hi, phi)}) before the HCCL Wait "
+                        f"that orders it: they are written by HCCL task handle {h} repeat {r} (the put from "
+                        f"rank {src}'s server); {missing} (the data may or may not have arrived: on hardware, "
+                        f"sporadic wrong numbers)",
+                        window=window, lo=max(lo, plo), hi=min(hi, phi), handle=h, repeat=r, put_rank=src,
+                        put_core=SERVER_CORE)
+                    reported += 1
+                    if reported >= MAX_REPORTS:
+                        return reported
+        return reported
 
     def _unwaited_signals(self, everyone: list[tuple[dict[str, list[tuple]], dict]]) -> int:
         """Pairing at launch end: every signal posted to this rank must be waited up to its final value."""
@@ -265,3 +417,22 @@ class HappensBeforeChecker:
                     if reported >= MAX_REPORTS:
                         return reported
         return reported
+
+
+def _span(offset: int, shape: tuple, strides: tuple, item: int) -> tuple[int, int]:
+    """[lo, hi) of a strided access (non-negative strides, as GM reads here have)."""
+    if any(n == 0 for n in shape):
+        return offset, offset
+    return offset, offset + sum((n - 1) * st for n, st in zip(shape, strides, strict=True)) + item
+
+
+def _byte_mask(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, item: int) -> np.ndarray:
+    """The bytes of a strided access as a view into the bool array `buf` (one entry per window byte)."""
+    return np.ndarray((*shape, item), dtype=bool, buffer=buf, offset=offset, strides=(*strides, 1))
+
+
+def _extent(mask: np.ndarray, offset: int, strides: tuple) -> tuple[int, int, int]:
+    """[lo, hi) byte offsets and count of the True entries of an access mask."""
+    idx = np.nonzero(mask)
+    pos = offset + sum(i * st for i, st in zip(idx, (*strides, 1), strict=True))
+    return int(pos.min()), int(pos.max()) + 1, int(pos.size)

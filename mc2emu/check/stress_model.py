@@ -144,7 +144,10 @@ def expected_diagnosis(s: Scenario) -> str | None:
         # block 0 completed more, so they hang; AICPU releases them by the finish counters: unwaited commit
         return DEADLOCK if s.hccl_server is HcclServerType.CCU else "HCCL_UNWAITED_COMMIT"
     if inj is Injection.SWAP_WAIT_ORDER:
-        return "READ_BEFORE_WAIT"
+        # Tiles 0 and 1 swapped (hook_occurrences pins it): the head (or tail) handle is waited before the
+        # scale handle, out of Prepare order. Swapping two repeats of one handle changes nothing: a Wait
+        # proves the next repeat whatever tile asks, and every read still follows both Waits.
+        return "HCCL_WAIT_ORDER"
     if inj is Injection.WRONG_SPLITK:
         return "SPLITK_SEQUENCE"
     if inj is Injection.NO_ATOMIC_ADD:
@@ -174,7 +177,7 @@ def can_run(s: Scenario) -> list[str]:
             and s.block_dim < 2):
         out.append("skip_wait_tile on hcomm/CCU hangs the other AICs: block_dim >= 2")
     if inj is Injection.SWAP_WAIT_ORDER and s.impl is not Impl.HCOMM:
-        out.append("swap_wait_order: READ_BEFORE_WAIT is the expectation for HCCL handles only")
+        out.append("swap_wait_order: HCCL_WAIT_ORDER is the expectation for HCCL handles only")
     if inj is Injection.NO_ATOMIC_ADD and s.local_matmul != 1:
         out.append("no_atomic_add: only localMatmul 1 adds the REMOTE pass atomically")
     if inj is Injection.AIV_JOINS_AIC_KERNEL and s.impl is not Impl.HCOMM:
@@ -195,7 +198,7 @@ def hook_occurrences(s: Scenario) -> int:
     if fault in (Fault.DROP_SET_FLAG, Fault.EXTRA_SET_FLAG, Fault.SKIP_WAIT_TILE):
         return s.total_tiles         # one Set per round per AIV; every AIC waits every tile once
     if fault is Fault.SWAP_WAIT_ORDER:
-        return s.total_tiles - 1     # the last tile has no successor to swap with
+        return min(1, s.total_tiles - 1)   # tile 0 with tile 1: the one swap that breaks the wait order
     return MAX_NTH + 1               # checkpoints: many per core; the others fire at every occurrence
 
 

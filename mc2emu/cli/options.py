@@ -11,7 +11,7 @@ import argparse
 import enum
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import ClassVar, NoReturn
 
 from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics.formats import ElemFormat
@@ -56,11 +56,22 @@ class RunOptions:
     hazards: bool = False
     np: int = DEFAULT_NP
     help: bool = False
+    # Host-only printouts (no MPI): --op grouped_matmul_mx --print-tiling / --print-schedule.
+    print_tiling: bool = False
+    print_schedule: bool = False
+    shape: tuple[int, int, int] | None = None
+    group_list: tuple[int, ...] | None = None
+    trans_b: bool = False
+    split_k: bool = False
+    json: bool = False
+
+    # Options that set a field of an operator's mode type (validated against the operator's mode type).
+    MODE_OPTIONS: ClassVar[tuple[str, ...]] = ("impl", "local_matmul", "wait_order", "hccl_server")
 
     def mode_filters(self) -> dict[str, object]:
         """The mode options the user set (field name -> value)."""
         out: dict[str, object] = {}
-        for name in ("impl", "local_matmul", "wait_order", "hccl_server"):
+        for name in self.MODE_OPTIONS:
             v = getattr(self, name)
             if v is not None:
                 out[name] = v
@@ -128,6 +139,30 @@ def _dtype(text: str) -> ElemFormat:
     raise argparse.ArgumentTypeError(f"--dtype {text!r}: choose one of {', '.join(f.value for f in ElemFormat)}")
 
 
+def _shape(text: str) -> tuple[int, int, int]:
+    parts = text.replace("x", ",").split(",")
+    try:
+        vals = tuple(int(p, 0) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shape {text!r}: give M,N,K as three integers") from None
+    if len(vals) != 3 or min(vals) < 0:
+        raise argparse.ArgumentTypeError(f"--shape {text!r}: give M,N,K as three integers >= 0")
+    return vals[0], vals[1], vals[2]
+
+
+def _group_list(text: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(p, 0) for p in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--group-list {text!r}: give per-group sizes, e.g. 25,25,0,50") from None
+    if not vals or min(vals) < 0:
+        raise argparse.ArgumentTypeError(f"--group-list {text!r}: sizes must be >= 0")
+    return vals
+
+
+PLAN_OPS = ("grouped_matmul_mx",)  # operators with host-only --print-tiling / --print-schedule
+
+
 def build_parser(description: str = "") -> argparse.ArgumentParser:
     ap = _Parser(prog="python -m mc2emu.run", description=description, add_help=False,
                  formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
@@ -155,6 +190,15 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=_positive_float("--timeout"), help="wait deadline in seconds")
     run.add_argument("--np", type=_int_at_least(1, "--np"), default=DEFAULT_NP,
                      help=f"ranks when relaunching under mpiexec (default {DEFAULT_NP})")
+    pln = ap.add_argument_group("plans, printed without MPI (--op grouped_matmul_mx)")
+    pln.add_argument("--print-tiling", action="store_true", help="print the host tiling (seed 002 §15 fields)")
+    pln.add_argument("--print-schedule", action="store_true", help="print every tile each core runs")
+    pln.add_argument("--shape", type=_shape, metavar="M,N,K", help="M = all rows of x, N, K (total K for split-K)")
+    pln.add_argument("--group-list", type=_group_list, metavar="G0,G1,..",
+                     help="per-group rows (split-M) or K (--split-k); default one group")
+    pln.add_argument("--trans-b", action="store_true", help="weight [g, N, K]")
+    pln.add_argument("--split-k", action="store_true", help="group along K (x [K, M], transA)")
+    pln.add_argument("--json", action="store_true", help="JSON with the source's field names")
     out = ap.add_argument_group("output")
     out.add_argument("--trace", type=Path, metavar="FILE", help="write a Chrome trace (Perfetto) of every case")
     out.add_argument("--dump", type=Path, metavar="DIR", help="write each rank's inputs and outputs (rank{r}.npz)")
@@ -173,6 +217,17 @@ def parse_options(argv: list[str], description: str = "") -> RunOptions:
         raise OptionError(f"--dump {opts.dump}: exists and is not a directory")
     if opts.inputs is not None and not opts.inputs.is_dir():
         raise OptionError(f"--inputs {opts.inputs}: no such directory")
+    plan_only = ("shape", "group_list", "trans_b", "split_k", "json")
+    if opts.print_tiling or opts.print_schedule:
+        what = "--print-tiling" if opts.print_tiling else "--print-schedule"
+        if opts.op not in PLAN_OPS:
+            raise OptionError(f"{what}: needs --op {' | '.join(PLAN_OPS)} (got --op {opts.op})")
+        if opts.shape is None:
+            raise OptionError(f"{what}: needs --shape M,N,K")
+    else:
+        given = [f"--{name.replace('_', '-')}" for name in plan_only if getattr(opts, name)]
+        if given:
+            raise OptionError(f"{', '.join(given)}: only with --print-tiling or --print-schedule")
     if opts.inputs is not None and opts.dump is not None and opts.inputs.resolve() == opts.dump.resolve():
         raise OptionError("--inputs and --dump name the same directory: the dump would overwrite the replayed files")
     return opts

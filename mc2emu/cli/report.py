@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mc2emu.cli.scenarios import Case, Comparison, Mode, Registry
+from mc2emu.cli.scenarios import Case, Comparison, OperatorMode, Registry
 from mc2emu.cli.stats import CaseStats, combine
 from mc2emu.runtime.hazards import EXIT_BAD_INPUT, EXIT_HAZARD, EXIT_MISMATCH
 
@@ -26,7 +26,6 @@ class Raised(enum.Enum):
     HAZARD = "HazardError"
     DEADLOCK = "DeadlockError"
     MC2EMU = "mc2emu error"      # another Mc2EmuError (e.g. LaunchAborted after a peer core failed)
-    UNAVAILABLE = "unavailable"  # the operator imports a part of mc2emu that has not landed yet
     EXCEPTION = "exception"      # anything else: a bug
 
 
@@ -34,7 +33,6 @@ class Status(enum.Enum):
     """Verdict of a case; value = (label, exit code)."""
 
     PASS = ("PASS", 0)
-    SKIPPED = ("SKIPPED", 0)           # the operator is not complete yet (a module of it is missing)
     EXPECTED = ("EXPECTED", 0)         # an expected hazard / deadlock was reproduced and reported
     UNCHECKED = ("UNCHECKED", 0)       # an expected hazard cannot be reported with --no-check
     MISMATCH = ("MISMATCH", EXIT_MISMATCH)
@@ -102,15 +100,13 @@ def judge(case: Case, results: Sequence[RankResult], *, check: bool) -> tuple[St
     hazards = sorted({h for r in results for h in r.hazards})
     deadlock = Raised.DEADLOCK in raised
     exp = case.expect
-    if Raised.UNAVAILABLE in raised:
-        return Status.SKIPPED, _first_message(results, Raised.UNAVAILABLE)
     if Raised.CONSTRAINT in raised:
         return Status.BAD_INPUT, _first_message(results, Raised.CONSTRAINT)
     if Raised.EXCEPTION in raised:
         return Status.ERROR, _first_message(results, Raised.EXCEPTION)
     if exp.is_hazard:
         seen = ", ".join(hazards + (["DEADLOCK"] if deadlock else []))
-        missing = sorted(exp.hazards - set(hazards))
+        missing = sorted(exp.hazard_names - set(hazards))
         if exp.deadlock and not deadlock:
             missing.append("DEADLOCK")
         if not missing or (exp.hang_ok and deadlock):
@@ -195,7 +191,7 @@ def _fmt_share(s: CaseStats) -> str:
 
 def case_title(c: Case) -> str:
     """"all_to_all_quant_matmul udma lm1 mask 32x128x128": operator, impl, mode, shape."""
-    impl = c.mode.impl.value if c.mode.impl else ""
+    impl = c.mode.impl_name()
     return " ".join(p for p in (c.op, impl, c.mode.label() if c.mode.label() != "-" else "", c.shape.label()) if p)
 
 
@@ -212,7 +208,7 @@ TABLE_HEADER = ("operator", "impl", "mode", "shape", "dtype", "R", "result", "ma
 def reproduced(rep: CaseReport) -> str:
     """The expected hazards this run reported (or DEADLOCK)."""
     seen = {h for r in rep.results for h in r.hazards}
-    names = sorted(rep.case.expect.hazards & seen)
+    names = sorted(rep.case.expect.hazard_names & seen)
     if any(r.raised is Raised.DEADLOCK for r in rep.results):
         names.append("DEADLOCK")
     return ", ".join(names) or rep.case.expect.label()
@@ -228,7 +224,7 @@ def table_rows(reports: Sequence[CaseReport]) -> list[tuple[str, ...]]:
         # no event at all: the operator offers no observers hook, so its counts are unknown, not zero
         counts = ((str(s.tiles), str(s.waits), str(s.puts), _fmt_bytes(s.bytes_moved)) if s.events
                   else ("-", "-", "-", "-"))
-        rows.append((c.op, c.mode.impl.value if c.mode.impl else "-", c.mode.label(), c.shape.label(),
+        rows.append((c.op, c.mode.impl_name() or "-", c.mode.label(), c.shape.label(),
                      c.dtype.value if c.dtype else "-", str(rep.ranks), result, _fmt_err(rep.max_abs),
                      "-" if rep.max_ulp is None else str(rep.max_ulp), f"{rep.wall_s:.2f}", *counts, _fmt_share(s)))
     return rows
@@ -308,12 +304,12 @@ def format_listing(registry: Registry) -> str:
     """`--list`: every registered operator, whether it is available, its modes and its hazard showcase."""
     lines = ["operators (shapes are m x k x n; modes: impl, localMatmul, wait order, HCCL server):"]
     for spec in registry.specs():
-        why = spec.available()
         lines.append(f"  {spec.name}: {spec.summary}")
-        lines.append(f"    {'available' if why is None else 'NOT AVAILABLE: ' + why}")
+        options = [f for f in spec.mode_type.field_names()]
+        lines.append(f"    modes: {spec.mode_type.__name__}({', '.join(options)})")
         lines.append(f"    shape: default {spec.default_shape.label()}, --quick {spec.quick_shape.label()}"
                      + (f"; dtypes {', '.join(d.value for d in spec.dtypes)}" if spec.dtypes else ""))
-        if any(m != Mode() for m in spec.modes):
+        if any(m != spec.mode_type() for m in spec.modes):
             lines.append("    default suite:")
             lines += [f"      {_mode_text(m)}" for m in spec.modes]
         if spec.hazard_modes:
@@ -325,5 +321,5 @@ def format_listing(registry: Registry) -> str:
     return "\n".join(lines)
 
 
-def _mode_text(m: Mode) -> str:
-    return f"{m.impl.value if m.impl else '-'} {m.label()}"
+def _mode_text(m: OperatorMode) -> str:
+    return f"{m.impl_name() or '-'} {m.label()}"

@@ -42,7 +42,7 @@ from mc2emu.cli.report import (
     progress_line,
     summary_line,
 )
-from mc2emu.cli.scenarios import Case, Comparison, ExecContext, Mode, OperatorSpec, Registry, Shape, operator_cases
+from mc2emu.cli.scenarios import Case, Comparison, ExecContext, OperatorSpec, Registry, Shape, operator_cases
 from mc2emu.cli.stats import derive_stats
 from mc2emu.launcher import idle_barrier
 from mc2emu.numerics.formats import ElemFormat
@@ -69,8 +69,6 @@ WATCHDOG_SLACK_S = 120.0
 # After a deadlock on this rank, the other ranks get this many deadlines (plus slack) to end the case too.
 AFTER_DEADLOCK_DEADLINES = 3
 AFTER_DEADLOCK_SLACK_S = 30.0
-# An operator whose call fails to import a module of this package has not fully landed: SKIPPED, not ERROR.
-MC2EMU_PACKAGE = "mc2emu."
 
 
 # -- MPI helpers ------------------------------------------------------------------------------------------------
@@ -176,7 +174,7 @@ def plan_replay(registry: Registry, opts: RunOptions, size: int) -> list[Planned
             continue
         shape = Shape(*rec["shape"])
         dtype = ElemFormat(rec["dtype"]) if rec.get("dtype") else None
-        cases, h = operator_cases(spec, opts, base_modes=[Mode.from_dict(rec["mode"])], shape=shape,
+        cases, h = operator_cases(spec, opts, base_modes=[spec.mode_type.from_dict(rec["mode"])], shape=shape,
                                   dtype=dtype, seed=int(rec.get("seed", opts.seed)))
         planned += [Planned(c, d) for c in cases]
         held += [f"{spec.name} {m.label()}" for m in h]
@@ -195,8 +193,6 @@ class SuiteState:
 
 
 def _raised_of(exc: BaseException) -> Raised:
-    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").startswith(MC2EMU_PACKAGE):
-        return Raised.UNAVAILABLE
     if isinstance(exc, ConstraintError):
         return Raised.CONSTRAINT
     if isinstance(exc, HazardError):
@@ -231,8 +227,6 @@ def _hazard_events(events: list[Event]) -> set[str]:
 
 
 def _message(exc: BaseException) -> str:
-    if _raised_of(exc) is Raised.UNAVAILABLE:
-        return f"not available yet: {exc}"
     text = f"{type(exc).__name__}: {exc}"
     notes = getattr(exc, "__notes__", None)
     if notes:
@@ -271,9 +265,10 @@ class CaseRunner:
             return spec.make_inputs(planned.case, self.rank, self.size), None
         cf = load_case(rank_file(planned.source, self.rank))
         inputs = cf.of_role("input")
-        if planned.case.mode.bias and "bias" not in inputs:
+        wants_bias = bool(getattr(planned.case.mode, "bias", False))
+        if wants_bias and "bias" not in inputs:
             raise DumpError(f"{planned.source}: the case needs a bias, the dump has none")
-        if not planned.case.mode.bias:
+        if not wants_bias:
             inputs.pop("bias", None)
         return inputs, cf
 
@@ -380,7 +375,7 @@ class CaseRunner:
                                  check=self.opts.check)
             self.state.reports.append(report)
             self.say(progress_line(report))
-            if report.status not in (Status.PASS, Status.SKIPPED):
+            if report.status is not Status.PASS:
                 for line in error_lines(report):
                     self.say(line)
         return report

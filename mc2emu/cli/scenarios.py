@@ -2,11 +2,11 @@
 
 An operator plugs in with one `OperatorSpec` (see `mc2emu/cli/operators/`): its valid modes (the
 default suite), its expected-hazard showcase modes, the rules that say which hazard a mode must reproduce,
-its shapes, and five callables (available, make_inputs, golden, execute, compare). Nothing here tests
-an operator or mode by name.
+its shapes, its own mode type (a frozen dataclass of its fields), and four callables (make_inputs, golden,
+execute, compare). Nothing here tests an operator or mode by name.
 
 From options to cases (`plan_cases`):
-1. operators: `--op` or every registered operator whose implementation imports;
+1. operators: `--op` or every registered operator (a mode option `--op`'s mode type lacks is an error);
 2. modes: the operator's valid modes, plus its hazard modes with `--hazards`;
 3. `--impl` keeps the modes of that impl; every other mode option the user set (`--local-matmul`,
    `--wait-order`, `--hccl-server`) replaces that field in each mode that has it; a mode without the
@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from mc2emu.cli.options import HcclServer, Impl, OptionError, RunOptions
+from mc2emu.cli.options import OptionError, RunOptions
 from mc2emu.numerics.formats import ElemFormat
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+from mc2emu.runtime.hazards import Hazard
 
 Arrays = dict[str, np.ndarray]
 
@@ -41,66 +39,61 @@ SELECTORS = frozenset({"impl"})
 
 
 @dataclass(frozen=True)
-class Mode:
-    """How an operator runs. None = the field does not apply to the operator (e.g. the self-check)."""
+class OperatorMode:
+    """Base of every operator's mode type: a frozen dataclass of that operator's own fields (A2A: impl,
+    local_matmul, wait_order, hccl_server, ...; QBMM: bias, atomic, batch, revision). A field whose value
+    is None does not apply to that mode (e.g. hccl_server of a UDMA mode). `CONVERT` turns a dumped
+    value back into the field's type (`from_dict`)."""
 
-    impl: Impl | None = None
-    local_matmul: int | None = None
-    wait_order: WaitOrder | None = None
-    hccl_server: HcclServer | None = None
-    bias: bool = False
-    atomic: bool = False   # compile-time atomic write-out (QBMM's MatmulWithScaleMx<.., atomic>)
-    batch: int = 1         # leading batch of x1 (QBMM's multi-batch path when > 1)
-    comm_tiles: int = 0    # communication tiles per rank's row block (MC2 operators; 0: the CANN ST rule)
-    revision: str | None = None  # a kernel source revision other than the operator's default (QBMM)
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
 
-    def with_overrides(self, overrides: Mapping[str, object]) -> Mode | None:
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    def with_overrides(self, overrides: Mapping[str, object]) -> OperatorMode | None:
         """This mode with the user's mode options applied; None if one of them does not apply here or a
         selector (`SELECTORS`: the impl, whose modes have different fields) differs."""
         for name, value in overrides.items():
-            have = getattr(self, name)
+            have = getattr(self, name, None)
             if have is None or (name in SELECTORS and have != value):
                 return None
-        return dataclasses.replace(self, **overrides)  # type: ignore[arg-type]
+        return dataclasses.replace(self, **overrides)
+
+    def impl_name(self) -> str:
+        impl = getattr(self, "impl", None)
+        return impl.value if impl is not None else ""
+
+    def label_parts(self) -> list[str]:
+        return []
 
     def label(self) -> str:
-        parts = []
-        if self.local_matmul is not None:
-            parts.append(f"lm{self.local_matmul}")
-        if self.wait_order is not None:
-            parts.append(self.wait_order.value)
-        if self.hccl_server is not None:
-            parts.append(self.hccl_server.value)
-        if self.bias:
-            parts.append("+bias")
-        if self.revision is not None:
-            parts.append(f"rev {self.revision}")
-        if self.atomic:
-            parts.append("atomic")
-        if self.batch != 1:
-            parts.append(f"batch{self.batch}")
-        if self.comm_tiles:
-            parts.append(f"{self.comm_tiles}tiles")
-        return " ".join(parts) or "-"
+        return " ".join(self.label_parts()) or "-"
 
     def slug(self) -> str:
-        return "-".join(p.replace("+", "") for p in [self.impl.value if self.impl else "", *self.label().split()]
-                        if p and p != "-")
+        return "-".join(p.replace("+", "") for p in [self.impl_name(), *" ".join(self.label_parts()).split()] if p)
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Mode:
-        conv: dict[str, Callable[[Any], Any]] = {"impl": Impl, "wait_order": WaitOrder, "hccl_server": HcclServer,
-                                                 "local_matmul": int, "bias": bool, "atomic": bool, "batch": int,
-                                                 "comm_tiles": int}
-        kw: dict[str, Any] = {k: (None if d.get(k) is None else conv[k](d[k])) for k in conv if k in d}
-        return cls(**kw)
+    def from_dict(cls, d: Mapping[str, Any]) -> OperatorMode:
+        """The mode recorded by `as_dict` (keys of other operators' modes are ignored)."""
+        vals = {}
+        for name in cls.field_names():
+            if name in d:
+                v = d[name]
+                vals[name] = None if v is None else cls.CONVERT.get(name, lambda x: x)(v)
+        return cls(**vals)
 
 
 def _plain(v: Any) -> Any:
     return v.value if isinstance(v, enum.Enum) else v
+
+
+@dataclass(frozen=True)
+class NoMode(OperatorMode):
+    """The mode type of an operator without options (the self-check)."""
 
 
 @dataclass(frozen=True)
@@ -111,10 +104,14 @@ class Expect:
       still waits, which under AICPU then hangs): a caught deadlock also reproduces it.
     - `optional`: whether the hazard happens at all depends on timing: a clean, correct run passes."""
 
-    hazards: frozenset[str] = frozenset()
+    hazards: frozenset[Hazard] = frozenset()
     deadlock: bool = False
     hang_ok: bool = False
     optional: bool = False
+
+    @property
+    def hazard_names(self) -> frozenset[str]:
+        return frozenset(h.value for h in self.hazards)
 
     @property
     def is_hazard(self) -> bool:
@@ -125,7 +122,7 @@ class Expect:
         return self.deadlock or self.hang_ok
 
     def label(self) -> str:
-        names = sorted(self.hazards) + (["DEADLOCK"] if self.deadlock else [])
+        names = sorted(self.hazard_names) + (["DEADLOCK"] if self.deadlock else [])
         text = ", ".join(names) or "pass"
         if self.hang_ok and not self.deadlock:
             text += " or DEADLOCK"
@@ -137,13 +134,13 @@ PASS = Expect()
 
 @dataclass(frozen=True)
 class ModeRule:
-    """`when` maps Mode fields to a value or a tuple of accepted values; the first matching rule wins."""
+    """`when` maps mode fields to a value or a tuple of accepted values; the first matching rule wins."""
 
     when: Mapping[str, object]
     expect: Expect
     why: str = ""
 
-    def matches(self, mode: Mode) -> bool:
+    def matches(self, mode: OperatorMode) -> bool:
         for name, want in self.when.items():
             have = getattr(mode, name)
             if isinstance(want, tuple):
@@ -193,7 +190,7 @@ class Case:
     """One planned run of one operator in one mode on one shape."""
 
     op: str
-    mode: Mode
+    mode: OperatorMode
     shape: Shape
     dtype: ElemFormat | None
     seed: int
@@ -214,25 +211,26 @@ class Case:
 class OperatorSpec:
     """Everything the CLI needs to know about one operator.
 
-    - available(): None when the implementation imports, else the reason it does not.
+    - mode_type: the operator's own mode dataclass (an `OperatorMode`); every mode, hazard mode and rule
+      is checked against it when the spec is built.
     - make_inputs(case, rank, size): this rank's inputs (named arrays, the names of `input_names`).
     - golden(case, inputs, comm): this rank's expected output (may be collective on `comm`; every rank
       calls it whatever the op did), or None when there is none.
-    - execute(case, inputs, ctx): run the operator on this rank, return its output; raise the runtime's
-      errors (ConstraintError, HazardError with .output, DeadlockError).
+    - execute(case, inputs, ctx): run the operator on this rank (with the common keywords of `ctx`), return
+      its output; raise the runtime's errors (ConstraintError, HazardError with .output, DeadlockError).
     - compare(out, golden): the operator's acceptance rule.
     - validate(case, size): reasons the case cannot run at this world size (checked before any run).
     """
 
     name: str
     summary: str
-    available: Callable[[], str | None]
+    mode_type: type[OperatorMode]
     make_inputs: Callable[[Case, int, int], Arrays]
     golden: Callable[[Case, Arrays, Any], np.ndarray | None]
     execute: Callable[[Case, Arrays, ExecContext], np.ndarray]
     compare: Callable[[np.ndarray, np.ndarray | None], Comparison]
-    modes: tuple[Mode, ...] = (Mode(),)
-    hazard_modes: tuple[Mode, ...] = ()
+    modes: tuple[OperatorMode, ...] = ()
+    hazard_modes: tuple[OperatorMode, ...] = ()
     rules: tuple[ModeRule, ...] = ()
     default_shape: Shape = Shape(1)
     quick_shape: Shape = Shape(1)
@@ -242,7 +240,20 @@ class OperatorSpec:
     # Deadline for cases that may deadlock by design when the user gave no --timeout (keeps them short).
     deadlock_timeout_s: float = 5.0
 
-    def expectation(self, mode: Mode) -> Expect:
+    def __post_init__(self) -> None:
+        modes = self.modes or (self.mode_type(),)
+        object.__setattr__(self, "modes", tuple(modes))
+        for m in (*self.modes, *self.hazard_modes):
+            if type(m) is not self.mode_type:
+                raise TypeError(f"operator {self.name}: mode {m!r} is not a {self.mode_type.__name__}")
+        fields = set(self.mode_type.field_names())
+        for rule in self.rules:
+            unknown = set(rule.when) - fields
+            if unknown:
+                raise TypeError(f"operator {self.name}: rule {rule.why!r} names {sorted(unknown)}, not fields "
+                                f"of {self.mode_type.__name__}")
+
+    def expectation(self, mode: OperatorMode) -> Expect:
         for rule in self.rules:
             if rule.matches(mode):
                 return rule.expect
@@ -272,33 +283,18 @@ class Registry:
         return list(self._specs.values())
 
 
-def import_available(module: str, attr: str) -> Callable[[], str | None]:
-    """An `available` callable: the operator is there when `module` imports and has `attr`."""
-
-    def available() -> str | None:
-        try:
-            mod = importlib.import_module(module)
-        except ImportError as exc:
-            return f"{module} does not import ({exc})"
-        except Exception as exc:  # a half-written module must not break the suite of the others
-            return f"{module} failed to import: {type(exc).__name__}: {exc}"
-        return None if hasattr(mod, attr) else f"{module} has no {attr}"
-
-    return available
+def option_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
 
 
-def resolve(module: str, attr: str) -> Callable[..., Any]:
-    """`module.attr` (imported on first use, so a registry entry costs nothing until it runs)."""
-    return getattr(importlib.import_module(module), attr)
-
-
-def call_accepting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` without the keyword arguments `fn` does not take (optional hooks such as
-    `observers` or `perturb` that an operator may not offer yet)."""
-    params = inspect.signature(fn).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        kwargs = {k: v for k, v in kwargs.items() if k in params}
-    return fn(*args, **kwargs)
+def check_mode_options(spec: OperatorSpec, opts: RunOptions) -> None:
+    """Mode options of `--op X` must be fields of X's mode type: `--local-matmul` with `--op
+    quant_batch_matmul_mx` is an error naming both."""
+    fields = spec.mode_type.field_names()
+    for name in opts.mode_filters():
+        if name not in fields:
+            have = ", ".join(option_name(f) for f in fields if f in RunOptions.MODE_OPTIONS) or "no mode options"
+            raise OptionError(f"{option_name(name)} does not apply to --op {spec.name} (its mode options: {have})")
 
 
 def _shape(spec: OperatorSpec, opts: RunOptions) -> Shape:
@@ -316,20 +312,20 @@ def _dtype(spec: OperatorSpec, opts: RunOptions) -> ElemFormat | None:
     return opts.dtype
 
 
-def operator_cases(spec: OperatorSpec, opts: RunOptions, *, base_modes: Sequence[Mode] | None = None,
+def operator_cases(spec: OperatorSpec, opts: RunOptions, *, base_modes: Sequence[OperatorMode] | None = None,
                    shape: Shape | None = None, dtype: ElemFormat | None = None,
-                   seed: int | None = None) -> tuple[list[Case], list[Mode]]:
+                   seed: int | None = None) -> tuple[list[Case], list[OperatorMode]]:
     """(cases to run, modes dropped because they must reproduce a hazard and --hazards is off)."""
     if base_modes is None:
         base_modes = [*spec.modes, *(spec.hazard_modes if opts.hazards else ())]
     overrides = opts.mode_filters()
-    seen: list[Mode] = []
+    seen: list[OperatorMode] = []
     for m in base_modes:
         mm = m.with_overrides(overrides)
         if mm is not None and mm not in seen:
             seen.append(mm)
     cases: list[Case] = []
-    held_back: list[Mode] = []
+    held_back: list[OperatorMode] = []
     shp = shape or _shape(spec, opts)
     dt = dtype if dtype is not None else _dtype(spec, opts)
     for m in seen:
@@ -352,12 +348,10 @@ def plan_cases(registry: Registry, opts: RunOptions) -> list[Case]:
         if opts.op not in registry.names():
             raise OptionError(f"--op {opts.op!r}: not a registered operator; choose one of "
                               f"{', '.join(registry.names())}")
-        why = registry.get(opts.op).available()
-        if why:
-            raise OptionError(f"--op {opts.op}: not available yet: {why}")
+        check_mode_options(registry.get(opts.op), opts)
         specs = [registry.get(opts.op)]
     else:
-        specs = [s for s in registry.specs() if s.available() is None]
+        specs = registry.specs()
         if opts.dtype is not None:
             specs = [s for s in specs if not s.dtypes or opts.dtype in s.dtypes]
     cases: list[Case] = []
@@ -365,7 +359,7 @@ def plan_cases(registry: Registry, opts: RunOptions) -> list[Case]:
     for spec in specs:
         c, h = operator_cases(spec, opts)
         cases += c
-        held += [f"{spec.name} {m.impl.value if m.impl else ''} {m.label()}".replace("  ", " ") for m in h]
+        held += [f"{spec.name} {m.impl_name()} {m.label()}".replace("  ", " ") for m in h]
     cases.sort(key=lambda c: (c.expect.may_deadlock, c.expect.is_hazard))
     if not cases:
         if held:

@@ -47,6 +47,7 @@ import numpy as np
 from mc2emu.comm.hccl_task import (
     HCCL_FAILED,
     HCCL_MAX_HANDLE_ID,
+    HCCL_MAX_REPEAT,
     HCCL_SUCCESS,
     INVALID_HANDLE_ID,
     HcclCMDType,
@@ -248,6 +249,10 @@ class Hccl:
             if int(value) != value or value < low:
                 raise ConstraintError(f"HCCL {op.value} {name}", f"{name} must be an integer >= {low}, got "
                                       f"{value!r}")
+        if repeat > HCCL_MAX_REPEAT:
+            raise ConstraintError(f"HCCL {op.value} repeat <= {HCCL_MAX_REPEAT}",
+                                  f"repeat {repeat} does not fit the uint8_t repeat of Prepare (<= "
+                                  f"{HCCL_MAX_REPEAT}): the device would wrap it to {int(repeat) % 256}")
         if op.reduces and not isinstance(reduce_op, HcclReduceOp):
             raise ConstraintError(f"HCCL {op.value} op", f"op must be an HcclReduceOp, got {reduce_op!r}")
         dt = hccl_dtype(dtype)
@@ -255,8 +260,6 @@ class Hccl:
             raise ConstraintError(f"HCCL {op.value} strideCount",
                                   f"strideCount {stride} < count {count}: rank blocks would overlap")
         with s.lock:
-            if s.core_type is None:
-                s.core_type = self.core_type
             owner = s.core_type is self.core_type
         if not owner:
             self._report(Hazard.HCCL_WRONG_CORE_TYPE,
@@ -347,7 +350,12 @@ class Hccl:
                 return s.finished(h, at_least=target) >= target
             obj, expected, poll = (f"HCCL handle {h} ({lh.op.value}) repeat {target - 1}",
                                    f"finished repeats >= {target}", not lh.op.reduces)
-            current = lambda: s.finished(h)  # noqa: E731
+
+            def current() -> Any:
+                if s.reset:
+                    return (f"0: HCCL session {s.number} was finalized by the working block "
+                            f"(AICPU Finalize<true> reset its finish counters)")
+                return s.finished(h)
         if s.finalized and not self.working and self.label not in s.finalize_reported and (
                 s.reset or not pred()):
             s.finalize_reported.add(self.label)
@@ -362,7 +370,11 @@ class Hccl:
             with s.lock:
                 s.working_waits += 1
             s.ring_all()
-        self._emit(HcclCall.WAIT, h, rc=HCCL_SUCCESS, waits=lh.waits)
+        # What this Wait proves (the happens-before checker): AICPU, or the CCU working block, repeats
+        # < waits of h finished on this rank; a CCU non-working core, whatever the working block's first
+        # `total` Waits proved.
+        self._emit(HcclCall.WAIT, h, rc=HCCL_SUCCESS, waits=lh.waits, total=self.total_waits,
+                   follows_working=s.model is HcclServerType.CCU and not self.working, session=s.number)
         return HCCL_SUCCESS
 
     def _block(self, s: HcclSession, pred: Any, *, obj: str, expected: str, poll: bool,

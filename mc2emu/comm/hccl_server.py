@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 from mpi4py import MPI
 
+from mc2emu.arch.platform import CoreType
 from mc2emu.comm.hccl_session import HcclSession, tag
 from mc2emu.comm.hccl_task import HCCL_MAX_HANDLE_ID, HcclReduceOp, HcclServerType, HcclTask
 from mc2emu.runtime.events import HCCL_EXECUTED, EventKind
@@ -110,6 +111,11 @@ class HcclServer:
             half = self._sessions % STAGING_HALVES
             s = HcclSession(self._sessions, ctx.launch, self.model, self.ranks, self.rank, self.window,
                             self.slot_bytes + half * self.staging_bytes, self.staging_bytes)
+            # The session belongs to one core type, fixed when it opens so that it never depends on which
+            # core Prepares first: the AICs when the launch runs any (the MC2 kernels drive HCCL from the
+            # AIC; an AIV of an AIC-only kernel launched mixed is the intruder), else the AIVs. Assumption:
+            # what the device does when both types message the server is not public.
+            s.core_type = CoreType.AIC if ctx.launch.kernel_type.runs_aic else CoreType.AIV
             self._session = s
             return s
 

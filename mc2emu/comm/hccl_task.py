@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 # AscendC Hccl: handle ids are 0..62; a 64th Prepare is refused (the message area has 63 entries).
 HCCL_MAX_HANDLE_ID = 63
+# `repeat` of a Prepare is a uint8_t in the AscendC Hccl API (the apace hcomm impl casts tileCnt to it):
+# a larger count would wrap on the device.
+HCCL_MAX_REPEAT = 255
 # What a refused Prepare returns (AscendC `INVALID_HANDLE_ID`).
 INVALID_HANDLE_ID = -1
 # Wait / Query return codes of the AICPU model.

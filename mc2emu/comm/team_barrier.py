@@ -133,7 +133,8 @@ class TeamBarrier:
                 waiter.wait_until(
                     self._remote_bells[job], arrived, core=ctx.label,
                     obj=f"TeamBarrier {self.window.name} slot {me} on rank {i}", expected=f">= {cnt}",
-                    setter=f"rank {i} TeamBarrier CrossDevice(job {i % self.step})",
+                    # Slot `me` of rank i is stored by the job of rank i that serves ranks me, me + step, ...
+                    setter=f"rank {i} TeamBarrier CrossDevice(job {me % self.step})",
                     current=functools.partial(self._remote_slot, i), poll=True,
                     waits_for=((i, f"AIV{me % self.step}"),))
                 if events.active:

@@ -20,6 +20,7 @@ import numpy as np
 
 from mc2emu.comm.errors import CommClosedError, WindowError
 from mc2emu.numerics.int_math import Align
+from mc2emu.runtime.gm import POISON_BYTE
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -99,6 +100,17 @@ class Window:
                               f"{self.nbytes} bytes")
         self._carved = start + int(nbytes)
         return self.addr(start)
+
+    def poison(self) -> None:
+        """Fill this window with the GM never-written pattern (check mode, data windows only: signal
+        slots and barrier words must start at zero). Bytes that no put, HCCL task or local write reaches
+        then read as POISON_BYTE, NaN in every float format, and the happens-before checker reports the
+        read (READ_UNWRITTEN, with the byte range). Call on every rank before any peer may put into it
+        (e.g. before the host barrier that precedes the launch)."""
+        self.mem[:] = POISON_BYTE
+        self.win.Sync()
+        if self.base is not None:
+            self.base.alloc.poisoned = True
 
     # -- lifetime --------------------------------------------------------------------------------------
     def free(self) -> None:

@@ -62,6 +62,8 @@ class A2ALaunchInfo:
     comm_tiling: Any
     wall_s: float
     tiles: int
+    tiling_cores: int = 0   # the tiling's usedCoreNum (block_dim differs when the host raised it to R)
+    note: str = ""          # why the launch differs from the tiling, if it does
 
 
 def _elem_bytes(problem: A2AProblem, count: int) -> int:
@@ -70,7 +72,8 @@ def _elem_bytes(problem: A2AProblem, count: int) -> int:
 
 def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
             bias: np.ndarray | None, opts: CallOptions, *, comm: Any, block_dim: int | None,
-            head_tile_size: int | None, stats: dict[str, Any] | None) -> tuple[np.ndarray, list[HazardReport]]:
+            head_tile_size: int | None, stats: dict[str, Any] | None, source_launch: bool = False
+            ) -> tuple[np.ndarray, list[HazardReport]]:
     from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 
     R, rank = problem.rank_size, problem.rank
@@ -79,7 +82,7 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
     # Tiling before any collective set-up: a refused tiling is refused on every rank (same shapes).
     tiling = a2a_tiling(DAV_3510, ori_m=oriM, ka=Ka, n=N, rank_size=R, elem=problem.elem, b_elem=problem.b_elem,
                         aiv_served=is_udma, wait_order=problem.wait_order, block_dim=block_dim,
-                        head_tile_size=head_tile_size)
+                        head_tile_size=head_tile_size, source_launch=source_launch)
     mm, ct, used = tiling.mm, tiling.comm, tiling.usedCoreNum
     with LaunchHarness(KERNEL_NAME, opts, comm=comm, platform=DAV_3510) as h:
         rowBytes = _elem_bytes(problem, Ka)
@@ -108,6 +111,8 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         assert h.world is not None
         if is_udma:
             win = h.window(R * oriM * rowBytes + R * oriM * scaleRowBytes, "udma_a2a")
+            if opts.check:
+                win.poison()    # the own block is never written: a read of it is NaN and reported
             winA = win.addr(0)
             winScaleA = win.addr(R * oriM * rowBytes)
             team = TeamBarrier(h.world, jobs=R)
@@ -116,6 +121,8 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         else:
             scalePart = Align(R * oriM * scaleRowBytes, WORKSPACE_ALIGN)
             win = h.window(scalePart + R * oriM * rowBytes, "hcomm_workspace")
+            if opts.check:
+                win.poison()    # HCCL workspace: bytes no task writes (the alignment gap) read as NaN
             workspace, dataRecv = win.addr(0), win.addr(scalePart)
             server = HcclServer(h.world, model=problem.hccl_server)
             aAddr, saAddr = dataRecv, workspace
@@ -144,5 +151,6 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         c = h.read(c_addr, out_dtype, (oriM, N))
     if stats is not None:
         stats["launch"] = A2ALaunchInfo(used, (mm.baseM, mm.baseN, mm.baseK), ct, res.wall_s,
-                                        sum(v for v in res.returns.values() if isinstance(v, int)))
+                                        sum(v for v in res.returns.values() if isinstance(v, int)),
+                                        mm.usedCoreNum, tiling.note)
     return c, h.hazards

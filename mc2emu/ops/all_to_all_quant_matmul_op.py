@@ -45,6 +45,19 @@ class Impl(enum.Enum):
     HCOMM = "hcomm"
 
 
+class LaunchMode(enum.Enum):
+    """How many blocks the UDMA host launches when `block_dim` is not given (AIV block r serves peer r).
+
+    CONVENIENT: the tiling's usedCoreNum, raised to R when it is smaller (the extra AICs find no tile and
+    only drain their waits); the launch info says so (`A2ALaunchInfo.note`). SOURCE: exactly usedCoreNum,
+    as the apace ST host does (`<<<tilingData.tileQbmmTilingData.usedCoreNum>>>` in
+    tests/st/all_to_all_quant_matmul/src/main.cpp, libochao-huawei/ops-transformer bb298b1c5), so a
+    tiling with fewer cores than ranks is refused with constraint 5 (peers would never be served)."""
+
+    CONVENIENT = "convenient"
+    SOURCE = "source"
+
+
 def _parse_enum(cls: type[enum.Enum], value: Any, param: str) -> Any:
     if isinstance(value, cls):
         return value
@@ -155,12 +168,14 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             timeout: float | None = None, comm: Any = None, perturb: PerturbPolicy | None = None,
                             observers: Iterable[Callable[[Event], None]] = (),
                             faults: FaultPlan | None = None, head_tile_size: int | None = None,
-                            stats: dict[str, Any] | None = None) -> np.ndarray:
+                            stats: dict[str, Any] | None = None, launch: str | LaunchMode = "convenient"
+                            ) -> np.ndarray:
     """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C.
 
     The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
     `mc2emu.host.CallOptions`. Extras beyond the CANN operator: `head_tile_size` (override the ST
-    head-tile rule), `stats` (filled with launch facts)."""
+    head-tile rule), `stats` (filled with launch facts), `launch` (`LaunchMode`: what the UDMA host launches
+    when `block_dim` is not given)."""
     from mc2emu.ops.all_to_all_quant_matmul_host import run_a2a
 
     if comm is None:
@@ -181,6 +196,7 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     assert problem is not None
     opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
     result, hazards = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, opts, comm=comm, block_dim=block_dim,
-                              head_tile_size=head_tile_size, stats=stats)
+                              head_tile_size=head_tile_size, stats=stats,
+                              source_launch=_parse_enum(LaunchMode, launch, "launch") is LaunchMode.SOURCE)
     HazardError.raise_on_errors(hazards, result, check=check)
     return result

@@ -9,7 +9,7 @@ Hook points (who consults the plan):
 | DROP_SET_FLAG | CrossCoreSetFlag (kernel ids) | the Set is lost | DEADLOCK (its Wait hangs) |
 | EXTRA_SET_FLAG | CrossCoreSetFlag (kernel ids) | the Set is issued twice | UNCONSUMED_FLAG |
 | SKIP_WAIT_TILE | QuantMatmulMxKernel WaitTile | a tile is read unwaited | UDMA: UNCONSUMED_FLAG (1) |
-| SWAP_WAIT_ORDER | QuantMatmulMxKernel WaitTile | two waits run in the wrong order | READ_BEFORE_WAIT (HCCL handles) |
+| SWAP_WAIT_ORDER | QuantMatmulMxKernel WaitTile | two waits run in the wrong order | HCCL_WAIT_ORDER (tiles 0, 1) |
 | WRONG_SPLITK | SetupParams splitKNum | the L0C index sequence breaks | SPLITK_SEQUENCE |
 | DELAY_RANK | every checkpoint of one rank | that rank is slow | nothing: results unchanged, no false alarm |
 | KILL_RANK | a checkpoint of one rank | the rank process dies | DEADLOCK, the rank listed as not answering |

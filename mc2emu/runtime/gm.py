@@ -53,6 +53,9 @@ class Allocation:
     fully_written: bool = False
     # Bumped by every write through this GM (not by peers' puts into a window: see `stable`).
     generation: int = 0
+    # A window filled with POISON_BYTE (check mode): the happens-before checker reports reads of its
+    # bytes that nothing wrote (peers' puts cannot update `written`, so it is not used for windows).
+    poisoned: bool = False
 
     @property
     def stable(self) -> bool:

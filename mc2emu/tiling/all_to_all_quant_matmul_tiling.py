@@ -25,6 +25,9 @@ from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData, QuantM
 KA_ALIGN = MXFP_DIVISOR_SIZE
 # Cross-core flag ids 0-15 carry the round index (UdmaCommWaitPolicy waits flag `tile`).
 MAX_COMM_TURNS = 16
+# hcomm: the head and tail AlltoAlls carry tileCnt / tailCnt as their HCCL `repeat`, a uint8_t (the source
+# casts `static_cast<uint8_t>(commTiling.splitAxisTileCnt)`); hcomm waits on HCCL handles, not flags.
+MAX_HCCL_REPEAT = 255
 # The seed's `waitedMask` is a uint32: one bit per communication tile.
 MAX_MASK_TILES = 32
 # The AIV of block r serves peer r; apace sizes its peer tables for 64 ranks.
@@ -92,9 +95,11 @@ def make_comm_tiling(ori_m: int, ka: int, head_tile_size: int) -> CommTilingData
 
 
 def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, rank_size: int,
-                               aiv_blocks: int | None, wait_order: WaitOrder) -> list[tuple[str, str]]:
+                               aiv_blocks: int | None, wait_order: WaitOrder,
+                               hcomm: bool = False) -> list[tuple[str, str]]:
     """(rule, reason) for each of the five constraints of SPEC §6 the configuration breaks. `aiv_blocks`
-    None: no AIV serves peers (hcomm), so constraint 5 checks only R <= 64."""
+    None: no AIV serves peers (hcomm), so constraint 5 checks only R <= 64. `hcomm`: rounds are HCCL repeats
+    (uint8, <= 255 per handle) instead of cross-core flag ids (<= 16)."""
     out: list[tuple[str, str]] = []
     if ka % KA_ALIGN:
         out.append(("A2A-1 Ka % 64 == 0", f"Ka = {ka} is not a multiple of {KA_ALIGN}: scale rows and the "
@@ -110,7 +115,13 @@ def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, r
         out.append(("A2A-3 totalTiles == commTurn",
                     f"kernel waits on ceil(oriM / head) = {total} tiles but the AIVs run {tiling.commTurn} "
                     f"rounds covering {covered} of {ori_m} rows: Waits and Sets would not pair"))
-    if tiling.commTurn > MAX_COMM_TURNS:
+    if hcomm:
+        for what, cnt in (("head", tiling.splitAxisTileCnt), ("tail", tiling.splitAxisTailCnt)):
+            if cnt > MAX_HCCL_REPEAT:
+                out.append((f"A2A-4 (hcomm) HCCL repeat <= {MAX_HCCL_REPEAT}",
+                            f"{cnt} {what} tiles are the repeat of one HCCL AlltoAll, a uint8_t: the device "
+                            f"would wrap it to {cnt % 256}"))
+    elif tiling.commTurn > MAX_COMM_TURNS:
         out.append(("A2A-4 commTurn <= 16", f"{tiling.commTurn} communication rounds but only "
                                             f"{MAX_COMM_TURNS} cross-core flag ids carry the round index"))
     if wait_order is WaitOrder.MASK and total > MAX_MASK_TILES:
@@ -131,28 +142,34 @@ class A2ATilingData:
     mm: QuantMatmulTilingData
     comm: CommTilingData
     usedCoreNum: int
+    note: str = ""   # why the launch differs from the tiling's usedCoreNum, if it does
 
 
 def a2a_tiling(platform: PlatformSpec, *, ori_m: int, ka: int, n: int, rank_size: int, elem: ElemFormat,
                b_elem: ElemFormat, aiv_served: bool, wait_order: WaitOrder, block_dim: int | None,
-               head_tile_size: int | None) -> A2ATilingData:
+               head_tile_size: int | None, source_launch: bool = False) -> A2ATilingData:
     """Tile the call; raises `ConstraintError` naming the first constraint of SPEC §6 it breaks.
 
     aiv_served (UDMA): AIV block r serves peer r (constraint A2A-5), so a small problem still launches R
     blocks (the extra AICs find no tile and only drain their waits); hcomm launches AIC only (the HCCL
     server serves every peer), so constraint 5 checks only R <= 64. The head tile comes from the launched
     core count for both impls (CANN ST `main.cpp`: headMSize = CeilDiv(usedCoreNum, CeilDiv(n, baseN)) *
-    baseM)."""
+    baseM). Raising the launch to R blocks is the host's convenience, not the source's (its ST host launches
+    usedCoreNum): it is said in `note`, and `source_launch` launches usedCoreNum as the source does (and so
+    hits constraint 5 when it is below R)."""
     mm = QuantMatmulTilingSwat(platform, aic_num=block_dim).GetTilingData(ori_m, n, ka, False, True, elem, b_elem)
     used = mm.usedCoreNum
-    if aiv_served and block_dim is None:
-        used = max(used, rank_size)
+    note = ""
+    if aiv_served and block_dim is None and used < rank_size and not source_launch:
+        note = (f"launched {rank_size} blocks where the tiling's usedCoreNum is {used}: AIV block r serves peer "
+                f"r; the source host launches usedCoreNum (launch='source' refuses this with A2A-5)")
+        used = rank_size
     aiv_blocks = used if aiv_served else None
     head = head_tile_size or st_head_tile_size(used, n, mm.baseM, mm.baseN)
     ct = make_comm_tiling(ori_m, ka, head)
     violations = comm_constraint_violations(ct, ori_m=ori_m, ka=ka, rank_size=rank_size, aiv_blocks=aiv_blocks,
-                                            wait_order=wait_order)
+                                            wait_order=wait_order, hcomm=not aiv_served)
     if violations:
         rule, reason = violations[0]
         raise ConstraintError(rule, reason)
-    return A2ATilingData(mm, ct, used)
+    return A2ATilingData(mm, ct, used, note)

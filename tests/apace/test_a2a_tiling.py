@@ -91,3 +91,53 @@ def test_hcomm_has_no_aiv_blocks_to_count():
     ct = make_comm_tiling(256, 128, 128)
     assert rules(ct, ori_m=256, ka=128, rank_size=8, aiv_blocks=None) == []
     assert rules(ct, ori_m=256, ka=128, rank_size=65, aiv_blocks=None) == ["A2A-5 R <= AIV blocks, R <= 64"]
+
+
+def test_hcomm_counts_hccl_repeats_not_flag_ids():
+    """hcomm waits on HCCL handles: 17 rounds are fine; its head AlltoAll's repeat is a uint8 (<= 255)."""
+    ct = make_comm_tiling(17 * 16, 64, 16)
+    assert rules(ct, ori_m=17 * 16, ka=64, aiv_blocks=None, wait_order=WaitOrder.IN_ORDER, hcomm=True) == []
+    ct = make_comm_tiling(256 * 16, 64, 16)
+    got = rules(ct, ori_m=256 * 16, ka=64, aiv_blocks=None, wait_order=WaitOrder.IN_ORDER, hcomm=True)
+    assert got == ["A2A-4 (hcomm) HCCL repeat <= 255"]
+    ct = make_comm_tiling(255 * 16 + 8, 64, 16)   # 255 head repeats and one tail: fits
+    assert rules(ct, ori_m=255 * 16 + 8, ka=64, aiv_blocks=None, wait_order=WaitOrder.IN_ORDER, hcomm=True) == []
+
+
+def test_a_comm_policy_missing_part_of_the_protocol_is_refused_naming_it():
+    from mc2emu.apace.comm_policy import check_comm_policy
+    from mc2emu.runtime import KernelError
+
+    class WaitOnly:
+        def WaitTile(self, tileIdx):
+            pass
+
+    with pytest.raises(KernelError, match=r"WaitOnly has no NotifyTile\(...\), Drain\(...\)"):
+        check_comm_policy(WaitOnly(), "QuantMatmulMxKernel")
+
+
+class _Recorder:
+    def __init__(self):
+        self.waited = []
+
+    def WaitTile(self, tileIdx):
+        self.waited.append(tileIdx)
+
+
+@pytest.mark.parametrize("order, deps, want", [
+    # seed: each dependency once in the order met, then the unwaited tiles in ascending order
+    ("mask", [3, 1, 3, 0], [3, 1, 0, 2, 4]),
+    # later source: every tile up to the dependency in order, then up to totalTiles - 1
+    ("in_order", [3, 1, 3, 0], [0, 1, 2, 3, 4]),
+    ("in_order", [], [0, 1, 2, 3, 4]),
+    ("mask", [], [0, 1, 2, 3, 4]),
+])
+def test_wait_orders_as_policy_wrappers(order, deps, want):
+    from mc2emu.apace.comm_policy import WAIT_ORDERS, TileWaitState
+
+    rec = _Recorder()
+    wo = WAIT_ORDERS[WaitOrder(order)](rec, TileWaitState())
+    for d in deps:
+        wo.WaitDep(d)
+    wo.Drain(5)
+    assert rec.waited == want

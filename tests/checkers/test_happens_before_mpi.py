@@ -73,3 +73,46 @@ def test_read_without_wait_is_reported_every_time():
 def test_a_signal_nobody_waits_for_is_unpaired():
     got = run_case(wait_before_read=False, post_signal=True, consume_signal=False)
     assert "UNWAITED_SIGNAL" in got
+
+
+@pytest.mark.mpi(min_size=2)
+def test_poisoned_window_bytes_nobody_wrote_read_as_nan_and_are_reported():
+    """A poisoned data window: the peer puts 96 bytes at offset 32 of my window, my AIV writes 16 bytes at
+    offset 0 itself; after a barrier I read bytes [0, 192). Bytes [16, 32) and [128, 192) were never written:
+    they read as 0xFF (NaN) and one READ_UNWRITTEN names [16, 192) with 80 bytes; a read of only written
+    bytes is not reported. (The put is ordered by its signal, so no READ_BEFORE_WAIT.)"""
+    comm = world()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    dev = Device(rank, timeout=10)
+    cw = CommWorld(dev, comm)
+    hb = HappensBeforeChecker(dev, comm)
+    try:
+        win = cw.window(NBYTES, "poisoned")
+        flag = cw.window(64, "poisoned_flag")   # signal words stay zero (never poisoned)
+        win.poison()
+        src = dev.gm.alloc(0, "src", data=np.full(96, rank + 1, dtype=np.uint8))
+        shmem = Shmem(cw)
+        cw.barrier()
+        got = {}
+
+        def kernel(ctx):
+            shmem.put_signal(ctx, win.addr(32), src, 96, flag.addr(0), 1, SignalOp.ADD, (rank + 1) % size)
+            ctx.gm_write(win.addr(0), np.full(16, 7, dtype=np.uint8))
+            shmem.signal_wait_until(ctx, flag.addr(0), Cmp.GE, 1)
+            got["all"] = ctx.gm_read(win.addr(0), np.uint8, (192,))
+            got["ok"] = ctx.gm_read(win.addr(32), np.uint8, (96,))
+
+        dev.launch(kernel, 1, "AIV_ONLY")
+        cw.barrier()
+        hb.finish()
+        reports = dev.hazards.take()
+        a = got["all"]
+        assert (a[:16] == 7).all() and (a[32:128] == (rank - 1) % size + 1).all()
+        assert (a[16:32] == 0xFF).all() and (a[128:192] == 0xFF).all()
+        assert np.isnan(a[16:32].view(np.float16)).all()
+        got_reports = [(h.hazard.value, h.core, h.details.get("lo"), h.details.get("hi"), h.details.get("count"))
+                       for h in reports]
+        assert got_reports == [("READ_UNWRITTEN", "AIV0", 16, 192, 80)], reports
+    finally:
+        hb.close()
+        cw.close()

@@ -17,7 +17,7 @@ import pytest
 from trace_check import check_chrome_trace
 
 from mc2emu.cli.dump import load_case, rank_file
-from mc2emu.cli.operators.all_to_all import ALL_TO_ALL_QUANT_MATMUL
+from mc2emu.cli.operators.all_to_all import SPEC as ALL_TO_ALL_QUANT_MATMUL
 from mc2emu.launcher import mpiexec_command
 
 RUN_TIMEOUT_S = 170
@@ -219,7 +219,7 @@ def test_hazard_showcase_at_eight_ranks():
 def test_all_gather_modes_and_hazard_showcase_at_two_ranks():
     """--op all_gather_quant_matmul --hazards: both wait orders pass the AG ST rule, every kernel variant
     reproduces and names its hazard."""
-    from mc2emu.cli.operators.all_gather import ALL_GATHER_QUANT_MATMUL
+    from mc2emu.cli.operators.all_gather import SPEC as ALL_GATHER_QUANT_MATMUL
 
     proc = run_cli(2, "--quick", "--hazards", "--op", "all_gather_quant_matmul")
     rows = _check_run(proc, 2)

@@ -1,14 +1,17 @@
 """The CLI's pure parts without MPI: options, the registry and planning, verdicts, the table, dump files."""
 
 import dataclasses
+import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 from mc2emu.cli.dump import DumpError, case_dirs, decode_array, encode_array, load_case, rank_file, save_case
-from mc2emu.cli.operators import BUILTIN_OPERATORS, default_registry
-from mc2emu.cli.operators.all_to_all import ALL_TO_ALL_QUANT_MATMUL
+from mc2emu.cli.operators import OPERATOR_MODULES, OperatorImportError, default_registry
+from mc2emu.cli.operators.all_to_all import SPEC as ALL_TO_ALL_QUANT_MATMUL
+from mc2emu.cli.operators.all_to_all import A2AMode
+from mc2emu.cli.operators.quant_batch_matmul import QbmmMode
 from mc2emu.cli.options import HcclServer, Impl, OptionError, parse_options
 from mc2emu.cli.report import (
     CaseReport,
@@ -27,28 +30,23 @@ from mc2emu.cli.scenarios import (
     Case,
     Comparison,
     Expect,
-    Mode,
-    OperatorSpec,
     Registry,
     Shape,
-    call_accepting,
     operator_cases,
     plan_cases,
 )
 from mc2emu.cli.stats import CaseStats
 from mc2emu.numerics import ElemFormat
+from mc2emu.run import main as run_main
+from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 A2A = ALL_TO_ALL_QUANT_MATMUL.name
 
 
-def _spec_always_available(spec: OperatorSpec) -> OperatorSpec:
-    return dataclasses.replace(spec, available=lambda: None)
-
-
 @pytest.fixture
 def registry():
-    return Registry([_spec_always_available(s) for s in BUILTIN_OPERATORS])
+    return default_registry()
 
 
 # -- options ---------------------------------------------------------------------------------------------------
@@ -91,8 +89,8 @@ def test_hazards_add_the_showcase_last_with_the_deadlock_at_the_end(registry):
     hz = [c for c in cases if c.expect.is_hazard]
     assert cases[-len(hz):] == hz and cases[-1].expect == Expect(deadlock=True)
     by = {(c.mode.local_matmul, c.mode.hccl_server, c.mode.bias): c.expect for c in hz if c.op == A2A}
-    assert by[(2, HcclServer.AICPU, False)].hazards == {"HCCL_WAIT_BEYOND_COMMIT"}
-    assert by[(1, HcclServer.CCU, True)].hazards == {"BIAS_DOUBLE_ADD"}
+    assert by[(2, HcclServer.AICPU, False)].hazards == {Hazard.HCCL_WAIT_BEYOND_COMMIT}
+    assert by[(1, HcclServer.CCU, True)].hazards == {Hazard.BIAS_DOUBLE_ADD}
     assert by[(2, HcclServer.CCU, False)].deadlock
     assert cases[-1].timeout == ALL_TO_ALL_QUANT_MATMUL.deadlock_timeout_s  # short deadline for the showcase
 
@@ -104,7 +102,7 @@ def test_mode_options_select_impl_and_override_the_rest(registry):
     assert {c.op for c in cases} == {A2A}
     assert {(c.mode.impl, c.mode.hccl_server) for c in cases} == {(Impl.HCOMM, HcclServer.AICPU)}
     timing = [c for c in cases if c.expect.optional]
-    assert len(timing) == 4 and all(c.expect.hazards == {"HCCL_FINALIZE_WHILE_WAITING"} for c in timing)
+    assert len(timing) == 4 and all(c.expect.hazards == {Hazard.HCCL_FINALIZE_WHILE_WAITING} for c in timing)
     assert all(c.timeout == ALL_TO_ALL_QUANT_MATMUL.deadlock_timeout_s for c in timing)
     cases = plan_cases(registry, parse_options(["--local-matmul", "1", "--wait-order", "in_order"]))
     assert {(c.mode.impl, c.mode.local_matmul, c.mode.wait_order) for c in cases} == {
@@ -128,19 +126,49 @@ def test_shape_dtype_and_op_selection(registry):
         plan_cases(registry, parse_options(["--op", A2A, "--dtype", "e1m2"]))
 
 
-def test_unavailable_operators_are_skipped_or_refused():
-    missing = dataclasses.replace(ALL_TO_ALL_QUANT_MATMUL, available=lambda: "not here")
-    reg = Registry([BUILTIN_OPERATORS[0], missing])
-    assert {c.op for c in plan_cases(reg, parse_options([]))} == {"selfcheck"}
-    with pytest.raises(OptionError, match="not available"):
-        plan_cases(reg, parse_options(["--op", A2A]))
+def test_an_operator_module_that_does_not_import_is_an_error(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "mc2emu_test_broken_op", None)   # importing it raises ImportError
+    with pytest.raises(OperatorImportError, match="mc2emu_test_broken_op failed to import: ModuleNotFoundError"):
+        default_registry((*OPERATOR_MODULES, "mc2emu_test_broken_op"))
+    monkeypatch.setattr("mc2emu.cli.operators.OPERATOR_MODULES", (*OPERATOR_MODULES, "mc2emu_test_broken_op"))
+    monkeypatch.setattr("mc2emu.run.under_mpirun", lambda: False)
+    assert run_main(["--op", "selfcheck"]) == 2
+    assert "mc2emu_test_broken_op failed to import" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--op", "quant_batch_matmul_mx", "--local-matmul", "1"], "--local-matmul"),
+    (["--op", "quant_batch_matmul_mx", "--impl", "udma"], "--impl"),
+    (["--op", "selfcheck", "--wait-order", "mask"], "--wait-order"),
+])
+def test_mode_options_of_another_operator_are_errors_naming_both(registry, argv, option, monkeypatch, capsys):
+    with pytest.raises(OptionError, match=f"{option} does not apply to --op {argv[1]}"):
+        plan_cases(registry, parse_options(argv))
+    monkeypatch.setattr("mc2emu.run.under_mpirun", lambda: False)
+    assert run_main(argv) == 2
+    err = capsys.readouterr().err
+    assert option in err and argv[1] in err
+
+
+def test_each_operator_has_its_own_mode_type(registry):
+    assert registry.get(A2A).mode_type is A2AMode
+    assert registry.get("quant_batch_matmul_mx").mode_type is QbmmMode
+    assert "local_matmul" not in QbmmMode.field_names() and "batch" not in A2AMode.field_names()
+    for spec in registry.specs():
+        for rule in spec.rules:
+            assert all(isinstance(h, Hazard) for h in rule.expect.hazards)
+    with pytest.raises(TypeError, match="is not a A2AMode"):
+        dataclasses.replace(registry.get(A2A), modes=(QbmmMode(),))
 
 
 def test_mode_round_trips_and_labels():
-    m = Mode(Impl.HCOMM, 1, WaitOrder.MASK, HcclServer.CCU, bias=True)
-    assert Mode.from_dict(m.as_dict()) == m
+    m = A2AMode(Impl.HCOMM, 1, WaitOrder.MASK, HcclServer.CCU, bias=True)
+    assert A2AMode.from_dict(m.as_dict()) == m
     assert m.label() == "lm1 mask ccu +bias" and m.slug() == "hcomm-lm1-mask-ccu-bias"
-    assert Mode().label() == "-"
+    q = QbmmMode(bias=True, batch=2, revision="cc21c0d6")
+    assert QbmmMode.from_dict(q.as_dict()) == q
+    assert q.label() == "+bias rev cc21c0d6 batch2" and q.slug() == "bias-rev-cc21c0d6-batch2"
+    assert QbmmMode().label() == "-"
 
 
 def test_operator_cases_dedupe_after_overrides(registry):
@@ -148,24 +176,16 @@ def test_operator_cases_dedupe_after_overrides(registry):
     assert len(cases) == 5 and not held
 
 
-def test_call_accepting_drops_unknown_hooks():
-    def op(x, *, check=True):
-        return (x, check)
-
-    assert call_accepting(op, 1, check=False, observers=(), perturb=None) == (1, False)
-    assert call_accepting(lambda x, **kw: kw, 1, observers=()) == {"observers": ()}
-
-
 def test_registry_rejects_duplicates():
     with pytest.raises(ValueError):
-        Registry([BUILTIN_OPERATORS[0], BUILTIN_OPERATORS[0]])
+        Registry([default_registry().specs()[0]] * 2)
     assert default_registry().names()[0] == "selfcheck"
     assert "--hazards showcase" in format_listing(default_registry())
 
 
 # -- verdicts and text ------------------------------------------------------------------------------------------
-CASE = Case(A2A, Mode(Impl.UDMA, 0, WaitOrder.MASK), Shape(32, 128, 128), ElemFormat.E4M3, 42)
-HZ_CASE = Case(A2A, Mode(Impl.HCOMM, 2, WaitOrder.MASK, HcclServer.CCU), Shape(32, 128, 128), ElemFormat.E4M3,
+CASE = Case(A2A, A2AMode(Impl.UDMA, 0, WaitOrder.MASK), Shape(32, 128, 128), ElemFormat.E4M3, 42)
+HZ_CASE = Case(A2A, A2AMode(Impl.HCOMM, 2, WaitOrder.MASK, HcclServer.CCU), Shape(32, 128, 128), ElemFormat.E4M3,
                42, Expect(deadlock=True))
 OK = Comparison(True, 0.0, 0)
 
@@ -177,7 +197,6 @@ OK = Comparison(True, 0.0, 0)
     ([RankResult(0, Raised.HAZARD, ("SPLITK_SEQUENCE",)), RankResult(1, comparison=OK)], Status.HAZARD),
     ([RankResult(0, Raised.DEADLOCK, message="stuck"), RankResult(1, Raised.MC2EMU)], Status.DEADLOCK),
     ([RankResult(0, Raised.EXCEPTION, message="KeyError"), RankResult(1, comparison=OK)], Status.ERROR),
-    ([RankResult(0, Raised.UNAVAILABLE, message="no module")], Status.SKIPPED),
     ([RankResult(0, comparison=OK, replay_diff=3, replay_same_case=True)], Status.MISMATCH),
     ([RankResult(0, comparison=OK, replay_diff=3, replay_same_case=False)], Status.PASS),
 ])
@@ -189,13 +208,13 @@ def test_judge_expected_hazards():
     assert judge(HZ_CASE, [RankResult(0, Raised.DEADLOCK), RankResult(1, Raised.MC2EMU)], check=True)[0] \
         is Status.EXPECTED
     assert judge(HZ_CASE, [RankResult(0, comparison=OK)], check=True)[0] is Status.MISSING
-    bias = Case(A2A, Mode(Impl.HCOMM, 1, WaitOrder.MASK, HcclServer.CCU, True), CASE.shape, CASE.dtype, 42,
-                Expect(hazards=frozenset({"BIAS_DOUBLE_ADD"})))
+    bias = Case(A2A, A2AMode(Impl.HCOMM, 1, WaitOrder.MASK, HcclServer.CCU, True), CASE.shape, CASE.dtype, 42,
+                Expect(hazards=frozenset({Hazard.BIAS_DOUBLE_ADD})))
     found = [RankResult(0, Raised.HAZARD, ("BIAS_DOUBLE_ADD", "OTHER")), RankResult(1, comparison=OK)]
     assert judge(bias, found, check=True)[0] is Status.EXPECTED
     assert judge(bias, [RankResult(0, comparison=OK)], check=False)[0] is Status.UNCHECKED
     assert judge(bias, [RankResult(0, Raised.EXCEPTION, message="bug")], check=True)[0] is Status.ERROR
-    timing = dataclasses.replace(bias, expect=Expect(frozenset({"HCCL_FINALIZE_WHILE_WAITING"}), hang_ok=True,
+    timing = dataclasses.replace(bias, expect=Expect(frozenset({Hazard.HCCL_FINALIZE_WHILE_WAITING}), hang_ok=True,
                                                      optional=True))
     assert judge(timing, [RankResult(0, comparison=OK)], check=True)[0] is Status.PASS
     assert judge(timing, [RankResult(0, comparison=Comparison(False))], check=True)[0] is Status.MISMATCH
@@ -203,7 +222,7 @@ def test_judge_expected_hazards():
     assert judge(timing, [RankResult(0, Raised.HAZARD, ("HCCL_FINALIZE_WHILE_WAITING",))], check=True)[0] \
         is Status.EXPECTED
     assert judge(timing, [RankResult(0, Raised.HAZARD, ("SPLITK_SEQUENCE",))], check=True)[0] is Status.MISSING
-    hang = dataclasses.replace(bias, expect=Expect(frozenset({"HCCL_WAIT_BEYOND_COMMIT"}), hang_ok=True))
+    hang = dataclasses.replace(bias, expect=Expect(frozenset({Hazard.HCCL_WAIT_BEYOND_COMMIT}), hang_ok=True))
     assert judge(hang, [RankResult(0, Raised.DEADLOCK), RankResult(1, Raised.MC2EMU)], check=True)[0] \
         is Status.EXPECTED
     assert judge(hang, [RankResult(0, comparison=OK)], check=True)[0] is Status.MISSING
@@ -214,7 +233,7 @@ def test_exit_code_is_the_worst_case():
         return CaseReport(1, 1, CASE, 2, status, "", (), CaseStats())
 
     assert exit_code([]) == 0
-    assert exit_code([rep(Status.PASS), rep(Status.EXPECTED), rep(Status.SKIPPED)]) == 0
+    assert exit_code([rep(Status.PASS), rep(Status.EXPECTED)]) == 0
     assert exit_code([rep(Status.PASS), rep(Status.MISMATCH)]) == 1
     assert exit_code([rep(Status.BAD_INPUT), rep(Status.MISMATCH)]) == 2
     assert exit_code([rep(Status.BAD_INPUT), rep(Status.DEADLOCK)]) == 3

@@ -13,7 +13,16 @@ from trace_check import check_chrome_trace
 from mc2emu.cli.options import parse_options
 from mc2emu.cli.report import Status
 from mc2emu.cli.runner import CaseRunner, Planned, Watchdog
-from mc2emu.cli.scenarios import Comparison, Expect, Mode, ModeRule, OperatorSpec, Registry, Shape, plan_cases
+from mc2emu.cli.scenarios import (
+    Comparison,
+    Expect,
+    ModeRule,
+    OperatorMode,
+    OperatorSpec,
+    Registry,
+    Shape,
+    plan_cases,
+)
 from mc2emu.runtime import ConstraintError, DeadlockError, Event, EventKind, Hazard, HazardError, HazardReport, Severity
 
 
@@ -75,9 +84,18 @@ def _execute(case, inputs, ctx):
     return inputs["x"] * (2 if case.mode.local_matmul == 0 else 3)
 
 
+@dataclasses.dataclass(frozen=True)
+class FakeMode(OperatorMode):
+    local_matmul: int = 0
+    bias: bool = False
+
+    def label_parts(self) -> list[str]:
+        return [f"lm{self.local_matmul}", *(["+bias"] if self.bias else [])]
+
+
 def _spec(modes, hazard_modes=(), rules=()):
     return OperatorSpec(
-        name="fake", summary="fake operator", available=lambda: None,
+        name="fake", summary="fake operator", mode_type=FakeMode,
         make_inputs=lambda case, rank, size: {"x": np.arange(4, dtype=np.float32)},
         golden=lambda case, inputs, comm: inputs["x"] * 2,
         execute=_execute,
@@ -101,7 +119,7 @@ def _run(spec, argv, tmp_path=None):
 
 
 def test_pass_mismatch_hazard_and_bad_input_verdicts():
-    modes = [Mode(local_matmul=lm) for lm in (0, 1, 2, 3)]
+    modes = [FakeMode(local_matmul=lm) for lm in (0, 1, 2, 3)]
     code, runner, out, comm = _run(_spec(modes), [])
     assert [r.status for r in runner.state.reports] == [Status.PASS, Status.MISMATCH, Status.HAZARD,
                                                         Status.BAD_INPUT]
@@ -112,22 +130,22 @@ def test_pass_mismatch_hazard_and_bad_input_verdicts():
 
 
 def test_unexpected_exception_is_an_error_not_a_crash():
-    code, runner, out, _ = _run(_spec([Mode(local_matmul=4)]), [])
+    code, runner, out, _ = _run(_spec([FakeMode(local_matmul=4)]), [])
     assert runner.state.reports[0].status is Status.ERROR and code == 3
     assert "KeyError" in out and "Traceback" in out
 
 
 def test_unexpected_deadlock_ends_the_run_with_an_abort():
-    code, runner, out, comm = _run(_spec([Mode(local_matmul=0, bias=True), Mode(local_matmul=0)]), [])
+    code, runner, out, comm = _run(_spec([FakeMode(local_matmul=0, bias=True), FakeMode(local_matmul=0)]), [])
     assert comm.aborted == 3 and code == 3
     assert len(runner.state.reports) == 1 and runner.state.reports[0].status is Status.DEADLOCK
     assert "aborting every rank" in out and "operator " in out  # the table so far is printed first
 
 
 def test_expected_hazards_and_deadlocks_pass_with_hazards():
-    rules = [ModeRule({"local_matmul": 2}, Expect(hazards=frozenset({"SPLITK_SEQUENCE"}))),
+    rules = [ModeRule({"local_matmul": 2}, Expect(hazards=frozenset({Hazard.SPLITK_SEQUENCE}))),
              ModeRule({"bias": True}, Expect(deadlock=True))]
-    spec = _spec([Mode(local_matmul=0)], [Mode(local_matmul=2), Mode(local_matmul=0, bias=True)], rules)
+    spec = _spec([FakeMode(local_matmul=0)], [FakeMode(local_matmul=2), FakeMode(local_matmul=0, bias=True)], rules)
     code, runner, out, comm = _run(spec, ["--hazards"])
     assert [r.status for r in runner.state.reports] == [Status.PASS, Status.EXPECTED, Status.EXPECTED]
     assert code == 0 and comm.aborted is None
@@ -135,14 +153,14 @@ def test_expected_hazards_and_deadlocks_pass_with_hazards():
 
 
 def test_expected_hazard_missing_fails():
-    rules = [ModeRule({"local_matmul": 0}, Expect(hazards=frozenset({"BIAS_DOUBLE_ADD"})))]
-    code, runner, _, _ = _run(_spec([], [Mode(local_matmul=0)], rules), ["--hazards"])
+    rules = [ModeRule({"local_matmul": 0}, Expect(hazards=frozenset({Hazard.BIAS_DOUBLE_ADD})))]
+    code, runner, _, _ = _run(_spec([], [FakeMode(local_matmul=0)], rules), ["--hazards"])
     assert runner.state.reports[0].status is Status.MISSING and code == 3
 
 
 def test_trace_and_dump_from_the_runner(tmp_path):
     trace = tmp_path / "t.json"
-    code, _, out, _ = _run(_spec([Mode(local_matmul=0), Mode(local_matmul=2)]),
+    code, _, out, _ = _run(_spec([FakeMode(local_matmul=0), FakeMode(local_matmul=2)]),
                            ["--trace", str(trace), "--dump", str(tmp_path / "d")])
     assert code == 3 and f"trace: {trace}" in out
     t = json.loads(trace.read_text())
@@ -178,7 +196,7 @@ def test_options_reach_the_operator(argv):
         seen.update(check=ctx.check, perturb=ctx.perturb, observers=len(ctx.observers))
         return inputs["x"] * 2
 
-    spec = dataclasses.replace(_spec([Mode(local_matmul=0)]), execute=execute)
+    spec = dataclasses.replace(_spec([FakeMode(local_matmul=0)]), execute=execute)
     code, _, _, _ = _run(spec, argv)
     assert code == 0 and seen["observers"] == 1
     assert seen["check"] == ("--no-check" not in argv)

@@ -402,3 +402,62 @@ def test_non_working_core_waits_per_model(make_world, model):
     for i in range(R):
         np.testing.assert_array_equal(got[1, i], send_of(i)[me * COUNT:(me + 1) * COUNT].view(np.uint16))
     world.barrier()
+
+
+def test_session_owner_does_not_depend_on_who_prepares_first(make_world):
+    """An AIC-only HCCL kernel launched mixed: the AIV Prepares first (it Sets the AIC's go-flag only
+    after). The session still belongs to the AICs, as it does when the AIC happens to be first: the AIV's
+    calls are the HCCL_WRONG_CORE_TYPE reports, the AIC's task runs and its Wait succeeds."""
+    world, server = _setup(make_world)
+    R, me, dev = world.size, world.rank, world.device
+    send, send_of = _send(world, R * COUNT)
+    recv = world.window(R * COUNT * 2, "recv")
+
+    def kernel(ctx):
+        hccl = Hccl(ctx, server)
+        hccl.Init()
+        if ctx.ASCEND_IS_AIV:
+            h = hccl.AlltoAll(send, recv.base, COUNT, FP16, commit=True)
+            ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, 0)
+            return hccl.Wait(h)
+        ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, 0)
+        h = hccl.AlltoAll(send, recv.base, COUNT, FP16, commit=True)
+        rc = hccl.Wait(h)
+        hccl.Finalize()
+        return rc
+
+    res = dev.launch(kernel, 1, KernelType.MIX_AIC_1_1)
+    server.end_session()
+    assert res.returns == {"AIC0": HCCL_SUCCESS, "AIV0": HCCL_FAILED}
+    reports = {(h.hazard.value, h.core) for h in dev.hazards.take()}
+    assert reports == {("HCCL_WRONG_CORE_TYPE", "AIV0")}, reports
+    got = dev.gm.read(recv.base, FP16, (R * COUNT,)).view(np.uint16)
+    for i in range(R):
+        want = send_of(i)[me * COUNT: (me + 1) * COUNT].view(np.uint16)
+        np.testing.assert_array_equal(got[i * COUNT: (i + 1) * COUNT], want, err_msg=f"from rank {i}")
+    world.barrier()
+
+
+def test_repeat_is_a_uint8(make_world):
+    """`repeat` of Prepare is a uint8_t: 256 is refused with the rule named (the device would wrap it)."""
+    world, server = _setup(make_world)
+    R, dev = world.size, world.device
+    send, _ = _send(world, R * 256)
+    recv = world.window(R * 256 * 2, "recv")
+    errors = []
+
+    def kernel(ctx):
+        hccl = Hccl(ctx, server)
+        hccl.Init()
+        try:
+            hccl.AlltoAll(send, recv.base, 1, FP16, strideCount=256, repeat=256)
+        except Exception as exc:
+            errors.append(exc)
+        h = hccl.AlltoAll(send, recv.base, 1, FP16, strideCount=255, repeat=255)
+        return h
+
+    res = dev.launch(kernel, 1, KernelType.AIC_ONLY)
+    server.end_session()
+    assert res.returns == {"AIC0": 0}
+    assert len(errors) == 1 and getattr(errors[0], "rule", None) == "HCCL AlltoAll repeat <= 255", errors
+    world.barrier()

@@ -82,3 +82,26 @@ def test_rank_that_skips_the_barrier_leaves_the_others_in_deadlock(make_world):
         with pytest.raises(DeadlockError, match=r"TeamBarrier team_barrier slot \d+ on rank 0"):
             world.device.launch(kernel, 1, KernelType.AIV_ONLY)
     world.barrier(timeout=RESYNC_TIMEOUT_S)
+
+
+def test_deadlock_report_names_the_job_that_stores_the_slot(make_world):
+    """jobs = R (the a2a layout): job j of rank me waits for slot me on rank j, which rank j's job
+    me % step stores. Rank 0 skips the barrier: on every other rank job 0 hangs, released by rank 0's job
+    me (not job 0)."""
+    world = make_world(timeout=HANG_TIMEOUT_S)
+    R, me = world.size, world.rank
+    barrier = TeamBarrier(world, R)
+
+    def kernel(ctx):
+        if me != 0:
+            barrier.CrossDevice(ctx, ctx.GetBlockIdx())
+
+    if me == 0:
+        world.device.launch(kernel, R, KernelType.AIV_ONLY)
+    else:
+        with pytest.raises(DeadlockError) as info:
+            world.device.launch(kernel, R, KernelType.AIV_ONLY)
+        text = str(info.value)
+        assert f"slot {me} on rank 0" in text, text
+        assert f"released by rank 0 TeamBarrier CrossDevice(job {me})" in text, text
+    world.barrier(timeout=RESYNC_TIMEOUT_S)

@@ -17,7 +17,9 @@ from mc2emu.blaze.gemm.tile import tile_mmad_mx
 from mc2emu.numerics import ElemFormat, ag_compare, formats
 from mc2emu.numerics.golden import golden_cast, golden_decode_elements, golden_decode_scales, golden_mx_matmul
 from mc2emu.ops import golden_quant_batch_matmul_mx, quant_batch_matmul_mx
+from mc2emu.ops.all_gather_quant_matmul_golden import gen_ag_st_inputs, golden_all_gather_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a, golden_a2a_float64
+from mc2emu.ops.weight_quant_matmul_golden import golden_weight_quant_matmul
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "blaze"))
 from blaze_cases import ref_float64, st_operands
@@ -59,6 +61,12 @@ def _goldens() -> dict[str, np.ndarray]:
             ops.x1, ops.x1_scale, ops.x2, ops.x2_scale, trans_b=True, bias=np.arange(40, dtype=np.float32)),
         "blaze_cases.ref_float64": ref_float64(ops),
     }
+    ag = [gen_ag_st_inputs(16, 128, 32, r) for r in range(2)]
+    out["golden_all_gather_quant_matmul"] = golden_all_gather_quant_matmul(
+        [i["x1"] for i in ag], [i["x1_scale"] for i in ag], ag[0]["x2"], ag[0]["x2_scale"])
+    wq = np.arange(-8, 8, dtype=np.float32).reshape(4, 4).astype(ml_dtypes.float8_e4m3fn)
+    out["golden_weight_quant_matmul (fp8 weight)"] = golden_weight_quant_matmul(
+        np.ones((2, 4), ml_dtypes.bfloat16), wq, np.full((4,), 0.5, ml_dtypes.bfloat16))
     inps = [gen_st_inputs(r, 3, 32, 64, 48) for r in range(3)]
     x1s, x1ss = [i["x1"] for i in inps], [i["x1_scale"] for i in inps]
     for r in range(3):

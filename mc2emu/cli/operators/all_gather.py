@@ -10,83 +10,90 @@ Launch: `--block-dim`, else max(8, R) blocks. The CANN cases (m >= 2048, n >= 25
 baseM 256, which divides the 512-row tiles; the reduced default shape keeps that character at 8 blocks
 (at 32 cores AdjustBasicBlock would shrink baseM and blocks would straddle regions).
 
-Modes: the two wait orders. Hazard showcase (`--hazards`): the kernel without its flag-0 wait
-(UNCONSUMED_FLAG) and with UpdateAddrList before the wait (ADDR_LIST_UPDATED_EARLY); the mode's
-`revision` names the reproduced variant (`AgKernelVariant`).
+Modes (`AGMode`): the two wait orders. Hazard showcase (`--hazards`): the kernel without its flag-0 wait
+(UNCONSUMED_FLAG) and with UpdateAddrList before the wait (ADDR_LIST_UPDATED_EARLY); the mode's `variant`
+names the reproduced kernel variant (`AgKernelVariant`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import ml_dtypes
 import numpy as np
 
+from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
 from mc2emu.cli.scenarios import (
     Arrays,
     Case,
     Comparison,
     ExecContext,
     Expect,
-    Mode,
     ModeRule,
+    OperatorMode,
     OperatorSpec,
     Shape,
-    call_accepting,
-    import_available,
-    resolve,
 )
 from mc2emu.numerics import ElemFormat, bf16_ulp_distance
+from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gather_quant_matmul
+from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_gather_quant_matmul_tiling import MAX_RANKS
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
-OP_MODULE = "mc2emu.ops"
-OP_FUNC = "all_gather_quant_matmul"
+
+@dataclass(frozen=True)
+class AGMode(OperatorMode):
+    """wait order, and the kernel variant (the source, or a reproduced hazard)."""
+
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"wait_order": WaitOrder, "variant": AgKernelVariant}
+
+    wait_order: WaitOrder = WaitOrder.MASK
+    variant: AgKernelVariant = AgKernelVariant.SOURCE
+
+    def label_parts(self) -> list[str]:
+        parts = [self.wait_order.value]
+        if self.variant is not AgKernelVariant.SOURCE:
+            parts.append(self.variant.value)
+        return parts
+
+
 MIN_BLOCK_DIM = 8
 # One full 512-row tile + a 13-row tail (the CANN m = 2061 character); quick: one 64-row tile.
 DEFAULT_SHAPE = Shape(m=525, k=256, n=512)
 QUICK_SHAPE = Shape(m=64, k=128, n=128)
-SKIP_FLAG0 = "skip_flag0_wait"
-UPDATE_EARLY = "update_addr_before_wait"
 
-MODES = tuple(Mode(wait_order=wo) for wo in WaitOrder)
-HAZARD_MODES = (Mode(wait_order=WaitOrder.IN_ORDER, revision=SKIP_FLAG0),
-                Mode(wait_order=WaitOrder.MASK, revision=SKIP_FLAG0),
-                Mode(wait_order=WaitOrder.IN_ORDER, revision=UPDATE_EARLY))
+MODES = tuple(AGMode(wo) for wo in WaitOrder)
+HAZARD_MODES = (AGMode(WaitOrder.IN_ORDER, AgKernelVariant.SKIP_FLAG0_WAIT),
+                AGMode(WaitOrder.MASK, AgKernelVariant.SKIP_FLAG0_WAIT),
+                AGMode(WaitOrder.IN_ORDER, AgKernelVariant.UPDATE_ADDR_BEFORE_WAIT))
 RULES = (
-    ModeRule({"revision": SKIP_FLAG0}, Expect(hazards=frozenset({"UNCONSUMED_FLAG"})),
+    ModeRule({"variant": AgKernelVariant.SKIP_FLAG0_WAIT}, Expect(hazards=frozenset({Hazard.UNCONSUMED_FLAG})),
              "the AIV pre-sets flag 0 before its loop; a kernel that never waits it leaves one round per AIC"),
-    ModeRule({"revision": UPDATE_EARLY}, Expect(hazards=frozenset({"ADDR_LIST_UPDATED_EARLY"})),
+    ModeRule({"variant": AgKernelVariant.UPDATE_ADDR_BEFORE_WAIT},
+             Expect(hazards=frozenset({Hazard.ADDR_LIST_UPDATED_EARLY})),
              "the MAIN addresses move to the next round before that round's flag is waited"),
 )
 
 
 def make_inputs(case: Case, rank: int, size: int) -> Arrays:
-    from mc2emu.ops import gen_ag_st_inputs
-
     return gen_ag_st_inputs(case.shape.m, case.shape.k, case.shape.n, rank, seed_base=case.seed)
 
 
 def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
-    from mc2emu.ops import golden_all_gather_quant_matmul
-
     return golden_all_gather_quant_matmul(comm.allgather(inputs["x1"]), comm.allgather(inputs["x1_scale"]),
                                           inputs["x2"], inputs["x2_scale"])
 
 
 def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
-    op = resolve(OP_MODULE, OP_FUNC)
     mode = case.mode
-    kwargs: dict[str, Any] = {
-        "wait_order": (mode.wait_order or WaitOrder.MASK).value,
-        "block_dim": ctx.block_dim if ctx.block_dim is not None else max(MIN_BLOCK_DIM, ctx.size),
-        "check": ctx.check,
-        "timeout": ctx.timeout,
-        "perturb": ctx.perturb,
-        "observers": ctx.observers,
-        "kernel_variant": mode.revision or "source",
-    }
-    return call_accepting(op, inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], **kwargs)
+    assert isinstance(mode, AGMode)
+    return all_gather_quant_matmul(
+        inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], wait_order=mode.wait_order,
+        block_dim=ctx.block_dim if ctx.block_dim is not None else max(MIN_BLOCK_DIM, ctx.size), check=ctx.check,
+        timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
+        kernel_variant=mode.variant)
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
@@ -111,10 +118,10 @@ def validate(case: Case, size: int) -> list[str]:
     return out
 
 
-ALL_GATHER_QUANT_MATMUL = OperatorSpec(
+SPEC = OperatorSpec(
     name="all_gather_quant_matmul",
     summary="MXFP8 matmul fused with an all-gather of A along M (SPEC §7.1, FragmentTensor kernel)",
-    available=import_available(OP_MODULE, OP_FUNC),
+    mode_type=AGMode,
     make_inputs=make_inputs,
     golden=golden,
     execute=execute,

@@ -1,7 +1,7 @@
 """CLI entry of all_to_all_quant_matmul (SPEC §6): modes, hazard rules, shapes, inputs, golden, compare.
 
-The operator itself is `mc2emu.ops.all_to_all_quant_matmul_op.all_to_all_quant_matmul` (one call per rank,
-collective); the entry is available as soon as that module imports.
+The operator itself is `mc2emu.ops.all_to_all_quant_matmul` (one call per rank, collective); its modes are
+`A2AMode` (impl, localMatmul, wait order, HCCL server, bias, communication tiles).
 
 Shape: m = oriM (rows of C per rank), k = Ka (K per rank), n = N.
 Inputs: the CANN A2A ST recipe (elements and scales uniform(1, 8), E8M0 truncated): positive data, no
@@ -15,7 +15,9 @@ Compare: the A2A ST rule `allclose(rtol = atol = 1e-2)`; max abs error and max b
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import ml_dtypes
 import numpy as np
@@ -27,13 +29,10 @@ from mc2emu.cli.scenarios import (
     Comparison,
     ExecContext,
     Expect,
-    Mode,
     ModeRule,
+    OperatorMode,
     OperatorSpec,
     Shape,
-    call_accepting,
-    import_available,
-    resolve,
 )
 from mc2emu.numerics import (
     ElemFormat,
@@ -42,11 +41,39 @@ from mc2emu.numerics import (
     fixpipe_cast,
     golden_mx_matmul,
 )
+from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
+from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import KA_ALIGN, MAX_COMM_TURNS, MAX_RANKS, WaitOrder
 
-OP_MODULE = "mc2emu.ops.all_to_all_quant_matmul_op"
-OP_FUNC = "all_to_all_quant_matmul"
+
+@dataclass(frozen=True)
+class A2AMode(OperatorMode):
+    """impl, localMatmul, wait order, HCCL server model (hcomm only), bias (hcomm only), communication tiles
+    per rank's row block (0: the CANN ST rule)."""
+
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {
+        "impl": Impl, "local_matmul": int, "wait_order": WaitOrder, "hccl_server": HcclServer, "bias": bool,
+        "comm_tiles": int}
+
+    impl: Impl = Impl.UDMA
+    local_matmul: int = 0
+    wait_order: WaitOrder = WaitOrder.MASK
+    hccl_server: HcclServer | None = None
+    bias: bool = False
+    comm_tiles: int = 0
+
+    def label_parts(self) -> list[str]:
+        parts = [f"lm{self.local_matmul}", self.wait_order.value]
+        if self.hccl_server is not None:
+            parts.append(self.hccl_server.value)
+        if self.bias:
+            parts.append("+bias")
+        if self.comm_tiles:
+            parts.append(f"{self.comm_tiles}tiles")
+        return parts
+
+
 # Communication tiles per rank's row block. The CANN ST rule (headTileSize = ceil(usedCoreNum / nTiles) *
 # baseM) gives a single tile at moderate shapes, where the wait orders cannot differ and nothing overlaps;
 # modes with `comm_tiles` pass head_tile_size = align16(ceil(oriM / comm_tiles)) instead (SPEC §6: at most
@@ -61,30 +88,31 @@ QUICK_SHAPE = Shape(m=32, k=128, n=128)
 BIAS_LOW, BIAS_HIGH = -1.0, 1.0
 
 MODES = (
-    *(Mode(Impl.UDMA, lm, wo, comm_tiles=COMM_TILES) for lm in (0, 1, 2) for wo in WaitOrder),
-    *(Mode(Impl.HCOMM, lm, wo, HcclServer.CCU) for lm in (0, 1) for wo in WaitOrder),
+    *(A2AMode(Impl.UDMA, lm, wo, comm_tiles=COMM_TILES) for lm in (0, 1, 2) for wo in WaitOrder),
+    *(A2AMode(Impl.HCOMM, lm, wo, HcclServer.CCU) for lm in (0, 1) for wo in WaitOrder),
 )
 HAZARD_MODES = (
-    Mode(Impl.HCOMM, 0, WaitOrder.MASK, HcclServer.CCU, comm_tiles=COMM_TILES),
-    Mode(Impl.HCOMM, 2, WaitOrder.MASK, HcclServer.AICPU),
-    Mode(Impl.HCOMM, 1, WaitOrder.MASK, HcclServer.CCU, bias=True),
-    Mode(Impl.HCOMM, 2, WaitOrder.MASK, HcclServer.CCU),
+    A2AMode(Impl.HCOMM, 0, WaitOrder.MASK, HcclServer.CCU, comm_tiles=COMM_TILES),
+    A2AMode(Impl.HCOMM, 2, WaitOrder.MASK, HcclServer.AICPU),
+    A2AMode(Impl.HCOMM, 1, WaitOrder.MASK, HcclServer.CCU, bias=True),
+    A2AMode(Impl.HCOMM, 2, WaitOrder.MASK, HcclServer.CCU),
 )
 RULES = (
     ModeRule({"impl": Impl.HCOMM, "local_matmul": 2, "hccl_server": HcclServer.AICPU},
-             Expect(hazards=frozenset({"HCCL_WAIT_BEYOND_COMMIT"}), hang_ok=True),
+             Expect(hazards=frozenset({Hazard.HCCL_WAIT_BEYOND_COMMIT}), hang_ok=True),
              "the LOCAL pass of localMatmul 2 waits every handle, the REMOTE pass waits them again: AICPU "
              "returns -1 (and a core still waiting when block 0 finalizes hangs)"),
     ModeRule({"impl": Impl.HCOMM, "local_matmul": 2, "hccl_server": HcclServer.CCU}, Expect(deadlock=True),
              "as above, but a CCU Wait beyond Commit hangs: the deadlock diagnosis must catch it"),
-    ModeRule({"impl": Impl.HCOMM, "local_matmul": (1, 2), "bias": True},
-             Expect(hazards=frozenset({"BIAS_DOUBLE_ADD"})),
-             "hcomm loads the bias at index 0 of both passes"),
+    ModeRule({"impl": Impl.HCOMM, "local_matmul": 1, "bias": True},
+             Expect(hazards=frozenset({Hazard.BIAS_DOUBLE_ADD})),
+             "hcomm loads the bias at index 0 of both passes and localMatmul 1's REMOTE pass adds atomically "
+             "onto the LOCAL pass's C (localMatmul 2 plain-writes over it: bias once)"),
     ModeRule({"impl": Impl.HCOMM, "wait_order": WaitOrder.MASK, "comm_tiles": MULTI_TILE},
-             Expect(hazards=frozenset({"READ_BEFORE_WAIT"})),
+             Expect(hazards=frozenset({Hazard.READ_BEFORE_WAIT})),
              "a Wait on a repeat handle proves the next repeat arrived, not the tile the mask asked for"),
     ModeRule({"impl": Impl.HCOMM, "hccl_server": HcclServer.AICPU},
-             Expect(hazards=frozenset({"HCCL_FINALIZE_WHILE_WAITING"}), hang_ok=True, optional=True),
+             Expect(hazards=frozenset({Hazard.HCCL_FINALIZE_WHILE_WAITING}), hang_ok=True, optional=True),
              "SyncAll() is a no-op on AIC: block 0 may Finalize while other AICs still Wait; under AICPU "
              "they then hang (timing decides whether a run hangs)"),
 )
@@ -93,7 +121,7 @@ RULES = (
 def make_inputs(case: Case, rank: int, size: int) -> Arrays:
     m, k, n = case.shape.m, case.shape.k, case.shape.n
     arrays = gen_st_inputs(rank, size, m, k, n, seed=case.seed, elem=case.dtype or ElemFormat.E4M3)
-    if case.mode.bias:
+    if getattr(case.mode, "bias", False):
         rng = np.random.default_rng([case.seed, rank, n])
         arrays["bias"] = rng.uniform(BIAS_LOW, BIAS_HIGH, size=n).astype(np.float32)
     return arrays
@@ -127,25 +155,15 @@ def head_tile_size(ori_m: int, tiles: int) -> int:
 
 
 def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
-    op = resolve(OP_MODULE, OP_FUNC)
     mode = case.mode
-    kwargs: dict[str, Any] = {
-        "impl": mode.impl.value if mode.impl else Impl.UDMA.value,
-        "local_matmul": mode.local_matmul or 0,
-        "wait_order": (mode.wait_order or WaitOrder.MASK).value,
-        "bias": inputs.get("bias"),
-        "out_dtype": "bfloat16",
-        "block_dim": ctx.block_dim,
-        "check": ctx.check,
-        "timeout": ctx.timeout,
-        "perturb": ctx.perturb,
-        "observers": ctx.observers,
-    }
-    if mode.hccl_server is not None:
-        kwargs["hccl_server"] = mode.hccl_server.value
-    if mode.comm_tiles:
-        kwargs["head_tile_size"] = head_tile_size(case.shape.m, mode.comm_tiles)
-    return call_accepting(op, inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], **kwargs)
+    assert isinstance(mode, A2AMode)
+    return all_to_all_quant_matmul(
+        inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], impl=mode.impl,
+        local_matmul=mode.local_matmul, wait_order=mode.wait_order,
+        hccl_server=mode.hccl_server if mode.hccl_server is not None else HcclServer.CCU, bias=inputs.get("bias"),
+        out_dtype="bfloat16", block_dim=ctx.block_dim,
+        head_tile_size=head_tile_size(case.shape.m, mode.comm_tiles) if mode.comm_tiles else None,
+        check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm)
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
@@ -173,10 +191,10 @@ def validate(case: Case, size: int) -> list[str]:
     return out
 
 
-ALL_TO_ALL_QUANT_MATMUL = OperatorSpec(
+SPEC = OperatorSpec(
     name="all_to_all_quant_matmul",
     summary="MX-quantized matmul fused with an all-to-all of A along M (SPEC §6)",
-    available=import_available(OP_MODULE, OP_FUNC),
+    mode_type=A2AMode,
     make_inputs=make_inputs,
     golden=golden,
     execute=execute,

@@ -15,24 +15,24 @@ Compare: the golden (decode, one FP32 matmul, + bias, cast) bit-exact or within 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import ml_dtypes
 import numpy as np
 
+from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QbmmMxRevision
 from mc2emu.cli.scenarios import (
     Arrays,
     Case,
     Comparison,
     ExecContext,
     Expect,
-    Mode,
     ModeRule,
+    OperatorMode,
     OperatorSpec,
     Shape,
-    call_accepting,
-    import_available,
-    resolve,
 )
 from mc2emu.numerics import (
     ElemFormat,
@@ -44,11 +44,36 @@ from mc2emu.numerics import (
     to_ascend_scale_b,
 )
 from mc2emu.numerics.constants import MX_GROUP_SIZE
+from mc2emu.ops import golden_quant_batch_matmul_mx, quant_batch_matmul_mx
+from mc2emu.runtime.hazards import Hazard
 
-OP_MODULE = "mc2emu.ops.quant_batch_matmul_mx_op"
-OP_FUNC = "quant_batch_matmul_mx"
-GOLDEN_MODULE = "mc2emu.ops.quant_batch_matmul_mx_golden"
-GOLDEN_FUNC = "golden_quant_batch_matmul_mx"
+
+@dataclass(frozen=True)
+class QbmmMode(OperatorMode):
+    """bias, the compile-time atomic policy, the leading batch of x1, the kernel_qbmm_mx.h revision (None:
+    the operator's default)."""
+
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"bias": bool, "atomic": bool, "batch": int,
+                                                              "revision": str}
+
+    bias: bool = False
+    atomic: bool = False
+    batch: int = 1
+    revision: str | None = None
+
+    def label_parts(self) -> list[str]:
+        parts = []
+        if self.bias:
+            parts.append("+bias")
+        if self.revision is not None:
+            parts.append(f"rev {self.revision}")
+        if self.atomic:
+            parts.append("atomic")
+        if self.batch != 1:
+            parts.append(f"batch{self.batch}")
+        return parts
+
+
 DEFAULT_SHAPE = Shape(m=512, k=1024, n=1024)
 QUICK_SHAPE = Shape(m=64, k=128, n=128)
 ST_LOW, ST_HIGH = 1.0, 8.0
@@ -57,13 +82,13 @@ MULTI_BATCH = 2
 
 FIXED_REVISION = "cc21c0d6"   # kernel_qbmm_mx.h revision with per-batch scale offsets and SetAtomicNone
 
-MODES = (Mode(), Mode(bias=True), Mode(batch=MULTI_BATCH, revision=FIXED_REVISION))
-HAZARD_MODES = (Mode(batch=MULTI_BATCH), Mode(atomic=True, batch=MULTI_BATCH))
+MODES = (QbmmMode(), QbmmMode(bias=True), QbmmMode(batch=MULTI_BATCH, revision=FIXED_REVISION))
+HAZARD_MODES = (QbmmMode(batch=MULTI_BATCH), QbmmMode(atomic=True, batch=MULTI_BATCH))
 RULES = (
     ModeRule({"atomic": True, "batch": MULTI_BATCH, "revision": None},
-             Expect(hazards=frozenset({"ATOMIC_LEFT_SET"})),
+             Expect(hazards=frozenset({Hazard.ATOMIC_LEFT_SET})),
              "the multi-batch path never calls SetAtomicNone"),
-    ModeRule({"batch": MULTI_BATCH, "revision": None}, Expect(hazards=frozenset({"SCALE_BATCH_OFFSET_MISSING"})),
+    ModeRule({"batch": MULTI_BATCH, "revision": None}, Expect(hazards=frozenset({Hazard.SCALE_BATCH_OFFSET_MISSING})),
              "AddBatchOffset does not advance the scale addresses"),
 )
 
@@ -77,12 +102,14 @@ def make_inputs(case: Case, rank: int, size: int) -> Arrays:
     fmt = case.dtype or ElemFormat.E4M3
     rng = np.random.default_rng([case.seed, rank])
     nb = -(-k // MX_GROUP_SIZE)
-    lead = (case.mode.batch,) if case.mode.batch != 1 else ()
+    mode = case.mode
+    assert isinstance(mode, QbmmMode)
+    lead = (mode.batch,) if mode.batch != 1 else ()
     x1 = _codes(rng, (*lead, m, k), fmt)
-    x1_scale = np.stack([to_ascend_scale_a(gen_ag_scales((m, nb), rng)) for _ in range(case.mode.batch)])
+    x1_scale = np.stack([to_ascend_scale_a(gen_ag_scales((m, nb), rng)) for _ in range(mode.batch)])
     arrays = {"x1": x1, "x1_scale": x1_scale if lead else x1_scale[0], "x2": _codes(rng, (n, k), fmt),
               "x2_scale": to_ascend_scale_b(gen_ag_scales((n, nb), rng), trans=True)}
-    if case.mode.bias:
+    if mode.bias:
         arrays["bias"] = rng.uniform(BIAS_LOW, BIAS_HIGH, n).astype(np.float32)
     return arrays
 
@@ -93,25 +120,19 @@ def _formats(case: Case) -> dict[str, Any]:
 
 
 def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
-    fn = resolve(GOLDEN_MODULE, GOLDEN_FUNC)
-    return fn(inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], bias=inputs.get("bias"),
-              trans_b=True, out_dtype="bfloat16", **_formats(case))
+    return golden_quant_batch_matmul_mx(inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"],
+                                        bias=inputs.get("bias"), trans_b=True, out_dtype="bfloat16",
+                                        **_formats(case))
 
 
 def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
-    op = resolve(OP_MODULE, OP_FUNC)
-    return call_accepting(op, inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"],
-                          bias=inputs.get("bias"), trans_b=True, out_dtype="bfloat16", atomic=case.mode.atomic,
-                          block_dim=ctx.block_dim, check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb,
-                          observers=ctx.observers, **_formats(case), **_revision(case))
-
-
-def _revision(case: Case) -> dict[str, Any]:
-    if case.mode.revision is None:
-        return {}
-    from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QbmmMxRevision
-
-    return {"revision": QbmmMxRevision(case.mode.revision)}
+    mode = case.mode
+    assert isinstance(mode, QbmmMode)
+    revision = QbmmMxRevision(mode.revision) if mode.revision is not None else QbmmMxRevision.R106B970C
+    return quant_batch_matmul_mx(inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"],
+                                 bias=inputs.get("bias"), trans_b=True, out_dtype="bfloat16", atomic=mode.atomic,
+                                 block_dim=ctx.block_dim, revision=revision, check=ctx.check, timeout=ctx.timeout,
+                                 perturb=ctx.perturb, observers=ctx.observers, **_formats(case))
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
@@ -126,10 +147,10 @@ def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
     return Comparison(ag_compare(o, r), max_abs, bf16_ulp_distance(o, r))
 
 
-QUANT_BATCH_MATMUL_MX = OperatorSpec(
+SPEC = OperatorSpec(
     name="quant_batch_matmul_mx",
     summary="QBMM MX: Blaze GemmUniversal MX matmul on one NPU per rank (seed 004)",
-    available=import_available(OP_MODULE, OP_FUNC),
+    mode_type=QbmmMode,
     make_inputs=make_inputs,
     golden=golden,
     execute=execute,

@@ -1,7 +1,7 @@
 """The device self-check "operator": on every rank, a MIX 1:2 launch that exercises the cross-core flag
 modes 1 and 2 and both SyncAll forms; the output is the number of flag rounds each core completed.
 
-Always available (it needs only the runtime), so the suite runs before any MC2 operator exists.
+It needs only the runtime, so the suite runs before any MC2 operator exists.
 Shape: m = flag rounds per core. Block dim: `--block-dim` or `SELF_CHECK_BLOCK_DIM`.
 """
 
@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from mc2emu.cli.scenarios import Arrays, Case, Comparison, ExecContext, OperatorSpec, Shape
-from mc2emu.runtime import Device, HazardError, Pipe
+from mc2emu.cli.scenarios import Arrays, Case, Comparison, ExecContext, NoMode, OperatorSpec, Shape
+from mc2emu.host import CallOptions, LaunchHarness
+from mc2emu.runtime import HazardError, Pipe
 from mc2emu.runtime.kernel_type import KernelType
 
 SELF_CHECK_BLOCK_DIM = 4
@@ -51,17 +52,12 @@ def _make_inputs(case: Case, rank: int, size: int) -> Arrays:
 
 
 def _execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
-    dev = Device(ctx.rank, check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb)
-    unsubscribe = [dev.events.subscribe(o) for o in ctx.observers]
-    try:
-        res = dev.launch(self_check_kernel, _block_dim(ctx), KernelType.MIX_AIC_1_2, int(inputs["rounds"][0]),
-                         name="self_check")
-    finally:
-        for u in unsubscribe:
-            u()
+    opts = CallOptions.of(check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers)
+    with LaunchHarness("self_check", opts, rank=ctx.rank) as h:
+        res = h.launch(self_check_kernel, _block_dim(ctx), KernelType.MIX_AIC_1_2, int(inputs["rounds"][0]))
     out = np.array([res.returns[label] for label in sorted(res.returns)], dtype=np.int64)
-    if res.hazards:
-        raise HazardError(res.hazards, out)
+    if h.hazards:
+        raise HazardError(h.hazards, out)
     return out
 
 
@@ -76,10 +72,10 @@ def _compare(out: np.ndarray, golden: np.ndarray | None) -> Comparison:
                                                                                 f"expected {want}")
 
 
-SELFCHECK = OperatorSpec(
+SPEC = OperatorSpec(
     name="selfcheck",
     summary="device self-check: cross-core flags (modes 1, 2) and SyncAll<true>/<false>, MIX 1:2",
-    available=lambda: None,
+    mode_type=NoMode,
     make_inputs=_make_inputs,
     golden=_golden,
     execute=_execute,
