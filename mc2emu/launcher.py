@@ -7,9 +7,12 @@ works on a fresh machine without mpirun on PATH (MPI-NOTES "Launching").
 
 from __future__ import annotations
 
+import enum
+import functools
 import importlib.metadata
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,12 +46,40 @@ def find_mpiexec() -> str:
     raise MpiexecNotFound("no mpiexec found: install the MPI wheel (pip install mpich) or a system MPI")
 
 
+class MpiFlavor(enum.Enum):
+    """Which MPI an `mpiexec` belongs to (they need different flags)."""
+
+    MPICH = "mpich"          # hydra: MPICH, Intel MPI, MVAPICH
+    OPEN_MPI = "openmpi"     # prterun / orterun
+    UNKNOWN = "unknown"
+
+
+@functools.lru_cache(maxsize=8)
+def mpiexec_flavor(exe: str) -> MpiFlavor:
+    """Ask `exe --version` (both wheels' launchers answer in well under a second): the file name or path
+    says nothing (a venv's `bin/mpiexec` is Open MPI's or MPICH's alike)."""
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return MpiFlavor.UNKNOWN
+    text = (out.stdout + out.stderr).lower()
+    if "open mpi" in text or "open-mpi" in text or "openrte" in text or "prrte" in text:
+        return MpiFlavor.OPEN_MPI
+    if "hydra" in text or "mpich" in text or "intel(r) mpi" in text:
+        return MpiFlavor.MPICH
+    return MpiFlavor.UNKNOWN
+
+
 def mpiexec_command(np_: int, argv: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The command and environment that run `argv` (a Python argv tail) on `np_` ranks."""
+    """The command and environment that run `argv` (a Python argv tail) on `np_` ranks with the installed
+    MPI's own `mpiexec`. Open MPI refuses more ranks than cores without `--oversubscribe`, refuses root
+    without the two ALLOW variables, and prints an error per window from its UCX one-sided component
+    when no UCX device fits (MPI-NOTES "Launching"); settings the user made in the environment win.
+    No progress setting is needed: every rank drives its own (mc2emu.comm.progress_engine)."""
     exe = find_mpiexec()
     cmd = [exe, "-n", str(np_)]
     env = dict(os.environ, **RANK_ENV)
-    if "open" in Path(exe).resolve().as_posix().lower():  # Open MPI: oversubscribe, root, no UCX noise
+    if mpiexec_flavor(exe) is MpiFlavor.OPEN_MPI:
         cmd.insert(1, "--oversubscribe")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

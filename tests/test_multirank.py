@@ -1,15 +1,18 @@
 """Runs the multi-rank tests (`@pytest.mark.mpi`) under mpirun at 2, 4 and 8 ranks, so that one plain
 `python -m pytest` runs the whole suite. Each world size is one test here; its output names every
-multi-rank test that ran, and a failure shows the tail of the ranks' output."""
+multi-rank test that ran, and a failure shows the tail of the ranks' output.
+
+`mpiexec` and its flags come from the installed MPI (`mc2emu.launcher.mpiexec_command`: MPICH or Open
+MPI). `MC2EMU_MPI_SIZES=2,4` runs a subset of the world sizes (CI's inter-node and Open MPI runs); the
+ranks inherit the environment, so `MPIR_CVAR_NOLOCAL=1` puts the whole suite on MPICH's network path."""
 
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 
-from mc2emu.launcher import find_mpiexec
+from mc2emu.launcher import mpiexec_command
 
 WORLD_SIZES = (2, 4, 8)
 # A hung multi-rank run is a failure of this test, never a hung suite (the tests' own deadlines are
@@ -23,12 +26,13 @@ PER_TEST_TIMEOUT_S = 240
 def test_multirank_suite(np_, pytestconfig):
     if os.environ.get("MC2EMU_SKIP_MPI"):
         pytest.skip("MC2EMU_SKIP_MPI is set")
-    mpiexec = find_mpiexec()
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               PYTHONUNBUFFERED="1")
+    sizes = os.environ.get("MC2EMU_MPI_SIZES")
+    if sizes and str(np_) not in sizes.split(","):
+        pytest.skip(f"MC2EMU_MPI_SIZES={sizes}")
     tests_dir = os.path.dirname(__file__)
-    cmd = [mpiexec, "-n", str(np_), sys.executable, "-m", "pytest", "--only-mpi", "-q",
-           "-o", f"faulthandler_timeout={PER_TEST_TIMEOUT_S}", "-x", tests_dir]
+    cmd, env = mpiexec_command(np_, ["-m", "pytest", "--only-mpi", "-q",
+                                     "-o", f"faulthandler_timeout={PER_TEST_TIMEOUT_S}", "-x", tests_dir])
+    env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=MPI_RUN_TIMEOUT_S,
                           check=False)
     out = proc.stdout + proc.stderr

@@ -12,11 +12,18 @@ Protocol (tags on the service's own communicator):
 
 | step | who | message |
 |---|---|---|
-| 1 | rank p, deadline passed | `REQ` to every other rank: (p, core, object) |
-| 2 | service thread of rank q | marks the deadlock declared on q (its waits stop), replies `REP`: q's snapshot |
-| 3 | rank p | collects the snapshots within `COLLECT_S`, builds and returns the report |
+| 0 | rank p, deadline passed | if a `REQ` already reached p: p is not a declarer, its waits stop with that verdict |
+| 1 | rank p | becomes a declarer; `REQ` to every other rank: (p, core, object) |
+| 2 | service of rank q | marks the deadlock declared on q (its waits stop); `REP`: snapshot, "q declares" |
+| 3 | rank p | collects snapshots within `COLLECT_S`; the lowest declarer reports, the others defer |
 
-A rank that does not answer in time (killed, or stuck inside MPI) is listed as unresponsive.
+One report per deadlock: ranks whose deadlines pass at about the same time all declare (step 0 can race
+step 1 on each rank). Steps 0-1 and the service's reply are serialized by one lock per rank, so of two
+declarers p and q, each one's reply to the other says "declarer" (if q had not declared when p's `REQ`
+arrived, q does not declare at all): every declarer learns of every other that answers (or whose `REQ`
+its service received), and exactly one, the lowest, reports. A rank that does not answer in time
+(killed, stuck inside MPI, or starved of CPU for `COLLECT_S`) is listed as unresponsive; if it also
+declared, unseen, it writes a second report.
 """
 
 from __future__ import annotations
@@ -27,13 +34,16 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from mc2emu.runtime.waiting import WaitRecord, core_ranges, group_waits
+from mc2emu.runtime.waiting import ANY_CORE, WaitRecord, core_ranges, group_waits
 
 if TYPE_CHECKING:
     from mc2emu.runtime.device import Device
 
 TAG_REQ = 7101
 TAG_REP = 7102
+# Replies of round e (`reset()` starts a new one on every rank) use tag TAG_REP + 2 (e % REP_ROUNDS): a
+# late reply of an earlier round can never be taken for a current one.
+REP_ROUNDS = 1000
 # How long the requester collects answers: enough for 8 busy ranks on 2 cores to schedule their services.
 COLLECT_S = 3.0
 # The service thread's poll interval for requests (an idle sleep on an Event, not a spin).
@@ -54,6 +64,12 @@ class DeadlockDiagnosis:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._report: str | None = None
+        # Steps 0-1 of the protocol against the service's reply (never held while waiting for anything).
+        self._state_lock = threading.Lock()
+        self._declaring = False
+        self._declared_by: int | None = None
+        self._rivals: set[int] = set()
+        self._round = 0
         self._replies: list[Any] = []
         self._thread = threading.Thread(target=self._serve, name=f"r{self.rank}-diag", daemon=True)
         self._thread.start()
@@ -83,13 +99,23 @@ class DeadlockDiagnosis:
                     req.Wait()
                     return
             who = pickle.loads(bytes(buf[: status.Get_count(MPI.BYTE)]))
+            if who[3] != self._round:
+                continue                           # a request of an earlier round: its requester gave up
+            snap = self.snapshot()                 # before the waits stop and leave the registry
+            with self._state_lock:
+                declaring = self._declaring
+                if declaring:
+                    self._rivals.add(int(who[0]))       # a concurrent declarer, even if its reply is late
+                elif self._declared_by is None:
+                    self._declared_by = who[0]
             # Every wait of this rank stops with the requester's verdict (they would only time out later).
-            self.device.waiter.declared = (f"rank {who[0]} declared a deadlock ({who[1]} waiting on {who[2]}); "
-                                           f"see rank {who[0]}'s report")
-            self.device.waiter.wake_all()
-            data = pickle.dumps(self.snapshot())[:MAX_SNAPSHOT_BYTES]
+            if not declaring:
+                self.device.waiter.declared = (f"rank {who[0]} declared a deadlock ({who[1]} waiting on "
+                                               f"{who[2]}); see rank {who[0]}'s report")
+                self.device.waiter.wake_all()
+            data = pickle.dumps({**snap, "declaring": declaring})[:MAX_SNAPSHOT_BYTES]
             # Never block here: a requester that gave up would leave a blocking Send hanging.
-            self._replies.append(self.comm.Isend(data, dest=status.Get_source(), tag=TAG_REP))
+            self._replies.append(self.comm.Isend(data, dest=status.Get_source(), tag=self._rep_tag()))
 
     # -- requester -------------------------------------------------------------------------------------------
     def on_deadlock(self, rec: WaitRecord) -> str | None:
@@ -98,11 +124,15 @@ class DeadlockDiagnosis:
         with self._lock:
             if self._report is not None:
                 return self._report
+            with self._state_lock:
+                if self._declared_by is not None or self.device.waiter.declared is not None:
+                    return None                         # step 0: another rank declared (or won) first
+                self._declaring = True
             snaps: dict[int, dict[str, Any] | None] = {self.rank: self.snapshot()}
-            msg = pickle.dumps((self.rank, rec.core, rec.obj))
+            msg = pickle.dumps((self.rank, rec.core, rec.obj, self._round))
             sends = [self.comm.Isend(msg, dest=q, tag=TAG_REQ) for q in range(self.size) if q != self.rank]
             bufs = {q: bytearray(MAX_SNAPSHOT_BYTES) for q in range(self.size) if q != self.rank}
-            recvs = {q: self.comm.Irecv(bufs[q], source=q, tag=TAG_REP) for q in bufs}
+            recvs = {q: self.comm.Irecv(bufs[q], source=q, tag=self._rep_tag()) for q in bufs}
             statuses = {q: MPI.Status() for q in bufs}
             deadline = time.monotonic() + COLLECT_S
             pending = set(recvs)
@@ -119,12 +149,28 @@ class DeadlockDiagnosis:
             for s in sends:
                 if not s.Test():
                     s.Cancel()
+            declarers = [q for q, snap in snaps.items() if snap is not None and snap.get("declaring")]
+            with self._state_lock:
+                declarers += self._rivals
+            first = min([self.rank, *declarers])
+            if first != self.rank:                     # step 3: a lower-ranked declarer reports
+                self.device.waiter.declared = (f"rank {first} declared the same deadlock at the same time; "
+                                               f"see rank {first}'s report")
+                return None
             self._report = build_report(rec, snaps, self.device.waiter.timeout)
             return self._report
 
     def reset(self) -> None:
-        with self._lock:
+        with self._lock, self._state_lock:
             self._report = None
+            self._declaring = False
+            self._declared_by = None
+            self._rivals = set()
+            self._round += 1
+            self.device.waiter.declared = None
+
+    def _rep_tag(self) -> int:
+        return TAG_REP + 2 * (self._round % REP_ROUNDS)
 
     def close(self, linger: float = 0.0) -> None:
         """Stop the service. After a deadlock, `linger` keeps it answering the other ranks' requests a
@@ -171,7 +217,8 @@ def build_report(rec: WaitRecord, snaps: dict[int, dict[str, Any] | None], timeo
             by_state.setdefault(f"rank {tr}" + "\0" + st, []).append(tc)
         for key, labels in by_state.items():
             where, st = key.split("\0")
-            lines.append(f"      releaser {where} {core_ranges(labels)}: {st}")
+            who = "(any core)" if labels == [ANY_CORE] else core_ranges([c for c in labels if c != ANY_CORE])
+            lines.append(f"      releaser {where} {who}: {st}")
     cycle = _find_cycle(waiting)
     if cycle:
         lines.append("  cycle: " + " -> ".join(f"rank {r} {c}" for r, c in cycle))
@@ -181,6 +228,14 @@ def build_report(rec: WaitRecord, snaps: dict[int, dict[str, Any] | None], timeo
 def _state(rank: int, core: str, waiting: dict, cores: dict, snaps: dict) -> str:
     if snaps.get(rank) is None:
         return "rank did not answer"
+    if core == ANY_CORE:                       # a signal any core of `rank` may post
+        waits = sorted({w["obj"] for (r, _), w in waiting.items() if r == rank})
+        states = {st for (r, _), st in cores.items() if r == rank}
+        if waits:
+            return f"its cores are themselves waiting on {'; '.join(waits)}"
+        if states and states <= {"finished"}:
+            return "every core finished without signalling"
+        return "not waiting (running or between launches)" if states else "not in a launch"
     if (rank, core) in waiting:
         return f"itself waiting on {waiting[(rank, core)]['obj']}"
     state = cores.get((rank, core))
@@ -196,7 +251,7 @@ def _find_cycle(waiting: dict[tuple[int, str], dict[str, Any]]) -> list[tuple[in
         path, seen = [start], {start}
         node = start
         while True:
-            nxt = next((tuple(t) for t in waiting[node].get("waits_for", []) if tuple(t) in waiting), None)
+            nxt = next((t for t in _releasers(waiting[node], waiting) if t in waiting), None)
             if nxt is None:
                 break
             if nxt in seen:
@@ -205,3 +260,14 @@ def _find_cycle(waiting: dict[tuple[int, str], dict[str, Any]]) -> list[tuple[in
             seen.add(nxt)
             node = nxt
     return None
+
+
+def _releasers(w: dict[str, Any], waiting: dict[tuple[int, str], dict[str, Any]]) -> list[tuple[int, str]]:
+    """The (rank, core) pairs that can release wait `w`; a rank-only releaser stands for its waiting cores."""
+    out: list[tuple[int, str]] = []
+    for r, c in w.get("waits_for", []):
+        if c == ANY_CORE:
+            out += sorted(k for k in waiting if k[0] == r)
+        else:
+            out.append((r, c))
+    return out

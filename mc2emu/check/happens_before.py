@@ -42,6 +42,14 @@ wrote since the window was created is READ_UNWRITTEN, naming rank, core, window 
 
 The same end-of-launch exchange pairs signals: every signal posted to a rank must be waited up to its
 final value (UNWAITED_SIGNAL otherwise).
+
+Content check (the transport's side of the contract). A read that IS ordered after the completion of the
+put that wrote its bytes must also have seen those bytes: if the MPI transport let the guarding signal
+or quiet overtake the data (MPI-4.1 §12.7: Flush must complete the put at the target first), the read
+got stale bytes. Each read of window bytes keeps what it returned; at the end-of-launch check (every put
+complete, so the window holds the put's bytes) the bytes of the read that only one put of this launch
+wrote, and no local write touched, must equal the window's: else READ_NOT_VISIBLE names the read, the
+put and the count of differing bytes.
 """
 
 from __future__ import annotations
@@ -75,7 +83,8 @@ SERVER_CORES = (SERVER_CORE,)   # puts of the HCCL server: checked by the hcomm 
 @dataclass
 class _CoreLog:
     sync: list[tuple] = field(default_factory=list)   # program-ordered sync records
-    reads: list[tuple[int, str, int, int]] = field(default_factory=list)  # (sync position, window, lo, hi)
+    # (sync position, window, lo, hi, (byte offsets read, the bytes returned) or None)
+    reads: list[tuple[int, str, int, int, Any]] = field(default_factory=list)
     # Program-ordered HCCL Waits that returned 0: (handle, waits on it, total Waits, follows_working).
     hwaits: list[tuple[int, int, int, bool]] = field(default_factory=list)
     # Reads of poisoned windows: (window, offset, storage shape, strides, itemsize, hwait position).
@@ -92,6 +101,9 @@ class HappensBeforeChecker:
         self._lock = threading.Lock()
         self._logs: dict[str, _CoreLog] = defaultdict(_CoreLog)
         self._tokens: dict[int, tuple[tuple[str, int], ...]] = {}
+        self._windows: dict[str, Any] = {}                       # window name -> its GM allocation
+        self._local_writes: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        self._local: dict[str, list[tuple[int, int]]] = {}       # the finished launch's local writes
         # Poisoned windows: name -> (bytes written since creation, local writes not folded in yet).
         self._poisoned: dict[str, tuple[np.ndarray, list[tuple]]] = {}
         self._unsubscribe = device.events.subscribe(self)
@@ -105,17 +117,22 @@ class HappensBeforeChecker:
             lo, hi = e.value
             log = self._logs[e.core]
             window = e.obj[len(WINDOW_PREFIX):]
-            log.reads.append((len(log.sync), window, int(lo), int(hi)))
+            self._windows[window] = e.extra.get("alloc")
+            log.reads.append((len(log.sync), window, int(lo), int(hi), _read_bytes(e)))
             x = e.extra
-            alloc = x.get("alloc")
+            alloc: Any = x.get("alloc")
             if getattr(alloc, "poisoned", False):
                 self._cover(window, alloc.nbytes)
             log.exact.append((window, int(x["addr"].offset), tuple(x["shape"]), tuple(x["strides"]),
                               int(x["item"]), len(log.hwaits)))
         elif k is EventKind.GM_WRITE:
-            alloc = e.extra.get("alloc")
-            if getattr(alloc, "poisoned", False):
-                self._cover(e.obj[len(WINDOW_PREFIX):], alloc.nbytes).append(
+            if e.obj.startswith(WINDOW_PREFIX):
+                lo, hi = e.value
+                with self._lock:
+                    self._local_writes[e.obj[len(WINDOW_PREFIX):]].append((int(lo), int(hi)))
+            alloc_w: Any = e.extra.get("alloc")
+            if getattr(alloc_w, "poisoned", False):
+                self._cover(e.obj[len(WINDOW_PREFIX):], alloc_w.nbytes).append(
                     ("write", int(e.extra["addr"].offset), tuple(e.extra["shape"]), tuple(e.extra["strides"]),
                      int(e.extra["item"])))
         elif k is EventKind.HCCL and e.value is HcclCall.WAIT:
@@ -182,6 +199,7 @@ class HappensBeforeChecker:
         reads = {core: log.reads for core, log in mine.items() if log.reads}
         self._logs = defaultdict(_CoreLog)
         self._tokens = {}
+        self._local, self._local_writes = self._local_writes, defaultdict(list)
         unwaited = self._unwaited_signals(everyone)
         n = unwaited + self._check_unwritten(everyone, mine) + self._check_hccl(everyone, mine)
         if not reads:
@@ -286,6 +304,44 @@ class HappensBeforeChecker:
                         return reported
         return reported
 
+    def _written_once(self, puts: list[tuple]) -> set[tuple[str, int, int]]:
+        """(window, lo, hi) of the puts into this rank whose bytes no other put of the launch and no local
+        write overlaps: their bytes are still in the window at the end of the launch."""
+        by_window: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for pwin, plo, phi, *_ in puts:
+            by_window[pwin].append((plo, phi))
+        once = set()
+        for pwin, spans in by_window.items():
+            spans.sort()
+            local = self._local.get(pwin, [])
+            for i, (plo, phi) in enumerate(spans):
+                if (i > 0 and spans[i - 1][1] > plo) or (i + 1 < len(spans) and spans[i + 1][0] < phi):
+                    continue
+                if any(lo < phi and hi > plo for lo, hi in local):
+                    continue
+                once.add((pwin, plo, phi))
+        return once
+
+    def _check_content(self, core: str, window: str, plo: int, phi: int, pr: int, pcore: str,
+                       got: tuple[np.ndarray, np.ndarray]) -> int:
+        """The bytes a read returned inside put [plo, phi) against the window's (final) bytes there."""
+        alloc = self._windows.get(window)
+        offs, data = got
+        sel = (offs >= plo) & (offs < phi)
+        if alloc is None or not sel.any() or int(offs[sel].max()) >= alloc.buf.shape[0]:
+            return 0
+        diff = int(np.count_nonzero(alloc.buf[offs[sel]] != data[sel]))
+        if not diff:
+            return 0
+        self.device.hazards.report(
+            Hazard.READ_NOT_VISIBLE, core,
+            f"read of window '{window}' bytes [{int(offs[sel].min())}, {int(offs[sel].max()) + 1}) is ordered "
+            f"after the completion of the put from rank {pr} {pcore} that writes them, yet {diff} of "
+            f"{int(sel.sum())} bytes differ from what that put wrote: the put was not visible when the "
+            f"signal / quiet guarding it was seen (the MPI transport broke RMA ordering or completion)",
+            window=window, lo=plo, hi=phi, put_rank=pr, put_core=pcore, differing=diff)
+        return 1
+
     def _unwaited_signals(self, everyone: list[tuple[dict[str, list[tuple]], dict]]) -> int:
         """Pairing at launch end: every signal posted to this rank must be waited up to its final value."""
         me = self.rank
@@ -387,9 +443,10 @@ class HappensBeforeChecker:
                         puts.append((rec[2], rec[3], rec[4], r, core, pos, done_at[i] if i < len(done_at) else None))
         reported = 0
         seen: set[tuple] = set()
+        once = self._written_once(puts)
         for core, rlist in reads.items():
             ent = (me, core)
-            for sync_pos, window, lo, hi in rlist:
+            for sync_pos, window, lo, hi, got in rlist:
                 if ent in vcs and sync_pos > 0 and sync_pos <= len(vcs[ent]):
                     vc = vcs[ent][sync_pos - 1]
                 else:
@@ -399,6 +456,10 @@ class HappensBeforeChecker:
                         continue
                     src_ent = index.get((pr, pcore))
                     if quiet is not None and src_ent is not None and vc[src_ent] >= quiet + 1:
+                        if got is not None and (pwin, plo, phi) in once:
+                            reported += self._check_content(core, window, plo, phi, pr, pcore, got)
+                            if reported >= MAX_REPORTS:
+                                return reported
                         continue
                     key = (core, pr, pcore)
                     if key in seen:
@@ -417,6 +478,24 @@ class HappensBeforeChecker:
                     if reported >= MAX_REPORTS:
                         return reported
         return reported
+
+
+def _read_bytes(e: Event) -> tuple[np.ndarray, np.ndarray] | None:
+    """(absolute byte offsets, bytes) of what a GM_READ event returned, or None without its data."""
+    x = e.extra
+    data, addr = x.get("data"), x.get("addr")
+    if data is None or addr is None:
+        return None
+    shape, strides, item = tuple(x["shape"]), tuple(x["strides"]), int(x["item"])
+    offs = np.full(shape, addr.offset, dtype=np.int64)
+    for axis, st in enumerate(strides):
+        idx = np.arange(shape[axis], dtype=np.int64) * int(st)
+        offs += idx.reshape([-1 if a == axis else 1 for a in range(len(shape))])
+    offs = (offs[..., None] + np.arange(item, dtype=np.int64)).reshape(-1)
+    raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    if raw.shape != offs.shape:
+        return None
+    return offs, raw.copy()
 
 
 def _span(offset: int, shape: tuple, strides: tuple, item: int) -> tuple[int, int]:

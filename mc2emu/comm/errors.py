@@ -6,7 +6,7 @@ exit codes like every other mc2emu error.
 
 from __future__ import annotations
 
-from mc2emu.runtime.hazards import ConstraintError, KernelError
+from mc2emu.runtime.hazards import ConstraintError, KernelError, Mc2EmuError
 
 
 class WindowError(KernelError):
@@ -23,3 +23,8 @@ class SymmetryError(ConstraintError):
 
 class CommClosedError(KernelError):
     """A window or world was used after `CommWorld.close()` freed it."""
+
+
+class TransportError(Mc2EmuError):
+    """The MPI transport broke a window protocol in the transport check (`mc2emu.comm.transport_check`):
+    bytes differ from what was put, or a peer's RMA did not complete without the target polling."""

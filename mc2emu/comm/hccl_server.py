@@ -110,7 +110,8 @@ class HcclServer:
             self._sessions += 1
             half = self._sessions % STAGING_HALVES
             s = HcclSession(self._sessions, ctx.launch, self.model, self.ranks, self.rank, self.window,
-                            self.slot_bytes + half * self.staging_bytes, self.staging_bytes)
+                            self.slot_bytes + half * self.staging_bytes, self.staging_bytes,
+                            poke=self.world.mpi_progress.poke)
             # The session belongs to one core type, fixed when it opens so that it never depends on which
             # core Prepares first: the AICs when the launch runs any (the MC2 kernels drive HCCL from the
             # AIC; an AIV of an AIC-only kernel launched mixed is the intruder), else the AIVs. Assumption:

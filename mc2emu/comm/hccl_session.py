@@ -61,8 +61,12 @@ class HcclSession:
     """Shared state of one launch's HCCL session on one rank. `lock` guards every field below it."""
 
     def __init__(self, number: int, launch: object, model: HcclServerType, ranks: int, rank: int,
-                 window: Window, staging_base: int, staging_bytes: int) -> None:
+                 window: Window, staging_base: int, staging_bytes: int,
+                 poke: Callable[[], None] = lambda: None) -> None:
         self.number = number
+        # One call into MPI progress before polling the window by load: peers' completion signals land
+        # only while this rank makes MPI progress (MPI-4.1 §12.7.3, mc2emu.comm.progress_engine).
+        self.poke = poke
         self.launch = launch
         self.model = model
         self.ranks = ranks
@@ -139,6 +143,7 @@ class HcclSession:
         if task.op.reduces:
             return self.reduced.get(handle, 0)
         if at_least is not None:
+            self.poke()
             self.window.win.Sync()
             first = handle * self.ranks
             words = self.window.u64[first: first + self.ranks]
@@ -148,6 +153,7 @@ class HcclSession:
 
     def contributions_landed(self, handle: int, repeats: int) -> bool:
         """Every rank's signal for `repeats` repeats of `handle` arrived (reduce ops, server side)."""
+        self.poke()
         self.window.win.Sync()
         first = handle * self.ranks
         words = self.window.u64[first: first + self.ranks]

@@ -62,8 +62,9 @@ from mpi4py import MPI
 from mc2emu.comm.errors import WindowError
 from mc2emu.comm.window import SIGNAL_BYTES
 from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.hazards import GmError, KernelError
-from mc2emu.runtime.waiting import Doorbell
+from mc2emu.runtime.waiting import ANY_CORE, Doorbell
 
 if TYPE_CHECKING:
     from mc2emu.comm.window import Window
@@ -143,6 +144,7 @@ class Shmem:
         self._bells: dict[str, Doorbell] = {}
         self._bells_lock = threading.Lock()
         self._barrier_lock = threading.Lock()
+        self._late_puts: list[tuple[Window, int, np.ndarray, int]] = []   # the LATE_PUT_DATA fault only
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _check_pe(self, pe: int) -> None:
@@ -216,7 +218,11 @@ class Shmem:
     def _put(self, ctx: CoreContext, window: Window, off: int, src: GmAddr, nbytes: int, pe: int) -> None:
         if nbytes:
             win = window.win
-            win.Put(self._source(ctx, src, nbytes), pe, off)
+            origin = self._source(ctx, src, nbytes)
+            win.Put(origin, pe, off)
+            # `origin` must stay alive until the put completes (MPI-4.1 §12.3: the origin buffer may be
+            # read until the operation completes at the origin); a temporary freed right after `Put`
+            # sent reused heap bytes over MPICH's network path (issue 14).
             win.Flush(pe)
 
     def get_nbi(self, ctx: CoreContext, dst: GmAddr, src: GmAddr, nbytes: int, pe: int) -> None:
@@ -245,7 +251,14 @@ class Shmem:
         swin, soff = self._signal_slot(sig_addr)
         self._check_signal(signal, sig_op)
         ctx.checkpoint("put")
-        self._put(ctx, window, off, src, nbytes, pe)
+        faults = self.device.faults
+        if faults is not None and nbytes and faults.fires(FaultHook.PUT_SIGNAL, self.rank, ctx.label):
+            # Fault injection: a transport that lets the signal overtake the data (the bytes land at the
+            # next barrier_all, after every rank passed it): the content check must report the read.
+            ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", nbytes)
+            self._late_puts.append((window, off, self._source(ctx, src, nbytes).copy(), pe))
+        else:
+            self._put(ctx, window, off, src, nbytes, pe)
         active = self.device.events.active
         if active:
             self._event(ctx, EventKind.PUT, window, off, nbytes, pe)
@@ -274,8 +287,8 @@ class Shmem:
 
     def _signal(self, window: Window, off: int, signal: int, sig_op: SignalOp, pe: int) -> None:
         win = window.win
-        win.Accumulate([np.array([signal], dtype=SIGNAL_DTYPE), 1, MPI.UINT64_T], pe, (off, 1, MPI.UINT64_T),
-                       sig_op.mpi_op)
+        origin = np.array([signal], dtype=SIGNAL_DTYPE)     # alive until the Flush completes the accumulate
+        win.Accumulate([origin, 1, MPI.UINT64_T], pe, (off, 1, MPI.UINT64_T), sig_op.mpi_op)
         win.Flush(pe)
         if pe == self.rank:
             self._ring_local()
@@ -301,15 +314,21 @@ class Shmem:
 
     def _fetch(self, window: Window, off: int) -> int:
         result = np.zeros(1, dtype=SIGNAL_DTYPE)
-        window.win.Fetch_and_op(np.zeros(1, dtype=SIGNAL_DTYPE), result, self.rank, off, MPI.NO_OP)
+        origin = np.zeros(1, dtype=SIGNAL_DTYPE)         # alive until Flush_local (MPI-4.1 §12.3)
+        window.win.Fetch_and_op(origin, result, self.rank, off, MPI.NO_OP)
         window.win.Flush_local(self.rank)
         return int(result[0])
 
-    def signal_wait_until(self, ctx: CoreContext, sig_addr: GmAddr, cmp: Cmp, value: int) -> int:
+    def signal_wait_until(self, ctx: CoreContext, sig_addr: GmAddr, cmp: Cmp, value: int, *,
+                          from_pe: int | None = None) -> int:
         """Block until `signal <cmp> value` holds for the own signal word at `sig_addr`; return the value
-        that satisfied it. Afterwards the data the signal guards is visible to this core's loads."""
+        that satisfied it. Afterwards the data the signal guards is visible to this core's loads.
+        `from_pe`: the rank whose put_signal / signal_op releases the wait (the signal slot's owner in the
+        caller's protocol); a deadlock report then names it and follows its state."""
         if not isinstance(cmp, Cmp):
             raise KernelError(f"cmp must be a Cmp, got {cmp!r}")
+        if from_pe is not None:
+            self._check_pe(from_pe)
         window, off = self._signal_slot(sig_addr)
         idx = off // SIGNAL_BYTES
         value = int(value)
@@ -318,8 +337,10 @@ class Shmem:
         words = window.u64
         fetch = self.read is SignalRead.FETCH
         observed = [0]
+        poke = self.world.mpi_progress.poke
 
         def pred() -> bool:
+            poke()                  # peers' signals into this window complete only with our progress
             sync()
             seen = int(words[idx])
             if not holds(seen, value):
@@ -334,7 +355,10 @@ class Shmem:
             self.device.waiter.wait_until(
                 self._bell(ctx.label), pred, core=ctx.label,
                 obj=f"signal {window.name}+{off:#x} on rank {self.rank}", expected=f"{cmp.value} {value}",
-                setter="put_signal / signal_op from a peer", current=lambda: int(words[idx]), poll=True)
+                setter=("put_signal / signal_op from a peer" if from_pe is None else
+                        f"put_signal / signal_op from rank {from_pe}"),
+                current=lambda: int(words[idx]), poll=True,
+                waits_for=() if from_pe is None else ((from_pe, ANY_CORE),))
         self.world.sync_windows()
         if self.device.events.active:
             ctx.emit(EventKind.SIGNAL, window.name, observed[0], src_rank=self.rank, pe=self.rank,
@@ -359,6 +383,10 @@ class Shmem:
             self.world.wait_request(self.world.kernel_comm.Ibarrier(), core=ctx.label, obj="barrier_all",
                                     expected=f"all {self.size} ranks in barrier_all",
                                     setter="one core of every rank")
+            late, self._late_puts = self._late_puts, []
+            for window, off, data, pe in late:      # LATE_PUT_DATA fault: the data after everyone's reads
+                window.win.Put(data, pe, off)
+                window.win.Flush(pe)
             self.world.sync_windows()
         finally:
             self._barrier_lock.release()

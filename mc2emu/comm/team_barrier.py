@@ -16,7 +16,7 @@ Emulates SPEC §3.1. The barrier owns a small symmetric window of its own; on ev
 |----------------------------------------|-------------------------------------------------------------|
 | job >= R                               | return at once                                              |
 | cnt = epoch[job] + 1                   |                                                             |
-| for i = job, job + step, ... < R       | store cnt into peer slot i of the OWN window (Win_sync)     |
+| for i = job, job + step, ... < R       | cnt into peer slot i of the OWN window (Accumulate REPLACE) |
 |   if i != me                           | poll slot `me` of rank i's window (remote read) until >= cnt |
 | done                                   | epoch[job] = cnt                                            |
 
@@ -94,9 +94,21 @@ class TeamBarrier:
         """Remote read of slot `me` of rank pe's window."""
         win = self.window.win
         result = np.zeros(1, dtype=np.uint64)
-        win.Fetch_and_op(np.zeros(1, dtype=np.uint64), result, pe, self.rank * TEAM_SLOT_BYTES, MPI.NO_OP)
+        origin = np.zeros(1, dtype=np.uint64)      # alive until the Flush (MPI-4.1 §12.3)
+        win.Fetch_and_op(origin, result, pe, self.rank * TEAM_SLOT_BYTES, MPI.NO_OP)
         win.Flush(pe)
         return int(result[0])
+
+    def _publish(self, slot: int, cnt: int) -> None:
+        """Store `cnt` into peer slot `slot` of the own window as an MPI atomic (`Accumulate` REPLACE on the
+        own rank + `Flush`). Rank `slot` reads it with `Fetch_and_op`; MPI makes accumulates atomic only
+        against other accumulates (MPI-4.1 §12.7.1), and a plain store racing a remote access to the same
+        location is a conflicting access whose outcome MPI leaves undefined (§12.7), even if MPICH's
+        shared-memory path happens to show the store."""
+        win = self.window.win
+        origin = np.array([cnt], dtype=np.uint64)
+        win.Accumulate([origin, 1, MPI.UINT64_T], self.rank, (slot * TEAM_SLOT_BYTES, 1, MPI.UINT64_T), MPI.REPLACE)
+        win.Flush(self.rank)
 
     # -- the apace API -----------------------------------------------------------------------------------
     def Init(self, ctx: CoreContext, job: int, mode: BarrierMode) -> None:
@@ -118,8 +130,7 @@ class TeamBarrier:
         waiter = self.device.waiter
         events = self.device.events
         for i in range(job, self.ranks, self.step):
-            self._peer[i] = cnt
-            self.window.win.Sync()            # publish the local store to remote readers
+            self._publish(i, cnt)             # an atomic, so remote Fetch_and_op readers see it
             if events.active:                 # happens-before edges: this store -> rank i's observation
                 events.emit(EventKind.BARRIER, ctx.label, f"TeamBarrier.store({i})", cnt,
                             barrier=self.window.name, slot=i, store=cnt)

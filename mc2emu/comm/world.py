@@ -31,6 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mc2emu.comm.errors import CommClosedError, SymmetryError, WindowError
+from mc2emu.comm.progress_engine import PROGRESS_INTERVAL_S, MpiProgress
 from mc2emu.comm.progress_probe import PROBE_REUSE_S, PROGRESS_WINDOW_BYTES, GlobalProgressProbe
 from mc2emu.comm.window import Window
 from mc2emu.runtime.hazards import ConstraintError
@@ -51,7 +52,8 @@ class CommWorld:
     progress probe."""
 
     def __init__(self, device: Device, comm: MPI.Comm | None = None, *,
-                 probe_reuse_s: float = PROBE_REUSE_S) -> None:
+                 probe_reuse_s: float = PROBE_REUSE_S,
+                 progress_interval_s: float = PROGRESS_INTERVAL_S) -> None:
         base = MPI.COMM_WORLD if comm is None else comm
         if device.rank != base.Get_rank():
             raise ConstraintError("device.rank", f"Device(rank={device.rank}) runs on MPI rank "
@@ -69,6 +71,9 @@ class CommWorld:
         self._abandoned: list[MPI.Request] = []
         self._close_hooks: list[Callable[[], None]] = []
         self.closed = False
+        # Peers' passive-target RMA into this rank completes only while it calls into MPI (MPI-4.1
+        # §12.7.3): polled waits `poke` it, a thread covers the rest (mc2emu.comm.progress_engine).
+        self.mpi_progress = MpiProgress(self.comm, self.rank, progress_interval_s)
         probe_win = self._create(PROGRESS_WINDOW_BYTES, "progress", adopt=False)
         self.probe = GlobalProgressProbe(device, probe_win, probe_reuse_s)
         self.probe.install()
@@ -91,6 +96,11 @@ class CommWorld:
             raise SymmetryError(f"windows must be created with the same name and size in the same order on "
                                 f"every rank; got {shapes}")
         win = MPI.Win.Allocate(nbytes, 1, comm=cast(MPI.Intracomm, self.comm))
+        if win.Get_attr(MPI.WIN_MODEL) != MPI.WIN_UNIFIED:
+            win.Free()
+            raise ConstraintError("MPI window memory model", f"window '{name}' reports MPI_WIN_SEPARATE: the "
+                                  "comm layer reads its own window by load after Win_sync, which MPI allows only "
+                                  "in the unified model (MPI-4.1 §12.4); use an MPI whose windows are unified")
         win.Lock_all(MPI.MODE_NOCHECK)
         mem = np.frombuffer(win.tomemory(), dtype=np.uint8)  # type: ignore[call-overload]  # mpi4py buffer
         mem[:] = 0
@@ -156,6 +166,7 @@ class CommWorld:
         for w in reversed(self.windows):
             w.free()
         self._abandoned = [r for r in self._abandoned if not r.Test()]
+        self.mpi_progress.close()
         self.kernel_comm.Free()
         self.comm.Free()
         self.closed = True

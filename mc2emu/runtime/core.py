@@ -125,8 +125,12 @@ class CoreContext:
         abort = self.launch.abort
         if abort.is_set():
             raise LaunchAborted(f"rank {self.rank} {self.label}: launch aborted")
-        if self.deferred_set is not None and point not in ("set", "mmad"):
-            self.device.flags.flush_deferred(self)   # a held Set completes before the core blocks or syncs
+        if self.deferred_set is not None:
+            perturb = self.device.perturb
+            if perturb is None or point not in perturb.set_overtaken_by:
+                self.device.flags.flush_deferred(self)   # a held Set completes before the core blocks or syncs
+            elif point in ("put", "signal"):
+                self.emit(EventKind.PERTURB, f"Set overtaken by {point}", self.deferred_set[2])
         faults = self.device.faults
         if faults is not None and faults.fires(FaultHook.CHECKPOINT, self.rank, self.label):
             if faults.fault is Fault.KILL_RANK:

@@ -15,12 +15,13 @@ Hook points (who consults the plan):
 | KILL_RANK | a checkpoint of one rank | the rank process dies | DEADLOCK, the rank listed as not answering |
 | NO_ATOMIC_ADD | QuantMatmulMxKernel Init | REMOTE pass of localMatmul 1 overwrites C | LOCAL_WITHOUT_ATOMIC |
 | AIV_JOINS_AIC_KERNEL | the hcomm launch | launched MIX_AIC_1_1: AIVs run Run | AIV_RUNS_AIC_KERNEL |
+| LATE_PUT_DATA | Shmem.put_signal | the signal lands, the data only at the next barrier_all | READ_NOT_VISIBLE |
 
 (1) plus READ_BEFORE_WAIT when no later wait orders the read; hcomm: DEADLOCK when the working block AIC0
 skips under CCU, else HCCL_UNWAITED_COMMIT.
 
-"Update addresses before the wait" (ADDR_LIST_UPDATED_EARLY) belongs to the AllGather FragmentTensor
-kernel, which is not emulated yet.
+"Update addresses before the wait" (ADDR_LIST_UPDATED_EARLY) and the skipped flag-0 wait are variants of
+the AllGather kernel (`apace.all_gather_qbmm_mx_kernel.AgKernelVariant`, the operator's `kernel_variant`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Fault(enum.Enum):
     KILL_RANK = "kill_rank"
     NO_ATOMIC_ADD = "no_atomic_add"
     AIV_JOINS_AIC_KERNEL = "aiv_joins_aic_kernel"
+    LATE_PUT_DATA = "late_put_data"
 
 
 class FaultHook(enum.Enum):
@@ -54,6 +56,7 @@ class FaultHook(enum.Enum):
     CHECKPOINT = "checkpoint"      # every checkpoint of a core
     KERNEL_INIT = "kernel_init"    # QuantMatmulMxKernel Init (SetAtomicAdd)
     LAUNCH = "launch"              # the host's launch of the hcomm kernel
+    PUT_SIGNAL = "put_signal"      # Shmem.put_signal (the transport's ordering of data and signal)
 
 
 # The hook point each fault fires at.
@@ -67,6 +70,7 @@ HOOK_OF = {
     Fault.KILL_RANK: FaultHook.CHECKPOINT,
     Fault.NO_ATOMIC_ADD: FaultHook.KERNEL_INIT,
     Fault.AIV_JOINS_AIC_KERNEL: FaultHook.LAUNCH,
+    Fault.LATE_PUT_DATA: FaultHook.PUT_SIGNAL,
 }
 # DELAY_RANK: how long the slow rank stalls at each of its checkpoints.
 DELAY_RANK_S = 0.02

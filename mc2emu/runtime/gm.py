@@ -214,9 +214,9 @@ class GlobalMemory:
                               strides=(*st, 1))
             if not mask.all():
                 self._report_unwritten(alloc, addr, mask, core)
-        if self.events.active:
+        if self.events.active:   # `data`: the bytes this read returned (the happens-before content check)
             self.events.emit(EventKind.GM_READ, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
-                             shape=sshape, strides=st, item=item)
+                             shape=sshape, strides=st, item=item, data=out)
         if _is_fp4(dtype):
             lowhi = np.empty((*sshape, 2), dtype=np.uint8)
             lowhi[..., 0] = out & 0x0F

@@ -16,6 +16,12 @@ import numpy as np
 # Delays are short so a stress run stays fast, yet long enough to reorder threads on a loaded machine.
 DEFAULT_MAX_DELAY_S = 2e-3
 DEFAULT_PROBABILITY = 0.25
+# What a Set held back by `reorder_sets` may be overtaken by (checkpoint names of the core's later
+# operations): the next Set, an mmad, and the one-sided puts and signal posts a UDMA kernel issues after
+# its `CrossCoreSetFlag` (no pipe barrier orders the Set's pipe against the put engine, so the consumer
+# may see the flag after the next round's puts started). A wait, a SyncAll (`pipe_barrier(PIPE_ALL)` +
+# the cross-core barrier) and the kernel end complete the held Set: the device orders those.
+SET_OVERTAKEN_BY = frozenset({"set", "mmad", "put", "signal"})
 
 
 @dataclass
@@ -27,6 +33,7 @@ class PerturbPolicy:
     # Consecutive Sets of one core may complete out of order (hardware does not order them).
     reorder_sets: bool = True
     swap_probability: float = 0.5
+    set_overtaken_by: frozenset[str] = SET_OVERTAKEN_BY
     _rngs: dict[tuple[int, str], np.random.Generator] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

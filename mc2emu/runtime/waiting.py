@@ -70,6 +70,10 @@ class Doorbell:
         self._bell.acquire(timeout=max(timeout, 0.0))
 
 
+# The core label of a releaser known only by its rank (a signal any core of that rank may post).
+ANY_CORE = "*"
+
+
 class WaitRecord:
     """One registered wait, as it appears in a deadlock report. `waits_for` names who can release it as
     (rank, core label) pairs (rank None: this rank) so a cross-rank report can follow the chain."""
@@ -212,6 +216,10 @@ class Waiter:
             raise DeadlockError(f"rank {rec.rank} {rec.core}: stopped while waiting on {rec.obj}: {declared}",
                                 registry, declared, declared_elsewhere=True)
         report = self.on_deadlock(rec) if self.on_deadlock is not None else None
+        if report is None and self.declared is not None:
+            # The diagnosis deferred to another rank's report of the same deadlock (one report per deadlock).
+            raise DeadlockError(f"rank {rec.rank} {rec.core}: stopped while waiting on {rec.obj}: {self.declared}",
+                                registry, self.declared, declared_elsewhere=True)
         msg = (f"rank {rec.rank} {rec.core}: no progress for {limit:.1f} s while waiting on {rec.obj} "
                f"(expects {rec.expected}; released by {rec.setter or '?'}) — the device would report "
                f"'aicore timeout'.")

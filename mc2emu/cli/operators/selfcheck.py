@@ -1,5 +1,8 @@
 """The device self-check "operator": on every rank, a MIX 1:2 launch that exercises the cross-core flag
 modes 1 and 2 and both SyncAll forms; the output is the number of flag rounds each core completed.
+With more than one rank it then checks the window protocols on the job's MPI transport
+(`mc2emu.comm.transport_check`: put_signal byte-exact, progress into a busy rank, TeamBarrier) and fails
+with a `TransportError` naming what broke: the one command to run on a new cluster.
 
 It needs only the runtime, so the suite runs before any MC2 operator exists.
 Shape: m = flag rounds per core. Block dim: `--block-dim` or `SELF_CHECK_BLOCK_DIM`.
@@ -12,8 +15,10 @@ from typing import Any
 import numpy as np
 
 from mc2emu.cli.scenarios import Arrays, Case, Comparison, ExecContext, NoMode, OperatorSpec, Shape
+from mc2emu.comm.errors import TransportError
+from mc2emu.comm.transport_check import check_window_protocols
 from mc2emu.host import CallOptions, LaunchHarness
-from mc2emu.runtime import HazardError, Pipe
+from mc2emu.runtime import Device, HazardError, Pipe
 from mc2emu.runtime.kernel_type import KernelType
 
 SELF_CHECK_BLOCK_DIM = 4
@@ -58,6 +63,10 @@ def _execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     out = np.array([res.returns[label] for label in sorted(res.returns)], dtype=np.int64)
     if h.hazards:
         raise HazardError(h.hazards, out)
+    if ctx.size > 1:
+        transport = check_window_protocols(Device(ctx.rank, check=ctx.check, timeout=ctx.timeout), ctx.comm)
+        if not transport.ok:
+            raise TransportError("the MPI transport breaks the window protocols: " + "; ".join(transport.problems()))
     return out
 
 
@@ -74,7 +83,8 @@ def _compare(out: np.ndarray, golden: np.ndarray | None) -> Comparison:
 
 SPEC = OperatorSpec(
     name="selfcheck",
-    summary="device self-check: cross-core flags (modes 1, 2) and SyncAll<true>/<false>, MIX 1:2",
+    summary="device self-check: cross-core flags (modes 1, 2) and SyncAll<true>/<false>, MIX 1:2; with 2+ "
+            "ranks the window protocols on the MPI transport",
     mode_type=NoMode,
     make_inputs=_make_inputs,
     golden=_golden,
