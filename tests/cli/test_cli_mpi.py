@@ -201,7 +201,10 @@ def _check_showcase(np_):
 def test_hazard_showcase_at_two_ranks():
     """The end-to-end --hazards run in the default suite: every source hazard reproduced and explained."""
     out = _check_showcase(2)
-    expected = {r[6].split(" ", 1)[1] for r in table_of(out)[1] if r[6].startswith("EXPECTED")}
+    # a result may list several names ("HCCL_WAIT_BEYOND_COMMIT, DEADLOCK": hcomm lm2 under AICPU with several
+    # AICs may also hang after block 0's Finalize, which its rule allows)
+    expected = {name for r in table_of(out)[1] if r[6].startswith("EXPECTED")
+                for name in r[6].split(" ", 1)[1].split(", ")}
     assert {"READ_BEFORE_WAIT", "BIAS_DOUBLE_ADD", "HCCL_WAIT_BEYOND_COMMIT", "DEADLOCK"} <= expected, expected
     # the diagnoses a user reads: who waits on what, and who should have released it
     assert re.search(r"read of window 'hcomm_workspace' bytes \[\d+, \d+\) before the HCCL Wait that orders it: "
