@@ -39,6 +39,7 @@ A2A_MPI = "tests/apace/test_all_to_all_quant_matmul_mpi.py"
 A2A_MULTI = "tests/apace/test_a2a_multi_tile_mpi.py"
 HAZ_MPI = "tests/apace/test_hazard_checks_mpi.py"
 DIAG_MPI = "tests/apace/test_diagnoses_mpi.py"
+AG_MPI = "tests/apace/test_all_gather_quant_matmul_mpi.py"
 QBMM = "tests/blaze/test_quant_batch_matmul_mx.py"
 BMMAD = "tests/blaze/test_block_mmad_mx.py"
 INDEP = "tests/numerics/test_golden_independence.py"
@@ -118,19 +119,19 @@ MUTANTS: list[Mutant] = [
            'the hardware uses id {eff}"', 'the hardware uses id {fid}"',
            serial=_existing(DIAG)),
     # -- A2A kernel: wait order, dependency tile, drain, rank order --------------------------------------------
-    Mutant("in-order wait stops one tile early", "mc2emu/apace/quant_matmul_mx_kernel.py",
-           "                while ready < dep:", "                while ready < dep - 1:",
+    Mutant("in-order wait stops one tile early", "mc2emu/apace/comm_policy.py",
+           "        while st.ready < dep:", "        while st.ready < dep - 1:",
            mpi=_existing(A2A_MPI, A2A_MULTI, HAZ_MPI)),
     Mutant("CalcDependTileIdx one tile early", "mc2emu/apace/quant_matmul_mx_kernel.py",
            "    return min(lastRow // headTileSize, totalTiles - 1)",
            "    return max(min(lastRow // headTileSize, totalTiles - 1) - 1, 0)",
            mpi=_existing(A2A_MPI, A2A_MULTI, HAZ_MPI)),
-    Mutant("mask drain stops one tile early", "mc2emu/apace/quant_matmul_mx_kernel.py",
-           "                for t in range(totalTiles):\n                    if not (waitedMask >> t) & 1:",
-           "                for t in range(totalTiles - 1):\n                    if not (waitedMask >> t) & 1:",
+    Mutant("mask drain stops one tile early", "mc2emu/apace/comm_policy.py",
+           "        for t in range(totalTiles):\n            if not (st.waitedMask >> t) & 1:",
+           "        for t in range(totalTiles - 1):\n            if not (st.waitedMask >> t) & 1:",
            mpi=_existing(A2A_MPI, A2A_MULTI, HAZ_MPI)),
-    Mutant("in-order drain stops one tile early", "mc2emu/apace/quant_matmul_mx_kernel.py",
-           "                while ready < totalTiles - 1:", "                while ready < totalTiles - 2:",
+    Mutant("in-order drain stops one tile early", "mc2emu/apace/comm_policy.py",
+           "        self.WaitDep(totalTiles - 1)", "        self.WaitDep(totalTiles - 2)",
            mpi=_existing(A2A_MPI, A2A_MULTI, HAZ_MPI)),
     Mutant("REMOTE ranks walked in descending order", "mc2emu/apace/quant_matmul_mx_kernel.py",
            "                remoteRankCnt = 0\n                for rank in range(rankSize):",
@@ -158,12 +159,23 @@ MUTANTS: list[Mutant] = [
     Mutant("HCCL recv block at count, not strideCount", "mc2emu/comm/hccl_server.py",
            "dst_off = recv_off + me * task.block_pitch + rep", "dst_off = recv_off + me * task.block_bytes + rep",
            mpi=("tests/comm/test_comm_hccl.py",)),
+    # -- all_gather_quant_matmul (AllGatherQbmmMxKernel) ---------------------------------------------------------
+    Mutant("AG: MAIN round data offset advances by the scale stride", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
+           "self.curRoundDataOff_ += delta * self.tileMDataStride_",
+           "self.curRoundDataOff_ += delta * self.tileMScaleStride_",
+           mpi=(AG_MPI,)),
+    Mutant("AG: TAIL C rows written at the block start", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
+           "        tailCOff = tailRowOff * params.cBytesPerM", "        tailCOff = 0",
+           mpi=(AG_MPI,)),
+    Mutant("AG: UpdateAddrList-before-wait check removed", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
+           "        if dep not in self._waitedIds:", "        if False:",
+           mpi=(AG_MPI,)),
     # -- diagnoses -------------------------------------------------------------------------------------------
     Mutant("deadlock report loses the wait lines", "mc2emu/check/deadlock.py",
            '            lines.append(f"    {line}")', "            pass",
            mpi=_existing(HAZ_MPI, DIAG_MPI)),
     Mutant("deadlock report loses the releaser lines", "mc2emu/check/deadlock.py",
-           '            lines.append(f"      releaser {where} {core_ranges(labels)}: {st}")', "            pass",
+           '            lines.append(f"      releaser {where} {who}: {st}")', "            pass",
            mpi=_existing(HAZ_MPI, DIAG_MPI)),
     Mutant("READ_BEFORE_WAIT names the reader as the putting core", "mc2emu/check/happens_before.py",
            "window=window, lo=max(lo, plo), hi=min(hi, phi), put_rank=pr, put_core=pcore)",

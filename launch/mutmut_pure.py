@@ -66,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         elif s.exists():
             shutil.copy2(s, d)
     (work / "pyproject.toml").write_text(CONFIG.format(sources=list(BOUNDED if args.bounded else SOURCES)))
-    # the mutated copy must win over an installed (editable) mc2emu
-    env = dict(os.environ, **ENV_PINS, PYTHONPATH=str(work / "mutants"))
-    subprocess.run(["mutmut", "run", *args.names], cwd=work, env=env, check=False,
+    # no PYTHONPATH: mutmut puts its mutated copy first; a developer's PYTHONPATH would shadow it
+    env = dict(os.environ, **ENV_PINS, PYTHONPATH="")
+    # an explicit name glob (mutmut 3.8 checked nothing when run without one here)
+    subprocess.run(["mutmut", "run", *(args.names or ["mc2emu.*"])], cwd=work, env=env, check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     res = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, env=env, capture_output=True,
                          text=True, check=False)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mc2emu.apace.basic.fragment_tensor import MAX_FRAGMENT_COUNT, FragmentParam, FragmentTensor, MakeFragmentTensor
 from mc2emu.arch.platform import Pipe
@@ -169,9 +169,9 @@ class AllGatherQbmmMxKernel:
         self.MakeLayoutB = FrameLayoutFormat(DNExtLayoutPtn, C0_SIZE_B8)
         self.MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn, SCALE_C0)
         self.MakeLayoutC = FrameLayoutFormat(NDExtLayoutPtn)
-        self.cFragAddrs_: list[GmAddr | None] = [None] * MAX_RANK_ADDRS
-        self.winDataRankBase_: list[GmAddr | None] = [None] * MAX_RANK_ADDRS
-        self.winScaleRankBase_: list[GmAddr | None] = [None] * MAX_RANK_ADDRS
+        self.cFragAddrs_: list[Any] = [None] * MAX_RANK_ADDRS  # GM_ADDR[]: nullptr until filled
+        self.winDataRankBase_: list[Any] = [None] * MAX_RANK_ADDRS  # GM_ADDR[]: nullptr until filled
+        self.winScaleRankBase_: list[Any] = [None] * MAX_RANK_ADDRS  # GM_ADDR[]: nullptr until filled
         self.headAddrListA_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
         self.headAddrListScale_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
         self.headAddrListC_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
@@ -181,15 +181,15 @@ class AllGatherQbmmMxKernel:
         self.tailAddrListA_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
         self.tailAddrListScale_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
         self.tailAddrListC_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
-        self.headFragA_: FragmentTensor | None = None
-        self.headFragScaleA_: FragmentTensor | None = None
-        self.headFragC_: FragmentTensor | None = None
-        self.curMainA_: FragmentTensor | None = None
-        self.curMainScaleA_: FragmentTensor | None = None
-        self.curMainC_: FragmentTensor | None = None
-        self.tailFragA_: FragmentTensor | None = None
-        self.tailFragScaleA_: FragmentTensor | None = None
-        self.tailFragC_: FragmentTensor | None = None
+        self.headFragA_: FragmentTensor = cast("FragmentTensor", None)  # built on first use
+        self.headFragScaleA_: FragmentTensor = cast("FragmentTensor", None)  # built on first use
+        self.headFragC_: FragmentTensor = cast("FragmentTensor", None)  # built on first use
+        self.curMainA_: FragmentTensor = cast("FragmentTensor", None)  # built on first use
+        self.curMainScaleA_: FragmentTensor = cast("FragmentTensor", None)  # built on first use
+        self.curMainC_: FragmentTensor = cast("FragmentTensor", None)  # built on first use
+        self.tailFragA_: FragmentTensor = cast("FragmentTensor", None)  # built on first use
+        self.tailFragScaleA_: FragmentTensor = cast("FragmentTensor", None)  # built on first use
+        self.tailFragC_: FragmentTensor = cast("FragmentTensor", None)  # built on first use
         self.curMainRoundIdx_ = NO_ROUND
         self.winBasesReady_ = False
         self.tailBuilt_ = False
@@ -478,12 +478,12 @@ class AllGatherQbmmMxKernel:
         """The region of the tile's first row: HEAD (dep 0, rankCnt R - 1), MAIN round r (dep r + 1, R - 1),
         TAIL (dep commTurn, R)."""
         if mPos < headMainRows:
-            return TileCtx(0, 0, RegionTag.HEAD, mPos, self.headFragA_, self.headFragScaleA_,  # type: ignore[arg-type]
-                           self.headFragC_, rankSize - 1)  # type: ignore[arg-type]
+            return TileCtx(0, 0, RegionTag.HEAD, mPos, self.headFragA_, self.headFragScaleA_,
+                           self.headFragC_, rankSize - 1)
         if mPos < headMainRows + mainSectionRows:
             relPos = mPos - headMainRows
             roundIdx = relPos // mainRoundRows
             return TileCtx(roundIdx + 1, roundIdx, RegionTag.MAIN, relPos % mainRoundRows,
-                           self.curMainA_, self.curMainScaleA_, self.curMainC_, rankSize - 1)  # type: ignore[arg-type]
+                           self.curMainA_, self.curMainScaleA_, self.curMainC_, rankSize - 1)
         return TileCtx(commTurn, 0, RegionTag.TAIL, mPos - headMainRows - mainSectionRows, self.tailFragA_,
-                       self.tailFragScaleA_, self.tailFragC_, rankSize)  # type: ignore[arg-type]
+                       self.tailFragScaleA_, self.tailFragC_, rankSize)

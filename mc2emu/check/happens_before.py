@@ -120,7 +120,7 @@ class HappensBeforeChecker:
             self._windows[window] = e.extra.get("alloc")
             log.reads.append((len(log.sync), window, int(lo), int(hi), _read_bytes(e)))
             x = e.extra
-            alloc = x.get("alloc")
+            alloc: Any = x.get("alloc")
             if getattr(alloc, "poisoned", False):
                 self._cover(window, alloc.nbytes)
             log.exact.append((window, int(x["addr"].offset), tuple(x["shape"]), tuple(x["strides"]),
@@ -130,9 +130,9 @@ class HappensBeforeChecker:
                 lo, hi = e.value
                 with self._lock:
                     self._local_writes[e.obj[len(WINDOW_PREFIX):]].append((int(lo), int(hi)))
-            alloc = e.extra.get("alloc")
-            if getattr(alloc, "poisoned", False):
-                self._cover(e.obj[len(WINDOW_PREFIX):], alloc.nbytes).append(
+            alloc_w: Any = e.extra.get("alloc")
+            if getattr(alloc_w, "poisoned", False):
+                self._cover(e.obj[len(WINDOW_PREFIX):], alloc_w.nbytes).append(
                     ("write", int(e.extra["addr"].offset), tuple(e.extra["shape"]), tuple(e.extra["strides"]),
                      int(e.extra["item"])))
         elif k is EventKind.HCCL and e.value is HcclCall.WAIT:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from mc2emu.arch.platform import CoreType
 from mc2emu.comm.hccl_task import (
     HCCL_FAILED,
     HCCL_MAX_HANDLE_ID,
@@ -262,9 +263,10 @@ class Hccl:
         with s.lock:
             owner = s.core_type is self.core_type
         if not owner:
+            owner_type = cast(CoreType, s.core_type)  # set: a session's first Prepare records it
             self._report(Hazard.HCCL_WRONG_CORE_TYPE,
                          f"{op.value} Prepare on {self.label} ({self.core_type.value}) while this session's "
-                         f"tasks come from {s.core_type.value} cores: on the device both would message the "
+                         f"tasks come from {owner_type.value} cores: on the device both would message the "
                          f"server; here this core's tasks are never sent")
         if len(self.handles) >= HCCL_MAX_HANDLE_ID:
             self._report(Hazard.HCCL_TOO_MANY_PREPARES,

@@ -29,6 +29,7 @@ import numpy as np
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
 from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.runtime.hazards import ConstraintError, HazardError
 from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations, make_ag_comm_tiling
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
@@ -109,7 +110,7 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
     n, k2 = x2.shape
     if k2 != k:
         errs.append(("x2 shape", f"x2 must be (N, K) = (N, {k}) (transB), got {x2.shape}"))
-    pairs = -(-k // PAIR_K)
+    pairs = CeilDiv(k, PAIR_K)
     if x1_scale.shape != (m, pairs, 2):
         errs.append(("x1_scale shape", f"x1_scale must be (m, ceil(K/64), 2) = {(m, pairs, 2)}, got {x1_scale.shape}"))
     if x2_scale.shape != (n, pairs, 2):
@@ -118,6 +119,7 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
     errs += ag_constraint_violations(m, k, n, rank_size, comm, None)
     if errs:
         return None, errs
+    assert out is not None and order is not None and variant is not None  # parsed when errs is empty
     return AgProblem(rank, rank_size, m, k, n, elems[0], elems[1], out, order, variant), errs
 
 

@@ -20,8 +20,8 @@ Hook points (who consults the plan):
 (1) plus READ_BEFORE_WAIT when no later wait orders the read; hcomm: DEADLOCK when the working block AIC0
 skips under CCU, else HCCL_UNWAITED_COMMIT.
 
-"Update addresses before the wait" (ADDR_LIST_UPDATED_EARLY) belongs to the AllGather FragmentTensor
-kernel, which is not emulated yet.
+"Update addresses before the wait" (ADDR_LIST_UPDATED_EARLY) and the skipped flag-0 wait are variants of
+the AllGather kernel (`apace.all_gather_qbmm_mx_kernel.AgKernelVariant`, the operator's `kernel_variant`).
 """
 
 from __future__ import annotations

@@ -67,6 +67,19 @@ def test_st_cases_pass_the_st_verify_rule(case, wait_order):
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("wait_order", ["mask"])
+def test_few_cores_walk_several_main_rounds(wait_order):
+    """As few AICs as ranks: one core computes tiles of several MAIN rounds, so its fragment addresses move
+    with UpdateMainRoundAddrs (with many cores each core may only ever build its first round's fragment)."""
+    comm = world()
+    m, k, n = 1037, 128, 64   # the two_tiles_tail rows (512-row MAIN rounds + tail), a narrow N
+    inp = gen_ag_st_inputs(m, k, n, comm.Get_rank())
+    c = run(inp, wait_order=wait_order, block_dim=comm.Get_size())
+    ok, raw_max, _ = ag_st_verify(c, golden(comm, inp))
+    assert_all_ranks(comm, ok, f"block_dim {comm.Get_size()} {wait_order}: max raw bf16 distance {raw_max}")
+
+
+@pytest.mark.mpi(min_size=2)
 def test_rows_are_rank_major_and_the_own_rows_come_from_local_a():
     """C[r*m:(r+1)*m] depends on rank r's x1 only: zero one rank's A and exactly its rows of C become 0."""
     comm = world()

@@ -214,3 +214,20 @@ def test_hazard_showcase_at_two_ranks():
 @pytest.mark.slow
 def test_hazard_showcase_at_eight_ranks():
     _check_showcase(8)
+
+
+def test_all_gather_modes_and_hazard_showcase_at_two_ranks():
+    """--op all_gather_quant_matmul --hazards: both wait orders pass the AG ST rule, every kernel variant
+    reproduces and names its hazard."""
+    from mc2emu.cli.operators.all_gather import SPEC as ALL_GATHER_QUANT_MATMUL
+
+    proc = run_cli(2, "--quick", "--hazards", "--op", "all_gather_quant_matmul")
+    rows = _check_run(proc, 2)
+    assert all(r[0] == "all_gather_quant_matmul" for r in rows)
+    passed = [r[2] for r in rows if r[6] == "PASS"]
+    assert sorted(passed) == ["in_order", "mask"], proc.stdout
+    expected = sorted(r[6] for r in rows if r[6].startswith("EXPECTED"))
+    assert len(expected) == len(ALL_GATHER_QUANT_MATMUL.hazard_modes)
+    assert expected == ["EXPECTED ADDR_LIST_UPDATED_EARLY", "EXPECTED UNCONSUMED_FLAG", "EXPECTED UNCONSUMED_FLAG"]
+    assert "flag id 0 holds 1 unconsumed round(s)" in proc.stdout
+    assert re.search(r"before CrossCoreWaitFlag\(\d+\)", proc.stdout), proc.stdout

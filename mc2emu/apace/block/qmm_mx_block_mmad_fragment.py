@@ -69,7 +69,7 @@ class QmmMxBlockMmadFragmentType(BlockMmadMxType):
             raise ConstraintError("QmmMxBlockMmadFragment: A_FULL_LOAD_MODE 0",
                                   "only the streamed-A instantiation (the AllGather kernel's) is emulated")
 
-    def __call__(self, ctx: CoreContext) -> QmmMxBlockMmadFragment:   # type: ignore[override]
+    def __call__(self, ctx: CoreContext) -> QmmMxBlockMmadFragment:
         return QmmMxBlockMmadFragment(ctx, self)
 
 
@@ -96,7 +96,7 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
                 curScaleKL1 = self.k_ - kL1Offset
             scaleKLength = (Align64(curScaleKL1) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
             blockScaleA = gmScaleA.Slice((0, scaleGmOffset), (curM, scaleKLength))
-            tensorScaleAL1 = np.zeros((curM, scaleKLength), dtype=np.dtype(blockScaleA.ElementType))
+            tensorScaleAL1: np.ndarray | None = np.zeros((curM, scaleKLength), dtype=np.dtype(blockScaleA.ElementType))
             FragmentSliceCopy(CopyGM2L1(self.ctx), tensorScaleAL1, blockScaleA, isScatter=False)
             self._scaleAStamp[scaleL1BufId] = None
             self._scaleAL1[scaleL1BufId] = tensorScaleAL1

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 class CopyHandle(Protocol):
     """What `Te::Copy(copyHandle, dst, src)` needs: the issuing core and the move itself."""
 
-    ctx: CoreContext
+    @property
+    def ctx(self) -> CoreContext: ...
 
     def __call__(self, dst: Any, src: Any) -> None: ...
 

@@ -18,6 +18,7 @@ OPERATOR_MODULES: tuple[str, ...] = (
     "mc2emu.cli.operators.selfcheck",
     "mc2emu.cli.operators.quant_batch_matmul",
     "mc2emu.cli.operators.all_to_all",
+    "mc2emu.cli.operators.all_gather",
 )
 
 
