@@ -90,7 +90,7 @@ MUTANTS: list[Mutant] = [
     Mutant("accumulation index: REMOTE mmads count from 1", "mc2emu/apace/quant_matmul_mx_kernel.py",
            "                remoteRankCnt = 0\n", "                remoteRankCnt = 1\n",
            mpi=(A2A_MPI,)),
-    Mutant("splitKIdx out-of-order report removed", "mc2emu/blaze/gemm/block/block_mmad_mx.py",
+    Mutant("splitKIdx out-of-order report removed", "mc2emu/blaze/gemm/block/split_k_sequence.py",
            "        elif splitKIdx != expected:", "        elif False:",
            serial=(BMMAD,)),
     Mutant("bias added on every split, not split 0 only", "mc2emu/blaze/gemm/block/block_mmad_mx.py",

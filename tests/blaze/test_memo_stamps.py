@@ -3,7 +3,7 @@ windows (which peers write unseen) are never stamped, so a stamped hit always me
 
 import numpy as np
 
-from mc2emu.blaze.gemm.block.block_mmad_mx import _stamp
+from mc2emu.blaze.gemm.block.block_mmad_host import read_stamp
 from mc2emu.blaze.tensor_api.layout import MakeFrameLayout, NDExtLayoutPtn
 from mc2emu.blaze.tensor_api.tensor import MakeMemPtr, MakeTensor
 from mc2emu.runtime import Device
@@ -13,13 +13,13 @@ def test_stamp_changes_on_every_write_and_windows_have_none():
     dev = Device()
     addr = dev.gm.alloc(0, "B", data=np.arange(64, dtype=np.uint8))
     t = MakeTensor(MakeMemPtr(addr, np.uint8), MakeFrameLayout(NDExtLayoutPtn, 8, 8)).Slice((2, 0), (4, 8))
-    s0 = _stamp(t)
-    assert s0 is not None and _stamp(t) == s0
+    s0 = read_stamp(t)
+    assert s0 is not None and read_stamp(t) == s0
     dev.gm.write(addr + 63, np.array([7], dtype=np.uint8))      # any write to the allocation
-    assert _stamp(t) != s0
+    assert read_stamp(t) != s0
     win = dev.gm.adopt(np.zeros(64, dtype=np.uint8), "win:w", kind="window", written=True)
     tw = MakeTensor(MakeMemPtr(win, np.uint8), MakeFrameLayout(NDExtLayoutPtn, 8, 8))
-    assert _stamp(tw) is None
+    assert read_stamp(tw) is None
 
 
 def test_a_stamped_hit_returns_the_decode_of_identical_bytes():

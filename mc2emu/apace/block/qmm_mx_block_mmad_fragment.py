@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mc2emu.apace.basic.fragment_tensor import FragmentSliceCopy, FragmentTensor
-from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, BlockMmadMxType, _L1Operand
+from mc2emu.blaze.gemm.block.block_mmad_host import L1Operand
+from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, BlockMmadMxType
 from mc2emu.blaze.gemm.common_utils import FINAL_ACCUMULATION
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE
 from mc2emu.blaze.tensor_api.copy import CopyGM2L1, CopyL0C2GM, FixpipeParams
@@ -109,12 +110,12 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
         return tensorScaleAL1, tensorScaleBL1
 
     def CopyAInL1(self, gmA: Any, curM: int, curGmKL1: int, l1BufId: int, kL1Offset: int,
-                  iter0: int) -> _L1Operand:
+                  iter0: int) -> L1Operand:
         """`CopyAInL1` (mode 0): PadMxKAL1Zero, then the gather of this K chunk's rows from the fragments."""
         blockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
         tensorAL1 = np.zeros((curM, curGmKL1), dtype=np.dtype(blockA.ElementType))
         FragmentSliceCopy(CopyGM2L1(self.ctx), tensorAL1, blockA, isScatter=False)
-        operand = _L1Operand(tensorAL1, _fragment_where(blockA), None)
+        operand = L1Operand(tensorAL1, _fragment_where(blockA), None)
         self._aL1[l1BufId] = operand
         return operand
 

@@ -41,16 +41,16 @@ into the other L0C half, fewer calls leave C unwritten; see `Destroy`).
 
 from __future__ import annotations
 
-import itertools
-import os
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mc2emu.blaze.gemm.block.block_mmad_host import BlockMmadHost, L1Operand, pair_stamp, read_stamp, read_where
+from mc2emu.blaze.gemm.block.block_mmad_mx_l1_layout import L1_BUF_NUMS, L1BufferOffsets
 from mc2emu.blaze.gemm.block.l0c_buffer import L0CBuffer
+from mc2emu.blaze.gemm.block.split_k_sequence import SplitKSequence
 from mc2emu.blaze.gemm.common_utils import (
     DOUBLE_BUFFER_COUNT,
     FINAL_ACCUMULATION,
@@ -60,11 +60,9 @@ from mc2emu.blaze.gemm.common_utils import (
     IDX_N_IDX,
     IDX_N_TILEIDX,
     NON_FINAL_ACCUMULATION,
-    QUADRUPLE_BUFFER_COUNT,
     TRIPLE_BUFFER_COUNT,
 )
 from mc2emu.blaze.gemm.dispatch_policy import A_FULL_LOAD_MODE, NONE_FULL_LOAD_MODE, MatmulWithScaleMx
-from mc2emu.blaze.gemm.tile.tile_mmad_mx import DequantMemo
 from mc2emu.blaze.tensor_api.layout import IsTrans, LayoutPtn, NDExtLayoutPtn
 from mc2emu.blaze.tensor_api.tensor import GmTensor
 from mc2emu.numerics import ElemFormat, OutDtype, fixpipe_cast
@@ -78,14 +76,12 @@ from mc2emu.numerics.constants import (
 )
 from mc2emu.numerics.int_math import Align, Align16, Align64, CeilDiv
 from mc2emu.runtime.events import EventKind
-from mc2emu.runtime.hazards import CapacityError, ConstraintError, Hazard, KernelError
+from mc2emu.runtime.hazards import CapacityError, ConstraintError, KernelError
 from mc2emu.runtime.local_memory import Position
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
-
-L1_BUF_NUMS = (DOUBLE_BUFFER_COUNT, TRIPLE_BUFFER_COUNT, QUADRUPLE_BUFFER_COUNT)  # l1BufNum the source lays out
 
 
 @dataclass(frozen=True)
@@ -110,27 +106,27 @@ class L1Params:
     l1BufNum: int
 
 
-class BlockMmadHost:
-    """Host-side resources the cores of one BlockMmad instantiation share; they change host time only.
+@dataclass(frozen=True)
+class L1Chunk:
+    """One kL1 chunk as `operator()` hands it to `Iterate`: the chunk index, its K extent (GM and padded to
+    64), the L1 operands and scale buffers, and the scale offsets into them (scaleA's differs in
+    A_FULL_LOAD_MODE, where scaleA holds all of K)."""
 
-    - `slots`: how many cores may run their MMAD loops on the host at once. With 32 core threads on a few
-      host CPUs, every core interleaving its numpy calls thrashes the caches and convoys on the GIL
-      (measured: ~2x the CPU time of the same work on 2 threads). A core holds a slot for one `BlockMmad`
-      call, which never waits on another core (no flags, no HCCL inside), so slots cannot deadlock and
-      cannot change a result; cores still interleave at tile boundaries.
-    - `memo`: the launch-wide `DequantMemo` (decode once per GM chunk, verified against the bytes read)."""
+    iter0: int
+    curGmKL1: int
+    curPadKL1: int
+    tensorAL1: L1Operand
+    tensorBL1: L1Operand
+    tensorScaleAL1: np.ndarray
+    tensorScaleBL1: np.ndarray
+    scaleL1BufId: int
+    scaleKOffset: int
+    scaleAKOffset: int
 
-    def __init__(self, slots: int | None = None) -> None:
-        self.count = max(1, int(slots if slots is not None else (os.cpu_count() or 1)))
-        self._sem = threading.BoundedSemaphore(self.count)
-        self.memo = DequantMemo()
 
-    def __enter__(self) -> BlockMmadHost:
-        self._sem.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._sem.release()
+def astuple_shallow(chunk: L1Chunk) -> tuple[Any, ...]:
+    """The fields of `chunk` in declaration order, without `dataclasses.astuple`'s deep copy of the arrays."""
+    return tuple(getattr(chunk, f.name) for f in fields(chunk))
 
 
 @dataclass(frozen=True)
@@ -182,40 +178,7 @@ class BlockMmadMxType:
         return BlockMmadMx(ctx, self)
 
 
-class _L1Operand:
-    """One operand chunk held in L1: its raw codes as read from GM location `where` (allocation id, offset),
-    and the `stamp` of that read (see `_stamp`)."""
-
-    __slots__ = ("codes", "stamp", "where")
-
-    def __init__(self, codes: np.ndarray, where: tuple[int, int], stamp: tuple | None = None) -> None:
-        self.codes = codes
-        self.where = where
-        self.stamp = stamp
-
-
-def _where(t: GmTensor) -> tuple[int, int]:
-    return (t.addr.alloc.aid, t.addr.offset)
-
-
-def _stamp(t: GmTensor) -> tuple | None:
-    """(allocation, offset, shape, generation) of a read from GM this rank alone writes; None for a window.
-    Two reads with equal stamps returned the same bytes (no write in between), so the decode memo may skip
-    its byte compare; reads of windows (peers write them unseen) keep it."""
-    alloc = t.addr.alloc
-    if not alloc.stable:
-        return None
-    return (alloc.aid, t.addr.offset, t.shape, alloc.generation)
-
-
-def _pair(codes: tuple | None, scales: tuple | None, scaleOffset: int, nb: int) -> tuple | None:
-    """The stamp of an (operand chunk, scale window) pair: None unless both reads are stamped."""
-    if codes is None or scales is None:
-        return None
-    return (codes, scales, scaleOffset, nb)
-
-
-class BlockMmadMx:
+class BlockMmadMx(L1BufferOffsets):
     """The per-core `BlockMmad` object of the MX policy (constructed by `BlockMmadMxType(ctx)`)."""
 
     template = BlockMmadMxType  # BlockMmadMx.template(policy, AType, LayoutA, ...) names the instantiation
@@ -257,13 +220,12 @@ class BlockMmadMx:
         self.isBias_ = False
         self.enableL0cPingPong_ = False
         self._initialized = False
-        self._nextSplitKIdx = 0  # the splitKIdx the protocol expects next on the current tile
-        self._tileOrigin: tuple[int, int] | None = None
+        self.splitKSequence = SplitKSequence(ctx)
         self._scaleAL1: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_COUNT
         self._scaleBL1: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_COUNT
-        self._aL1: list[_L1Operand | None] = []
-        self._bL1: list[_L1Operand | None] = []
-        self._aFullL1: dict[int, _L1Operand] = {}
+        self._aL1: list[L1Operand | None] = []
+        self._bL1: list[L1Operand | None] = []
+        self._aFullL1: dict[int, L1Operand] = {}
         self._scaleAFullL1: np.ndarray | None = None
         # stamps of the reads that filled the L1 scale buffers (None: a window, or never filled)
         self._scaleAStamp: list[tuple | None] = [None, None]
@@ -277,11 +239,9 @@ class BlockMmadMx:
     def Init(self, problemShape: Any, l0TileShape: Any, l1Params: L1Params, isBias: bool, dbL0C: bool,
              splitKNum: int = 1) -> None:
         """`Init(problemShape, l0TileShape, l1Params, isBias, dbL0C, splitKNum = 1)`."""
-        if self._initialized and self._nextSplitKIdx != 0:
+        if self._initialized:
             # A re-Init (the next pass of a kernel) while a tile is still open: that tile's C is never written.
-            self._report(f"Init while tile {self._tileOrigin} is open at splitKIdx {self._nextSplitKIdx - 1} of "
-                         f"splitKNum {self.splitKNum_}: its C was never written", expected=self._nextSplitKIdx,
-                         splitKNum=self.splitKNum_, tile=self._tileOrigin)
+            self.splitKSequence.CheckClosed(atInit=True)
         self.k_ = int(problemShape[IDX_K_IDX])
         self.kL1_ = int(l1Params.kL1)
         self.scaleKL1_ = int(l1Params.scaleKL1)
@@ -317,12 +277,8 @@ class BlockMmadMx:
         self._scaleBL1 = [None] * DOUBLE_BUFFER_COUNT
         self._aFullL1 = {}
         self._scaleAFullL1 = None
-        self._nextSplitKIdx = 0
-        self._tileOrigin = None
         self._initialized = True
-        if self.splitKNum_ == 0:
-            self._report("Init with splitKNum 0: no call can satisfy splitKIdx == splitKNum - 1, so this core "
-                         "never fixpipes C", splitKNum=0)
+        self.splitKSequence.Reset(self.splitKNum_)
 
     def _check_init_params(self) -> None:
         if self.kL1_ <= 0 or self.kL1_ % 64:
@@ -342,109 +298,6 @@ class BlockMmadMx:
                                   f"the source hold 2, 3 or 4 A/B buffers")
         if self.splitKNum_ < 0:
             raise ConstraintError("splitKNum >= 0", f"splitKNum = {self.splitKNum_}")
-
-    def InitNoneFullLoadL1BufferOffsets(self, baseM: int, l1HalfBufNum: int, bL1OneBuffer: int,
-                                        scaleBL1OneBuffer: int, biasL1OneBuffer: int) -> list[tuple[str, int, int]]:
-        """The source's L1 map for streamed A and B; returns (name, offset, bytes) of every buffer."""
-        sizeShift = 1 if self.T.AType.is_fp4 else 0
-        halfL1Size = self.TOTAL_L1_SIZE >> 1
-        aL1OneBuffer = (baseM * Align64(self.kL1_)) >> sizeShift
-        scaleAL1OneBuffer = baseM * (Align64(self.scaleKL1_) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
-        a = [0] * QUADRUPLE_BUFFER_COUNT
-        b = [0] * QUADRUPLE_BUFFER_COUNT
-        sa = [0] * DOUBLE_BUFFER_COUNT
-        sb = [0] * DOUBLE_BUFFER_COUNT
-        bias = [0] * DOUBLE_BUFFER_COUNT
-        if self.l1BufNum_ == TRIPLE_BUFFER_COUNT:
-            # L1 space: A0|A2|B0|B2|AScale0|BScale0|bias0|...|A1|B1|AScale1|BScale1|bias1
-            a[0] = 0
-            a[2] = a[0] + aL1OneBuffer
-            b[0] = a[2] + aL1OneBuffer
-            b[2] = b[0] + bL1OneBuffer
-            sa[0] = b[2] + bL1OneBuffer
-            sb[0] = sa[0] + scaleAL1OneBuffer
-            bias[0] = sb[0] + scaleBL1OneBuffer
-            a[1] = max(halfL1Size, bias[0] + biasL1OneBuffer)
-            b[1] = a[1] + aL1OneBuffer
-            sa[1] = b[1] + bL1OneBuffer
-            sb[1] = sa[1] + scaleAL1OneBuffer
-            bias[1] = sb[1] + scaleBL1OneBuffer
-        else:
-            # 2 buffer: A0|B0|AScale0|BScale0|bias0|...|A1|B1|AScale1|BScale1|bias1|...
-            # 4 buffer: A0A2|B0B2|AScale0|BScale0|bias0|...|A1A3|B1B3|AScale1|BScale1|bias1|...
-            for bufferId in range(self.l1BufNum_):
-                l1Offset = halfL1Size * (bufferId & 1)
-                a[bufferId] = l1Offset + aL1OneBuffer * (bufferId >> 1)
-                b[bufferId] = l1Offset + aL1OneBuffer * l1HalfBufNum + bL1OneBuffer * (bufferId >> 1)
-            scaleABaseOffset = bL1OneBuffer * l1HalfBufNum
-            for bufferId in range(DOUBLE_BUFFER_COUNT):
-                sa[bufferId] = b[bufferId] + scaleABaseOffset
-                sb[bufferId] = sa[bufferId] + scaleAL1OneBuffer
-                bias[bufferId] = sb[bufferId] + scaleBL1OneBuffer
-        regions = [(f"A{i}", a[i], aL1OneBuffer) for i in range(self.l1BufNum_)]
-        regions += [(f"B{i}", b[i], bL1OneBuffer) for i in range(self.l1BufNum_)]
-        for i in range(DOUBLE_BUFFER_COUNT):
-            regions += [(f"ScaleA{i}", sa[i], scaleAL1OneBuffer), (f"ScaleB{i}", sb[i], scaleBL1OneBuffer),
-                        (f"Bias{i}", bias[i], biasL1OneBuffer)]
-        return regions
-
-    def InitAFullLoadL1BufferOffsets(self, baseM: int, l1HalfBufNum: int, bL1OneBuffer: int,
-                                     scaleBL1OneBuffer: int, biasL1OneBuffer: int) -> list[tuple[str, int, int]]:
-        """The source's L1 map with A (all of K) resident; returns (name, offset, bytes) of every buffer."""
-        sizeShift = 1 if self.T.AType.is_fp4 else 0
-        halfL1Size = self.TOTAL_L1_SIZE >> 1
-        mAlign = Align(baseM, self.C0_SIZE) if self.TRANS_A else Align16(baseM)
-        kAlign = Align64(self.k_)
-        aL1OneBuffer = (mAlign * kAlign) >> sizeShift
-        scaleAL1OneBuffer = baseM * (Align64(self.k_) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
-        b = [0] * QUADRUPLE_BUFFER_COUNT
-        sb = [0] * DOUBLE_BUFFER_COUNT
-        bias = [0] * DOUBLE_BUFFER_COUNT
-        if self.l1BufNum_ == TRIPLE_BUFFER_COUNT:
-            # B0|B2|BScale0|bias0|A|AScale|...|B1|BScale1|bias1
-            b[0] = 0
-            b[2] = b[0] + bL1OneBuffer
-            sb[0] = b[2] + bL1OneBuffer
-            bias[0] = sb[0] + scaleBL1OneBuffer
-            a0 = bias[0] + biasL1OneBuffer
-            sa0 = a0 + aL1OneBuffer
-            b[1] = max(halfL1Size, sa0 + scaleAL1OneBuffer)
-            sb[1] = b[1] + bL1OneBuffer
-            bias[1] = sb[1] + scaleBL1OneBuffer
-        else:
-            # 2 buffer: B0|BScale0|bias0|A|AScale|...|B1|BScale1|bias1|
-            a0 = bL1OneBuffer * l1HalfBufNum + scaleBL1OneBuffer + biasL1OneBuffer
-            sa0 = a0 + aL1OneBuffer
-            b1Offset = sa0 + scaleAL1OneBuffer if sa0 + scaleAL1OneBuffer >= halfL1Size else halfL1Size
-            for bufferId in range(self.l1BufNum_):
-                b[bufferId] = b1Offset * (bufferId & 1) + bL1OneBuffer * (bufferId >> 1)
-            scaleBBaseOffset = bL1OneBuffer * l1HalfBufNum
-            for bufferId in range(DOUBLE_BUFFER_COUNT):
-                sb[bufferId] = b[bufferId] + scaleBBaseOffset
-                bias[bufferId] = sb[bufferId] + scaleBL1OneBuffer
-        regions = [("A", a0, aL1OneBuffer), ("ScaleA", sa0, scaleAL1OneBuffer)]
-        regions += [(f"B{i}", b[i], bL1OneBuffer) for i in range(self.l1BufNum_)]
-        for i in range(DOUBLE_BUFFER_COUNT):
-            regions += [(f"ScaleB{i}", sb[i], scaleBL1OneBuffer), (f"Bias{i}", bias[i], biasL1OneBuffer)]
-        return regions
-
-    def _check_l1_regions(self, regions: list[tuple[str, int, int]]) -> None:
-        used = [(name, off, size) for name, off, size in regions if size > 0]
-        end = max((off + size for _, off, size in used), default=0)
-        if end > self.TOTAL_L1_SIZE:
-            worst = max(used, key=lambda r: r[1] + r[2])
-            raise CapacityError(
-                f"{self.ctx.label}: BlockMmad MX L1 buffer {worst[0]} [{worst[1]}, {worst[1] + worst[2]}) ends beyond "
-                f"the {self.TOTAL_L1_SIZE} B L1 (baseM {self.baseM_}, baseN {self.baseN_}, kL1 {self.kL1_}, "
-                f"scaleKL1 {self.scaleKL1_}, l1BufNum {self.l1BufNum_}, {self.DispatchPolicy.FULL_LOAD_MODE.name})")
-        ordered = sorted(used, key=lambda r: r[1])
-        for (n0, o0, s0), (n1, o1, _) in itertools.pairwise(ordered):
-            if o0 + s0 > o1:
-                raise CapacityError(
-                    f"{self.ctx.label}: BlockMmad MX L1 buffers {n0} [{o0}, {o0 + s0}) and {n1} (from {o1}) overlap: "
-                    f"one half of L1 ({self.TOTAL_L1_SIZE >> 1} B) cannot hold a buffer set for baseM {self.baseM_}, "
-                    f"baseN {self.baseN_}, kL1 {self.kL1_}, scaleKL1 {self.scaleKL1_}")
-        self.ctx.local.allocate(Position.A1, "BlockMmadMx", end, np.uint8)
 
     # -- operator() ------------------------------------------------------------------------------------------------
     def __call__(self, gmA: GmTensor, gmB: GmTensor, gmScaleA: GmTensor, gmScaleB: GmTensor, gmBias: GmTensor | None,
@@ -466,7 +319,7 @@ class BlockMmadMx:
         tensorL0C = self.l0c.tile(l0cOffset, curM, curN)
         isFirstSplitK = splitKIdx == 0
         isLastSplitK = splitKIdx == self.splitKNum_ - 1
-        self._check_split_k(splitKIdx, gmC.origin)
+        self.splitKSequence.Check(splitKIdx, gmC.origin)
         scaleKIter = CeilDiv(self.scaleKL1_, self.kL1_)
         scaleKIterIdx = 0
         scaleKOffsetStride = (Align64(self.kL1_) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
@@ -489,17 +342,17 @@ class BlockMmadMx:
                 self._biasL1[scaleL1BufId] = gmBias.load(self.ctx).astype(np.float32)
             # B GM->L1; slice first, then copy (PadMxKBL1 zero-pads to curPadKL1).
             gmBlockB = gmB.Slice((kL1Offset, 0), (curGmKL1, curN))
-            stampB = _stamp(gmBlockB)
-            tensorBL1 = _L1Operand(gmBlockB.load(self.ctx), _where(gmBlockB), stampB)
+            stampB = read_stamp(gmBlockB)
+            tensorBL1 = L1Operand(gmBlockB.load(self.ctx), read_where(gmBlockB), stampB)
             self._bL1[l1BufId] = tensorBL1
             scaleKOffset = scaleKIterIdx * scaleKOffsetStride
             scaleAKOffset = scaleKOffset
             if self.DispatchPolicy.FULL_LOAD_MODE == A_FULL_LOAD_MODE:
                 scaleAKOffset = scaleGmOffset
             biasBtOffset = self.baseN_ * scaleL1BufId * FLOAT32_BYTES
-            self.Iterate(curM, curN, curGmKL1, curPadKL1, iter0, scaleKOffset, scaleAKOffset, biasBtOffset,
-                         isFirstSplitK, isLastSplitK, tensorScaleAL1, tensorScaleBL1, tensorAL1, tensorBL1,
-                         scaleL1BufId, tensorL0C, gmC)
+            chunk = L1Chunk(iter0, curGmKL1, curPadKL1, tensorAL1, tensorBL1, tensorScaleAL1, tensorScaleBL1,
+                            scaleL1BufId, scaleKOffset, scaleAKOffset)
+            self.Iterate(chunk, curM, curN, biasBtOffset, isFirstSplitK, isLastSplitK, tensorL0C, gmC)
             if scaleKIterIdx + 1 == scaleKIter or iter0 + 1 == self.kL1Iter_:
                 self.scaleLoopCnt_ += 1
                 scaleKIterIdx = 0
@@ -540,16 +393,16 @@ class BlockMmadMx:
             curScaleKLen = (Align64(curScaleKL1) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
             if self.DispatchPolicy.FULL_LOAD_MODE == NONE_FULL_LOAD_MODE:
                 gmBlockScaleA = gmScaleA.Slice((0, scaleGmOffset), (curM, curScaleKLen))
-                self._scaleAStamp[scaleL1BufId] = _stamp(gmBlockScaleA)
+                self._scaleAStamp[scaleL1BufId] = read_stamp(gmBlockScaleA)
                 self._scaleAL1[scaleL1BufId] = gmBlockScaleA.load(self.ctx)
             gmBlockScaleB = gmScaleB.Slice((scaleGmOffset, 0), (curScaleKLen, curN))
-            self._scaleBStamp[scaleL1BufId] = _stamp(gmBlockScaleB)
+            self._scaleBStamp[scaleL1BufId] = read_stamp(gmBlockScaleB)
             self._scaleBL1[scaleL1BufId] = gmBlockScaleB.load(self.ctx)
         if self.DispatchPolicy.FULL_LOAD_MODE == NONE_FULL_LOAD_MODE:
             tensorScaleAL1 = self._scaleAL1[scaleL1BufId]
         else:
             if self.abL1LoopCnt_ == 0:
-                self._scaleAFullStamp = _stamp(gmScaleA)
+                self._scaleAFullStamp = read_stamp(gmScaleA)
                 self._scaleAFullL1 = gmScaleA.load(self.ctx)
             tensorScaleAL1 = self._scaleAFullL1
         tensorScaleBL1 = self._scaleBL1[scaleL1BufId]
@@ -558,19 +411,19 @@ class BlockMmadMx:
         return tensorScaleAL1, tensorScaleBL1
 
     def CopyAInL1(self, gmA: GmTensor, curM: int, curGmKL1: int, l1BufId: int, kL1Offset: int,
-                  iter0: int) -> _L1Operand:
+                  iter0: int) -> L1Operand:
         """A GM -> L1 (PadMxKAL1 zero-pads K to Align64). In A_FULL_LOAD_MODE only the first tile's K loop
         (`abL1LoopCnt_ < kL1Iter_`) copies; later tiles reuse the resident A."""
         if self.DispatchPolicy.FULL_LOAD_MODE == NONE_FULL_LOAD_MODE:
             gmBlockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
-            stampA = _stamp(gmBlockA)
-            tensorAL1 = _L1Operand(gmBlockA.load(self.ctx), _where(gmBlockA), stampA)
+            stampA = read_stamp(gmBlockA)
+            tensorAL1 = L1Operand(gmBlockA.load(self.ctx), read_where(gmBlockA), stampA)
             self._aL1[l1BufId] = tensorAL1
             return tensorAL1
         if self.abL1LoopCnt_ < self.kL1Iter_:
             gmBlockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
-            stampA = _stamp(gmBlockA)
-            self._aFullL1[iter0] = _L1Operand(gmBlockA.load(self.ctx), _where(gmBlockA), stampA)
+            stampA = read_stamp(gmBlockA)
+            self._aFullL1[iter0] = L1Operand(gmBlockA.load(self.ctx), read_where(gmBlockA), stampA)
         resident = self._aFullL1.get(iter0)
         if resident is None:
             raise KernelError(f"{self.ctx.label}: A_FULL_LOAD_MODE chunk {iter0} was never loaded")
@@ -580,18 +433,19 @@ class BlockMmadMx:
                               f"rows {resident.codes.shape[0]} (the scheduler must keep one M block per core)")
         return resident
 
-    def _dequant(self, operand: str, tensor: _L1Operand, scale: np.ndarray, elem: ElemFormat,
+    def _dequant(self, operand: str, tensor: L1Operand, scale: np.ndarray, elem: ElemFormat,
                  k_axis: int, stamp: tuple | None = None) -> np.ndarray:
         """fp32 operand chunk through the launch-wide memo (reused only for byte-identical codes and scales;
         equal `stamp`s prove it without comparing)."""
         key = (operand, *tensor.where, *tensor.codes.shape)
         return self.T.host.memo.dequant(self.ctx.launch, key, tensor.codes, scale, elem, k_axis, stamp)
 
-    def Iterate(self, curM: int, curN: int, curGmKL1: int, curPadKL1: int, iter0: int, scaleKOffset: int,
-                scaleAKOffset: int, biasBtOffset: int, isFirstSplitK: bool, isLastSplitK: bool,
-                tensorScaleAL1: np.ndarray, tensorScaleBL1: np.ndarray, tensorAL1: _L1Operand, tensorBL1: _L1Operand,
-                scaleL1BufId: int, tensorL0C: np.ndarray, gmC: GmTensor) -> None:
-        """One L1 chunk: baseK steps L1 -> L0A/L0B (ping-pong) -> MMAD into the L0C tile."""
+    def Iterate(self, chunk: L1Chunk, curM: int, curN: int, biasBtOffset: int, isFirstSplitK: bool,
+                isLastSplitK: bool, tensorL0C: np.ndarray, gmC: GmTensor) -> None:
+        """One L1 chunk: baseK steps L1 -> L0A/L0B (ping-pong) -> MMAD into the L0C tile. The source passes the
+        chunk's fields one by one; `L1Chunk` bundles them under the source's names."""
+        (iter0, curGmKL1, curPadKL1, tensorAL1, tensorBL1, tensorScaleAL1, tensorScaleBL1, scaleL1BufId,
+         scaleKOffset, scaleAKOffset) = astuple_shallow(chunk)
         nb = CeilDiv(curGmKL1, MX_GROUP_SIZE)
         scaleA = tensorScaleAL1[:, scaleAKOffset:scaleAKOffset + nb]
         scaleB = tensorScaleBL1[scaleKOffset:scaleKOffset + nb, :]
@@ -602,9 +456,9 @@ class BlockMmadMx:
         sAStamp = self._scaleAFullStamp if full else self._scaleAStamp[scaleL1BufId]
         sBStamp = self._scaleBStamp[scaleL1BufId]
         aF32 = self._dequant("A", tensorAL1, scaleA, self.T.AType, 1,
-                             _pair(tensorAL1.stamp, sAStamp, scaleAKOffset, nb))
+                             pair_stamp(tensorAL1.stamp, sAStamp, scaleAKOffset, nb))
         bF32 = self._dequant("B", tensorBL1, scaleB, self.T.BType, 0,
-                             _pair(tensorBL1.stamp, sBStamp, scaleKOffset, nb))
+                             pair_stamp(tensorBL1.stamp, sBStamp, scaleKOffset, nb))
         baseK = self.baseK_
         hasBias = self.isBias_
         kL0Iter = CeilDiv(curGmKL1, baseK)
@@ -662,36 +516,9 @@ class BlockMmadMx:
                  unitFlag=FINAL_ACCUMULATION if isFinalAccumulation else NON_FINAL_ACCUMULATION,
                  cmatrixInitVal=initCMatrix, bias=needBias, t0_ns=t0)
 
-    # -- splitK protocol ---------------------------------------------------------------------------------------------
-    def _check_split_k(self, splitKIdx: int, origin: tuple[int, int]) -> None:
-        expected = self._nextSplitKIdx
-        n = self.splitKNum_
-        if splitKIdx == 0 and expected != 0:
-            self._report(f"splitKIdx 0 at tile {origin} while tile {self._tileOrigin} expected {expected} of "
-                         f"{n}: L0C is reset, that tile's partial sum is discarded and its C never written",
-                         splitKIdx=0, expected=expected, splitKNum=n, tile=origin)
-        elif splitKIdx != expected:
-            if n and splitKIdx >= n:
-                what = (f"beyond splitKNum {n}: it accumulates into the other L0C half, which the next tile's "
-                        f"splitKIdx 0 discards")
-            elif expected == 0:
-                what = "no splitKIdx 0 opened this tile: it accumulates onto what the L0C half still holds"
-            else:
-                what = f"out of order (expected {expected})"
-            self._report(f"splitKIdx {splitKIdx} at tile {origin} {what}", splitKIdx=splitKIdx, expected=expected,
-                         splitKNum=n, tile=origin)
-        if splitKIdx == 0:
-            self._tileOrigin = origin
-        self._nextSplitKIdx = 0 if splitKIdx >= n - 1 else splitKIdx + 1  # a tile closes at its last index
-
-    def _report(self, message: str, **details: Any) -> None:
-        self.ctx.device.hazards.report(Hazard.SPLITK_SEQUENCE, self.ctx.label, message, **details)
-
     def Destroy(self) -> None:
         """`~BlockMmad()` at kernel exit: a tile whose sequence stopped before splitKNum - 1 was never written
         to C (reported)."""
-        if self._initialized and self._nextSplitKIdx != 0:
-            self._report(f"kernel ended with tile {self._tileOrigin} at splitKIdx {self._nextSplitKIdx - 1} of "
-                         f"splitKNum {self.splitKNum_}: its C was never written", expected=self._nextSplitKIdx,
-                         splitKNum=self.splitKNum_, tile=self._tileOrigin)
-        self._nextSplitKIdx = 0
+        if self._initialized:
+            self.splitKSequence.CheckClosed(atInit=False)
+        self.splitKSequence.Reset(self.splitKNum_, quiet=True)
