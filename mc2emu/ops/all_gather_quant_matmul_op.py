@@ -27,6 +27,7 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
+from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.int_math import CeilDiv
@@ -138,20 +139,12 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     hazard of the kernel, `AgKernelVariant`)."""
     from mc2emu.ops.all_gather_quant_matmul_host import run_ag
 
-    if comm is None:
-        from mpi4py import MPI
-
-        comm = MPI.COMM_WORLD
+    comm = world_comm(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, wait_order=wait_order,
                              protocol=protocol, slot_num=slot_num, bias=bias, out_dtype=out_dtype,
                              kernel_variant=kernel_variant)
-    all_errs = comm.allgather(errs)
-    first = next(((r, e) for r, e in enumerate(all_errs) if e), None)
-    if first is not None:
-        r, e = first
-        rule, reason = e[0]
-        raise ConstraintError(rule, f"{reason} (on rank {r})" if r != rank else reason)
+    refuse_on_every_rank(comm, errs)
     assert problem is not None
     opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
     result, hazards = run_ag(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats)

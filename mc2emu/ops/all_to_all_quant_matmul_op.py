@@ -26,6 +26,7 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.runtime.hazards import ConstraintError, HazardError
@@ -178,21 +179,12 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     when `block_dim` is not given)."""
     from mc2emu.ops.all_to_all_quant_matmul_host import run_a2a
 
-    if comm is None:
-        from mpi4py import MPI
-
-        comm = MPI.COMM_WORLD
+    comm = world_comm(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, impl=impl,
                              local_matmul=local_matmul, wait_order=wait_order, hccl_server=hccl_server, bias=bias,
                              out_dtype=out_dtype)
-    # Every rank raises when any rank's input is bad (a collective must fail everywhere, never hang).
-    all_errs = comm.allgather(errs)
-    first = next(((r, e) for r, e in enumerate(all_errs) if e), None)
-    if first is not None:
-        r, e = first
-        rule, reason = e[0]
-        raise ConstraintError(rule, f"{reason} (on rank {r})" if r != rank else reason)
+    refuse_on_every_rank(comm, errs)
     assert problem is not None
     opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
     result, hazards = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, opts, comm=comm, block_dim=block_dim,

@@ -1,0 +1,29 @@
+"""The host side of a collective operator call before any launch: every rank agrees on its communicator
+and refuses together (a collective that fails on one rank only would leave the others hanging)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mc2emu.arch import ConstraintError
+
+
+def world_comm(comm: Any) -> Any:
+    """`comm`, or MPI.COMM_WORLD when None (mpi4py is imported only by collective calls)."""
+    if comm is not None:
+        return comm
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def refuse_on_every_rank(comm: Any, errs: list[tuple[str, str]]) -> None:
+    """Raise on every rank when any rank's input broke a rule: the first such rank's first (rule, reason),
+    its reason suffixed with "(on rank r)" on the other ranks. Collective: every rank calls it."""
+    all_errs = comm.allgather(errs)
+    first = next(((r, e) for r, e in enumerate(all_errs) if e), None)
+    if first is None:
+        return
+    r, e = first
+    rule, reason = e[0]
+    raise ConstraintError(rule, f"{reason} (on rank {r})" if r != comm.Get_rank() else reason)
