@@ -152,13 +152,13 @@ class CommWorld:
         """Run `hook` at `close()` before the windows are freed (components built on this world)."""
         self._close_hooks.append(hook)
 
-    def close(self) -> None:
+    def close(self, barrier_timeout: float | None = None) -> None:
         """Free every window (collective: call on every rank at op end). Safe to call twice. If the
-        preceding barrier passes its deadline, `DeadlockError` propagates and nothing is freed (freeing
-        is collective and would hang)."""
+        preceding barrier passes its deadline (`barrier_timeout`, else the device's), `DeadlockError`
+        propagates and nothing is freed (freeing is collective and would hang)."""
         if self.closed:
             return
-        self.barrier()
+        self.barrier(timeout=barrier_timeout)
         hooks, self._close_hooks = self._close_hooks, []
         for hook in reversed(hooks):
             hook()

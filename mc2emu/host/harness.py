@@ -178,6 +178,19 @@ def left_behind_windows(comm: Any) -> int:
     return LEFT_BEHIND.count(comm)
 
 
+# Host barriers (launch start and end) order the host's setup and teardown, not the kernel protocol under
+# test: ranks leave a deadlocked call up to COLLECT_S apart (the diagnosis lingers to answer late requests)
+# and with 8 ranks on 2 cores a rank may get no CPU for seconds. A short kernel deadline given by a caller
+# (tests use 0.5-2 s) must not turn a late peer into a reported host-barrier deadlock.
+HOST_BARRIER_MIN_S = 10.0
+
+
+def host_barrier_timeout(timeout: float | None) -> float | None:
+    """The deadline of the harness's host barriers: the call's, at least HOST_BARRIER_MIN_S (None: the
+    device's default deadline)."""
+    return None if timeout is None else max(timeout, HOST_BARRIER_MIN_S)
+
+
 class LaunchHarness:
     """One kernel launch on this rank with its device, observers, checkers and (when `comm` is given)
     communication world; a context manager whose exit is the teardown (see the module docstring)."""
@@ -226,7 +239,7 @@ class LaunchHarness:
         if aic_only and faults is not None and faults.fires(FaultHook.LAUNCH, self.rank, "host"):
             kernel_type = FAULTED_LAUNCH_TYPE   # fault injection: the AIC-only kernel launched mixed
         if self.world is not None:
-            self.world.barrier()
+            self.world.barrier(timeout=host_barrier_timeout(self.opts.timeout))
         t0 = time.perf_counter()
         res = self.device.launch(kernel, block_dim, kernel_type, *args, name=self.name)
         return HarnessLaunch(res, kernel_type, time.perf_counter() - t0)
@@ -256,10 +269,11 @@ class LaunchHarness:
 
     def _finish(self) -> None:
         if self.world is not None:
-            self.world.barrier()          # deadline-guarded: every rank finished the launch
+            barrier_timeout = host_barrier_timeout(self.opts.timeout)
+            self.world.barrier(timeout=barrier_timeout)   # deadline-guarded: every rank finished the launch
             if self._hb is not None:
                 self._hb.finish()
-            self.world.close()
+            self.world.close(barrier_timeout=barrier_timeout)
         self.hazards = self.device.hazards.take()
 
     def _leave(self, exc: BaseException, where: str) -> None:

@@ -211,7 +211,14 @@ def test_hazard_showcase_at_two_ranks():
                      r"they are written by HCCL task handle \d+ repeat \d+ \(the put from rank \d+'s server\)",
                      out), out
     assert "C gets it twice" in out
-    assert re.search(r"Wait #2 of handle 0 \(AlltoAll\) on AIC\d+ with only 1 Commit\(s\): returns -1", out), out
+    aicpu = next(r for r in table_of(out)[1] if r[1] == "hcomm" and r[2].startswith("lm2") and "aicpu" in r[2])
+    if "DEADLOCK" in aicpu[6]:
+        # several AICs under AICPU: block 0's Finalize<true> reset the finish counters while other AICs still
+        # Waited, so they hang (timing-dependent); the report names the stuck AIC and the handle it waits on
+        assert re.search(r"rank \d AIC\d+: no progress for [\d.]+ s while waiting on HCCL handle \d \(AlltoAll\) "
+                         r"repeat \d+ \(expects finished repeats >= \d+; released by the HCCL server", out), out
+    else:
+        assert re.search(r"Wait #2 of handle 0 \(AlltoAll\) on AIC\d+ with only 1 Commit\(s\): returns -1", out), out
     assert re.search(r"rank \d AIC\d+: no progress for [\d.]+ s while waiting on HCCL handle 0 repeat 1 \(never "
                      r"committed\) \(expects a Commit that cannot come; released by the HCCL server", out), out
 
