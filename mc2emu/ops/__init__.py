@@ -12,8 +12,10 @@ Every operator and its golden are functions of this package:
   (per rank, from every rank's x1 / x1_scale), ST inputs `gen_ag_st_inputs`.
 - `grouped_matmul_mx_tiling(m, n, k, *, group_num, ...)` -> the GroupedMatmul MX host tiling (TilingGMM);
   `grouped_matmul_mx_schedule(group_sizes, n, k, *, m, split, block_num, ...)` -> every tile each core runs.
-- weight_quant_matmul (seed 001; the V+C kernel is to come): its golden `golden_weight_quant_matmul` and the
-  dequant golden `golden_weight_dequant` (bf16 / fp16 arithmetic, checked bit for bit against the AIV path).
+- `weight_quant_matmul(x, weight, antiquant_scale, antiquant_offset, *, bias, trans_b, out_dtype, mode,
+  block_dim, ...)` -> C (or B_dequant in mode "dequant_only"), one emulated NPU, the V+C kernel (seed 001);
+  golden: `golden_weight_quant_matmul`, dequant golden `golden_weight_dequant` (bf16 / fp16 arithmetic,
+  checked bit for bit against the AIV path).
 
 Every operator takes the common keywords `check`, `timeout`, `perturb`, `observers`, `faults` (and `comm`
 when it communicates); see `mc2emu.host.CallOptions`. The modules are named apart from the functions
@@ -29,9 +31,11 @@ from mc2emu.ops.grouped_matmul_mx_tiling_api import grouped_matmul_mx_schedule, 
 from mc2emu.ops.quant_batch_matmul_mx_golden import golden_quant_batch_matmul_mx
 from mc2emu.ops.quant_batch_matmul_mx_op import quant_batch_matmul_mx
 from mc2emu.ops.weight_quant_matmul_golden import golden_weight_dequant, golden_weight_quant_matmul
+from mc2emu.ops.weight_quant_matmul_op import weight_quant_matmul
 
 __all__ = [
     "all_gather_quant_matmul", "all_to_all_quant_matmul", "gen_ag_st_inputs", "golden_a2a",
     "golden_all_gather_quant_matmul", "golden_quant_batch_matmul_mx", "golden_weight_dequant",
     "golden_weight_quant_matmul", "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling", "quant_batch_matmul_mx",
+    "weight_quant_matmul",
 ]
