@@ -44,6 +44,8 @@ QBMM = "tests/blaze/test_quant_batch_matmul_mx.py"
 BMMAD = "tests/blaze/test_block_mmad_mx.py"
 INDEP = "tests/numerics/test_golden_independence.py"
 DIAG = "tests/runtime/test_diagnoses.py"
+PREDICT_COST = "tests/predict/test_cost_model.py"
+PREDICT_REPLAY = "tests/predict/test_replay.py"
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,30 @@ MUTANTS: list[Mutant] = [
            "return min(r.scaleFactorA * r.stepKa * r.baseK, r.scaleFactorB * r.stepKb * r.baseK)",
            "return max(r.scaleFactorA * r.stepKa * r.baseK, r.scaleFactorB * r.stepKb * r.baseK)",
            serial=("tests/blaze/test_tiling_swat.py",)),
+    # -- predictor (virtual-time replay) ---------------------------------------------------------------------
+    Mutant("predict: MMAD K steps round down", "mc2emu/predict/cost_model.py",
+           "return -(-int(m) // CUBE_BLOCK) * -(-int(n) // CUBE_BLOCK) * -(-int(k) // k0)",
+           "return -(-int(m) // CUBE_BLOCK) * -(-int(n) // CUBE_BLOCK) * (int(k) // k0)",
+           serial=(PREDICT_COST, PREDICT_REPLAY)),
+    Mutant("predict: L1 double-buffer dependency dropped", "mc2emu/predict/replay.py",
+           "                        preds.append((c.groups_done[-L1_BUFFER_DEPTH], 0.0))",
+           "                        pass",
+           serial=(PREDICT_REPLAY,)),
+    Mutant("predict: quiet does not wait for the puts to land", "mc2emu/predict/replay.py",
+           "[(c.frontier, 0.0)] + [(t, m.put_latency_s) for t in c.outstanding])\n                c.outstanding = []",
+           "[(c.frontier, 0.0)] + [(t, 0.0) for t in c.outstanding])\n                c.outstanding = []",
+           serial=(PREDICT_REPLAY,)),
+    Mutant("predict: a rank's puts share no egress link", "mc2emu/predict/replay.py",
+           "            self.egress_last[src] = t", "            pass",
+           serial=(PREDICT_REPLAY,)),
+    Mutant("predict: a flag round ignores its Sets", "mc2emu/predict/replay.py",
+           '                        g.pending.append((n, ("set", rank, src[1]), 0.0))',
+           "                        pass",
+           serial=(PREDICT_REPLAY,)),
+    Mutant("predict: TeamBarrier observe ignores the peer's store", "mc2emu/predict/replay.py",
+           '                    g.pending.append((n, ("tb", x.get("peer"), x.get("barrier"), x.get("slot"), c.cnt),',
+           '                    g.pending.append((n, ("tb", rank, x.get("barrier"), x.get("slot"), c.cnt),',
+           serial=(PREDICT_REPLAY,)),
 ]
 
 
