@@ -10,6 +10,8 @@ Every operator and its golden are functions of this package:
 - `all_gather_quant_matmul(x1, x1_scale, x2, x2_scale, *, bias, out_dtype, wait_order, protocol, slot_num,
   block_dim, comm, ...)` -> this rank's C (R * m, N), collective; golden: `golden_all_gather_quant_matmul`
   (per rank, from every rank's x1 / x1_scale), ST inputs `gen_ag_st_inputs`.
+- `grouped_matmul_mx(x, x_scale, weight, weight_scale, group_list, *, group_type, group_list_type, trans_a,
+  trans_b, out_dtype, bias, block_dim, ...)` -> y, one emulated NPU; golden: `golden_grouped_matmul_mx`.
 - `quant_matmul_reduce_scatter(x1, x1_scale, x2, x2_scale, *, bias, split, impl, head_m_size, out_dtype,
   block_dim, comm, ...)` -> this rank's y (M/R, N), collective (compute-first: matmul, then reduce-scatter
   along M); golden: `golden_quant_matmul_reduce_scatter` (per rank, from every rank's inputs).
@@ -30,6 +32,8 @@ from mc2emu.ops.all_gather_quant_matmul_golden import gen_ag_st_inputs, golden_a
 from mc2emu.ops.all_gather_quant_matmul_op import all_gather_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import golden_a2a
 from mc2emu.ops.all_to_all_quant_matmul_op import all_to_all_quant_matmul
+from mc2emu.ops.grouped_matmul_mx_golden import golden_grouped_matmul_mx
+from mc2emu.ops.grouped_matmul_mx_op import grouped_matmul_mx
 from mc2emu.ops.grouped_matmul_mx_tiling_api import grouped_matmul_mx_schedule, grouped_matmul_mx_tiling
 from mc2emu.ops.quant_batch_matmul_mx_golden import golden_quant_batch_matmul_mx
 from mc2emu.ops.quant_batch_matmul_mx_op import quant_batch_matmul_mx
@@ -40,7 +44,8 @@ from mc2emu.ops.weight_quant_matmul_op import weight_quant_matmul
 
 __all__ = [
     "all_gather_quant_matmul", "all_to_all_quant_matmul", "gen_ag_st_inputs", "gen_qmrs_st_inputs", "golden_a2a",
-    "golden_all_gather_quant_matmul", "golden_quant_batch_matmul_mx", "golden_quant_matmul_reduce_scatter",
-    "golden_weight_dequant", "golden_weight_quant_matmul", "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling",
-    "quant_batch_matmul_mx", "quant_matmul_reduce_scatter", "weight_quant_matmul",
+    "golden_all_gather_quant_matmul", "golden_grouped_matmul_mx", "golden_quant_batch_matmul_mx",
+    "golden_quant_matmul_reduce_scatter", "golden_weight_dequant", "golden_weight_quant_matmul", "grouped_matmul_mx",
+    "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling", "quant_batch_matmul_mx", "quant_matmul_reduce_scatter",
+    "weight_quant_matmul",
 ]

@@ -10,12 +10,16 @@ the products along M (seed 000 §4.6-4.8 / §7.2, SPEC §7.2), one call per rank
                                                                    M segment])), C_j = bf16(deq(x1_j) deq(x2_j)^T)
 
 `impl`: "rounds" (default) the design-spec kernel (`apace.quant_matmul_reduce_scatter_rounds_impl`, T rounds
-of headMSize rows, `head_m_size` chosen on the host when None). `split`: "m" (every rank's full A, seed 000
+of headMSize rows, `head_m_size` chosen on the host when None); "per_block" the shipped kernel
+(`apace.quant_matmul_reduce_scatter_impl`: per matmul block, a 32-row epilogue into the owners' windows, a
+status handshake, a per-row reduction; it always ends with one unconsumed flag-9 round per AIC, reported as
+UNCONSUMED_FLAG, so with `check=True` it raises HazardError carrying y; kernel_variant "final_wait" adds the
+missing wait). `split`: "m" (every rank's full A, seed 000
 §4.7 "完整输入") or "k" (tensor parallel: x1 / x2 are rank j's K slice; ceil(K_slice / 64) must be even, so
 the logical K = R * K_slice is divisible by R). Bias is refused (neither emulated kernel adds one: the
 shipped launcher passes isBias 0; the design spec leaves it optional and says to declare it when absent).
-`kernel_variant` reproduces a hazard (`RsKernelVariant`). With `check=True` error-severity hazards raise
-`HazardError` (its `.output` holds y); bad input raises `ConstraintError` naming the rule on every rank.
+`kernel_variant` reproduces a hazard (`RsKernelVariant` / `PerBlockVariant`). With `check=True` error-severity
+hazards raise `HazardError` (its `.output` holds y); bad input raises `ConstraintError` naming the rule on every rank.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from mc2emu.apace.quant_matmul_reduce_scatter_impl import PerBlockVariant
 from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import RsKernelVariant
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.host.harness import CallOptions
@@ -67,7 +72,7 @@ class QmrsProblem:
     impl: QmrsImpl
     split: QmrsSplit
     head_m_size: int | None
-    variant: RsKernelVariant
+    variant: RsKernelVariant | PerBlockVariant
 
 
 def _enum(cls: type[enum.Enum], value: Any, name: str, errs: list[tuple[str, str]]) -> Any:
@@ -85,9 +90,11 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
     errs: list[tuple[str, str]] = []
     imp = _enum(QmrsImpl, impl, "impl", errs)
     spl = _enum(QmrsSplit, split, "split", errs)
-    variant = _enum(RsKernelVariant, kernel_variant, "kernel_variant", errs)
-    if imp is QmrsImpl.PER_BLOCK:
-        errs.append(("impl", "impl='per_block' (the shipped kernel) is not emulated yet"))
+    variant_cls: type[enum.Enum] = PerBlockVariant if imp is QmrsImpl.PER_BLOCK else RsKernelVariant
+    variant = _enum(variant_cls, kernel_variant.value if isinstance(kernel_variant, enum.Enum) else kernel_variant,
+                    "kernel_variant", errs)
+    if head_m_size is not None and imp is QmrsImpl.PER_BLOCK:
+        errs.append(("head_m_size", "head_m_size sets the rounds of impl='rounds'; the per-block kernel has none"))
     out = None
     try:
         out = OutDtype.parse(out_dtype)
@@ -148,7 +155,7 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
                                 timeout: float | None = None, comm: Any = None, perturb: Any = None,
                                 observers: Iterable[Callable[[Any], None]] = (), faults: Any = None,
                                 stats: dict[str, Any] | None = None,
-                                kernel_variant: str | RsKernelVariant = "source") -> np.ndarray:
+                                kernel_variant: str | RsKernelVariant | PerBlockVariant = "source") -> np.ndarray:
     """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return y (M/R, N).
 
     The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of

@@ -151,3 +151,16 @@ def rounds_violations(ct: RsCommTiling, n: int, rank_size: int, used: int | None
         if used > platform.aic_count:
             out.append(("RS-8 block_dim <= AIC count", f"block_dim {used} > {platform.aic_count} AICs"))
     return out
+
+
+def per_block_violations(rank_size: int, used: int, platform: PlatformSpec = DAV_3510) -> list[tuple[str, str]]:
+    """The shipped kernel's launch rules: AIV blocks 0 .. R - 1 run the status handshake (one per peer), so the
+    2 * block_dim AIVs of MIX_AIC_1_2 must cover R; block_dim at most the AIC count."""
+    out: list[tuple[str, str]] = []
+    if 2 * used < rank_size:
+        out.append(("PB-1 2 * block_dim >= R", f"block_dim {used} gives {2 * used} AIVs for R = {rank_size}: AIV v "
+                                                f"handshakes with rank v, so ranks >= {2 * used} would never be "
+                                                f"waited for"))
+    if used > platform.aic_count:
+        out.append(("PB-2 block_dim <= AIC count", f"block_dim {used} > {platform.aic_count} AICs"))
+    return out

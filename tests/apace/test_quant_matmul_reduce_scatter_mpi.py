@@ -188,3 +188,72 @@ def test_rounded_tail_copy_overruns_the_neighbour_and_is_reported():
         assert hi - lo == 416
         start = {"AIV1": 6, "AIV2": 11}[h.core] + 16 * h.details["round"]
         assert lo == start * n * 2
+
+
+# -- impl "per_block": the shipped kernel --------------------------------------------------------------------------
+PB_CASES = {
+    "st_one_n_tile": ("st", 32, 128, 48),
+    "st_ragged_two_n_tiles": ("st", 16, 128, 300),     # baseN 256: blocks of 256 + 44 columns, rows put one by one
+    "signed_cancellation": ("signed", 32, 128, 48),
+}
+
+
+def pb_block_dim(R):
+    return R // 2 + 1      # 2 * block_dim AIVs >= R: AIV v runs the status handshake with rank v
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("case", list(PB_CASES))
+def test_per_block_matches_the_golden_and_reports_the_leftover_flag_9(case):
+    """The single-batch path returns before the final CrossCoreWaitFlag(9): each AIC that ran a block ends with
+    one unconsumed flag-9 round (the only hazard); y is the golden bit for bit. The final_wait variant (the
+    multi-batch path's wait) runs clean and gives the same y."""
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    kind, seg, k, n = PB_CASES[case]
+    gen = gen_qmrs_st_inputs if kind == "st" else gen_qmrs_signed_inputs
+    inp = gen(R * seg, k, n, rank)
+    stats = {}
+    with pytest.raises(HazardError) as info:
+        run(inp, impl="per_block", block_dim=pb_block_dim(R), stats=stats)
+    y = info.value.output
+    g = golden(comm, inp)
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(g)), f"{case}: per_block y")
+    reps = info.value.hazards
+    assert {h.hazard.value for h in reps} == {"UNCONSUMED_FLAG"}
+    ran = stats["launch"].tiles
+    assert all("flag id 9 holds 1 unconsumed" in h.message and h.core.startswith("AIC") for h in reps)
+    assert len(reps) == min(pb_block_dim(R), ran)
+    clean = run(inp, impl="per_block", block_dim=pb_block_dim(R), kernel_variant="final_wait")
+    assert_all_ranks(comm, np.array_equal(bits(clean), bits(g)), f"{case}: final_wait y")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_per_block_acc_times_zero_keeps_stale_nan_and_is_reported():
+    """With UB holding NaN from an earlier kernel, `sum * 0.0f` does not clear it: the AIVs whose UB the epilogue
+    and the status words did not overwrite put NaN into their y rows; each report names the row and the count,
+    and exactly that many elements of that y row are NaN."""
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    seg, n = 16, 48
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
+    with pytest.raises(HazardError) as info:
+        run(inp, impl="per_block", block_dim=pb_block_dim(R), kernel_variant="ub_stale_nan")
+    y = info.value.output.astype(np.float32)
+    reps = [h for h in info.value.hazards if h.hazard.value == "MUL_ZERO_KEEPS_NAN"]
+    rows = {h.details["row"] for h in reps}
+    for h in reps:
+        assert int(np.isnan(y[h.details["row"]]).sum()) == h.details["count"] > 0
+    clean_rows = [r for r in range(seg) if r not in rows]
+    assert not np.isnan(y[clean_rows]).any()
+    assert sum(comm.allgather(len(reps))) > 0, "some AIV ran no epilogue sub-tile and kept the stale NaN"
+
+
+@pytest.mark.mpi(min_size=3)
+def test_per_block_needs_an_aiv_per_peer():
+    comm = world()
+    R = comm.Get_size()
+    inp = gen_qmrs_st_inputs(R * 16, 128, 32, comm.Get_rank())
+    with pytest.raises(ConstraintError) as info:
+        run(inp, impl="per_block", block_dim=1)
+    assert info.value.rule == "PB-1 2 * block_dim >= R"
