@@ -39,6 +39,7 @@ class RunOptions:
     local_matmul: int | None = None
     wait_order: WaitOrder | None = None
     hccl_server: HcclServer | None = None
+    isolate: str | None = None
     m: int | None = None
     k: int | None = None
     n: int | None = None
@@ -70,7 +71,7 @@ class RunOptions:
     cost: tuple[str, ...] = ()
 
     # Options that set a field of an operator's mode type (validated against the operator's mode type).
-    MODE_OPTIONS: ClassVar[tuple[str, ...]] = ("impl", "local_matmul", "wait_order", "hccl_server")
+    MODE_OPTIONS: ClassVar[tuple[str, ...]] = ("impl", "local_matmul", "wait_order", "hccl_server", "isolate")
 
     def mode_filters(self) -> dict[str, object]:
         """The mode options the user set (field name -> value)."""
@@ -176,6 +177,8 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     sel.add_argument("--local-matmul", type=_local_matmul, help="0 | 1 | 2")
     sel.add_argument("--wait-order", type=_enum_type(WaitOrder, "--wait-order"), help="mask | in_order")
     sel.add_argument("--hccl-server", type=_enum_type(HcclServer, "--hccl-server"), help="ccu | aicpu (hcomm)")
+    sel.add_argument("--isolate", choices=("full", "a_only_mmad", "dequant_only"),
+                     help="full | a_only_mmad | dequant_only (weight_quant_matmul: the seed's isolation modes)")
     sel.add_argument("--hazards", action="store_true", help="add the expected-hazard showcase cases")
     sel.add_argument("--quick", action="store_true", help="small shapes (the suite in well under 30 s)")
     shp = ap.add_argument_group("data")
