@@ -260,6 +260,12 @@ MUTANTS: list[Mutant] = [
            '                        g.pending.append((n, ("set", rank, src[1]), 0.0))',
            "                        pass",
            serial=(PREDICT_REPLAY,)),
+    Mutant("predict: the HCCL server ignores the working block's Commit", "mc2emu/predict/replay.py",
+           '            g.pending.append((issue, ("commit", rank, x.get("session"), x.get("handle"), '
+           'int(x["repeat"]) + 1),',
+           '            g.pending.append((issue, ("nocommit", rank, x.get("session"), x.get("handle"), '
+           'int(x["repeat"]) + 1),',
+           mpi=("tests/predict/test_predict_a2a_mpi.py",)),
     Mutant("predict: the recommendation takes the slowest setting", "mc2emu/cli/predict.py",
            "return min(ran, key=lambda i: self.rows[i].total_s or 0.0) if ran else None",
            "return max(ran, key=lambda i: self.rows[i].total_s or 0.0) if ran else None",
