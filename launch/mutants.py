@@ -46,6 +46,9 @@ QMRS_ROUNDS = "mc2emu/apace/quant_matmul_reduce_scatter_rounds_impl.py"
 QMRS_GOLDEN = "mc2emu/ops/quant_matmul_reduce_scatter_golden.py"
 QMRS_EPILOGUE = "mc2emu/apace/block_epilogue_all_to_all.py"
 QBMM = "tests/blaze/test_quant_batch_matmul_mx.py"
+WQMM = "tests/blaze/test_weight_quant_matmul.py"
+WQMM_CHUNKS = WQMM + "::test_several_k_chunks_odd_count_and_tiles_per_core"
+WQ_SCHED = "tests/blaze/test_block_scheduler_matmul_swat.py"
 BMMAD = "tests/blaze/test_block_mmad_mx.py"
 INDEP = "tests/numerics/test_golden_independence.py"
 DIAG = "tests/runtime/test_diagnoses.py"
@@ -249,10 +252,74 @@ MUTANTS: list[Mutant] = [
            '                        g.pending.append((n, ("set", rank, src[1]), 0.0))',
            "                        pass",
            serial=(PREDICT_REPLAY,)),
+    Mutant("predict: the recommendation takes the slowest setting", "mc2emu/cli/predict.py",
+           "return min(ran, key=lambda i: self.rows[i].total_s or 0.0) if ran else None",
+           "return max(ran, key=lambda i: self.rows[i].total_s or 0.0) if ran else None",
+           serial=("tests/predict/test_predict_cli.py",)),
+    Mutant("predict: critical path time counts the launch barrier before the kernel", "mc2emu/predict/replay.py",
+           "        by_cat[g.cat[v]] += max(0.0, end[v] - max(start[v], t0))",
+           "        by_cat[g.cat[v]] += end[v] - start[v]",
+           serial=(PREDICT_REPLAY,)),
     Mutant("predict: TeamBarrier observe ignores the peer's store", "mc2emu/predict/replay.py",
            '                    g.pending.append((n, ("tb", x.get("peer"), x.get("barrier"), x.get("slot"), c.cnt),',
            '                    g.pending.append((n, ("tb", rank, x.get("barrier"), x.get("slot"), c.cnt),',
            serial=(PREDICT_REPLAY,)),
+    # -- weight_quant_matmul (seed 001, V+C) -----------------------------------------------------------------
+    Mutant("wqmm: AIV buffer id restarts per tile (not the running counter)",
+           "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
+           "            ubBufId = self.ubLoopCnt_ & 1", "            ubBufId = iterK & 1",
+           serial=(WQMM_CHUNKS,)),
+    Mutant("wqmm: Cleanup drains one buffer's flag only", "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
+           "        self.ctx.CrossCoreWaitFlag(CV_SYNC_MODE, Pipe.PIPE_MTE3, AIC_TO_AIV_FLAG + 1)", "        pass",
+           serial=(WQMM + "::test_full_matches_golden",)),
+    Mutant("wqmm: AIC waits AIV0's flag for AIV1", "mc2emu/blaze/gemm/block/weight_quant_matmul_block_mmad.py",
+           "            ctx.CrossCoreWaitFlag(CV_SYNC_MODE, Pipe.PIPE_MTE1, AIV_TO_AIC_FLAG + l1BufId + FLAG_ID_MAX)",
+           "            ctx.CrossCoreWaitFlag(CV_SYNC_MODE, Pipe.PIPE_MTE1, AIV_TO_AIC_FLAG + l1BufId)",
+           serial=(WQMM_CHUNKS,)),
+    Mutant("wqmm: AIC reads B from L1 buffer 0 always", "mc2emu/blaze/gemm/block/weight_quant_matmul_block_mmad.py",
+           "            bL1 = self.B_l1_view(l1BufId, curKL1, curN)",
+           "            bL1 = self.B_l1_view(0, curKL1, curN)",
+           serial=(WQMM_CHUNKS,)),
+    Mutant("wqmm: scale loaded at iterK 0 only (UB half 1 keeps none)",
+           "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
+           "        if iterK in (0, 1):", "        if iterK == 0:",
+           serial=(WQMM_CHUNKS,)),
+    Mutant("wqmm: VF keeps the previous tile's scale", "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
+           "            self.vfTable_[ubBufId] = None  # the VF reads the new scale / offset", "            pass",
+           serial=(WQMM_CHUNKS,)),
+    Mutant("wqmm: AIV1 writes its K half at AIV0's rows", "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
+           "            store_nz(nz_view(self.l1, offset, dt, curKL1, curN, f\"B{ubBufId}\"), "
+           "subBlockIdx * kHalf, bOut)",
+           "            store_nz(nz_view(self.l1, offset, dt, curKL1, curN, f\"B{ubBufId}\"), 0, bOut)",
+           serial=(WQMM_CHUNKS,)),
+    Mutant("wqmm: bias not added on the first MMAD", "mc2emu/blaze/gemm/block/weight_quant_matmul_block_mmad.py",
+           "                tensorL0C += bias[None, :]", "                pass",
+           serial=(WQMM + "::test_full_matches_golden",)),
+    Mutant("wqmm: the AIV's empty-extent return does not skip Cleanup",
+           "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
+           '"skipping Cleanup: the AIC\'s last Sets of flags 8 and 9 stay pending")\n                return',
+           '"skipping Cleanup: the AIC\'s last Sets of flags 8 and 9 stay pending")\n                break',
+           serial=(WQMM + "::test_empty_n_piece_skips_the_aiv_drain",)),
+    Mutant("wqmm: layout findings not filed", "mc2emu/ops/weight_quant_matmul_host.py",
+           "        for f in layout_findings(td, plat, dequantBElemBytes=p.x.dtype.itemsize, "
+           "aElemBytes=p.x.dtype.itemsize):",
+           "        for f in ():",
+           serial=(WQMM + "::test_layout_findings_are_reported",)),
+    Mutant("wqmm: dequant-only writes AIV1's K half at AIV0's rows",
+           "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
+           "                self.StoreUB2GM(kSubOffset, nPos + nSubOffset, kUbLen, nUbLen, bOut)",
+           "                self.StoreUB2GM(kL1Offset, nPos + nSubOffset, kUbLen, nUbLen, bOut)",
+           serial=(WQMM + "::test_full_matches_golden",)),
+    Mutant("wqmm: scheduler does not reverse N on odd windows",
+           "mc2emu/blaze/gemm/block/block_scheduler_matmul_swat_with_tail_split.py",
+           "        if rowIdx & 1:\n            nTileIdx = self.nCnt_ - 1 - nTileIdx",
+           "        if False:\n            nTileIdx = self.nCnt_ - 1 - nTileIdx",
+           serial=(WQ_SCHED,)),
+    Mutant("wqmm: scheduler tail split not compacted",
+           "mc2emu/blaze/gemm/block/block_scheduler_matmul_swat_with_tail_split.py",
+           "        validM = min(mTile, CeilDiv(singleCoreM, singleCoreMSplit)) if singleCoreMSplit else mTile",
+           "        validM = mTile",
+           serial=(WQ_SCHED,)),
 ]
 
 

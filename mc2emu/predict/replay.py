@@ -44,7 +44,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from mc2emu.arch.errors import Mc2EmuError
 from mc2emu.predict.cost_model import DEFAULT_COST_MODEL, CostModel
@@ -94,6 +94,18 @@ class _Core:
     soft_syncs: int = 0
 
 
+class Span(NamedTuple):
+    """One node's modelled times (the virtual-time trace)."""
+
+    rec: int          # index of its record in `Prediction.records` order (-1: a join or other derived node)
+    rank: int
+    core: str
+    cat: str
+    what: str
+    start_s: float
+    end_s: float
+
+
 @dataclass(frozen=True)
 class PathStep:
     """One node of the critical path."""
@@ -133,8 +145,9 @@ class Prediction:
     events: int
     model: CostModel
     node_counts: dict[str, int] = field(default_factory=dict)
-    # Per node: (record index or -1, rank, core, cat, start, end) for the virtual-time trace.
-    timeline: list[tuple[int, int, str, str, float, float]] = field(default_factory=list, repr=False)
+    # With `timeline=True`: every node's modelled times, and the records in the order `Span.rec` indexes.
+    timeline: list[Span] = field(default_factory=list, repr=False)
+    records: list[TraceRecord] = field(default_factory=list, repr=False)
 
     @property
     def hidden_share(self) -> float | None:
@@ -544,7 +557,8 @@ def replay(per_rank: Mapping[int, tuple[int, Sequence[TraceRecord]] | Sequence[T
         if p >= 0:
             w = max(0.0, start[v] - end[p])
         path.append(PathStep(g.rank[v], g.core[v], g.what[v], g.cat[v], start[v] - t0, end[v] - t0, w))
-        by_cat[g.cat[v]] += g.dur[v]
+        # the launch barrier before the kernel time starts is not part of it
+        by_cat[g.cat[v]] += max(0.0, end[v] - max(start[v], t0))
         if w > 0:
             by_cat["latency"] += w
         v = p
@@ -571,10 +585,10 @@ def replay(per_rank: Mapping[int, tuple[int, Sequence[TraceRecord]] | Sequence[T
     for (rank, core), cats in sorted(busy.items()):
         main = cats.get(Cat.MMAD, 0.0) if core.startswith("AIC") else cats.get(Cat.MTE2, 0.0) + cats.get(Cat.MTE3, 0.0)
         cores.append(CoreUse(rank, core, dict(cats), main / total if total > 0 else 0.0))
-    tl = [(g.rec[v], g.rank[v], g.core[v], g.cat[v], start[v] - t0, end[v] - t0) for v in range(len(g.dur))] \
-        if timeline else []
+    tl = [Span(g.rec[v], g.rank[v], g.core[v], g.cat[v], g.what[v], start[v] - t0, end[v] - t0)
+          for v in range(len(g.dur))] if timeline else []
     counts: dict[str, int] = defaultdict(int)
     for cat in g.cat:
         counts[cat] += 1
     return Prediction(total, dict(per_rank_s), path, dict(by_cat), comm, hidden, comm - hidden, cores, len(g.dur),
-                      b.n_events, model, dict(counts), tl)
+                      b.n_events, model, dict(counts), tl, b.records if timeline else [])

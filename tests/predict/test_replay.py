@@ -96,6 +96,8 @@ def test_synthetic_a2a_values():
     assert p.hidden_s + p.exposed_s == pytest.approx(p.comm_s)
     assert p.critical_path[0].what.startswith("launch barrier") and p.critical_path[-1].what.startswith("launch end")
     assert p.total_s == max(p.per_rank_s.values())
+    # the critical path accounts for every moment of the kernel time exactly once
+    assert sum(p.critical_by_cat.values()) == pytest.approx(p.total_s, rel=1e-9)
     # the last round's three-hop chain (put -> quiet -> barrier observe) pays the put latency at least 3 times
     assert p.critical_by_cat.get("latency", 0) >= 3 * MODEL.put_latency_s
 
@@ -133,8 +135,8 @@ def test_l1_double_buffering():
     load = int(MODEL.core_gm_bw * 1e-6)                    # 1 us
     mm = ("mmad", 256, 256, 512)                            # 16 * 16 * 16 steps = 2.15 us
     p = replay(_core_program([("load", load), mm, ("load", load), mm, ("load", load), mm]), MODEL, timeline=True)
-    loads = [(s, e) for _, _, _, cat, s, e in p.timeline if cat == "mte2"]
-    mmads = [(s, e) for _, _, _, cat, s, e in p.timeline if cat == "mmad"]
+    loads = [(x.start_s, x.end_s) for x in p.timeline if x.cat == "mte2"]
+    mmads = [(x.start_s, x.end_s) for x in p.timeline if x.cat == "mmad"]
     t_mm = MODEL.mmad_s(256, 256, 512)
     assert loads[1] == pytest.approx((1e-6, 2e-6))           # group 1 loads under MMAD 0
     assert loads[2][0] == pytest.approx(mmads[0][1])         # group 2 waits for MMAD 0's buffer
@@ -146,6 +148,6 @@ def test_the_cube_waits_for_the_data():
     """In the synthetic A2A every AIC waits for its flag, raised after the AIVs' puts landed (quiet) and the
     peers' TeamBarrier slots were observed: no MMAD starts before put end + 2 put latencies."""
     p = replay(synthetic_a2a(4, 2), MODEL, timeline=True)
-    first_put_end = min(e for _, _, _, cat, _, e in p.timeline if cat == "link")
-    first_mmad = min(s for _, _, _, cat, s, _ in p.timeline if cat == "mmad")
+    first_put_end = min(x.end_s for x in p.timeline if x.cat == "link")
+    first_mmad = min(x.start_s for x in p.timeline if x.cat == "mmad")
     assert first_mmad >= first_put_end + 2 * MODEL.put_latency_s
