@@ -52,6 +52,9 @@ WQ_SCHED = "tests/blaze/test_block_scheduler_matmul_swat.py"
 BMMAD = "tests/blaze/test_block_mmad_mx.py"
 INDEP = "tests/numerics/test_golden_independence.py"
 DIAG = "tests/runtime/test_diagnoses.py"
+GMM = "tests/ops/test_grouped_matmul_mx.py"
+GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
+GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
 PREDICT_COST = "tests/predict/test_cost_model.py"
 PREDICT_REPLAY = "tests/predict/test_replay.py"
 
@@ -114,6 +117,49 @@ MUTANTS: list[Mutant] = [
            "self.biasGmAddr_ = self.biasGmAddr_ + self.batchCOffset_ * n * self.BlockMmad.BiasType.itemsize",
            "self.biasGmAddr_ = self.biasGmAddr_",
            serial=(QBMM,)),
+    # -- grouped_matmul_mx (CGMCT kernel, BlockMmadMx, GQmmEmptyTensor, write-count check) -------------------
+    Mutant("GMM BlockMmadMx: B outer when kAL1 >= kBL1", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "self.orderAL1BL1_ = self.kAL1_ >= self.kBL1_", "self.orderAL1BL1_ = self.kAL1_ < self.kBL1_",
+           serial=(f"{GMM}::test_l1_chunk_order_follows_kal1_kbl1",),
+           why="the loop order is only visible in the chunk reads: the test counts them"),
+    Mutant("GMM BlockMmadMx: cmatrixInitVal also with bias", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "initCMatrix = kL0Offset == 0 and not self.isBias_", "initCMatrix = kL0Offset == 0",
+           serial=(f"{GMM}::test_fp4_with_bias_and_fp32_output",)),
+    Mutant("GMM BlockMmadMx: scale column not taken modulo scaleKL1", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "return buf, (kStart % self.scaleKL1_) // MX_GROUP_SIZE, CeilDiv(kLen, MX_GROUP_SIZE)",
+           "return buf, kStart // MX_GROUP_SIZE, CeilDiv(kLen, MX_GROUP_SIZE)",
+           serial=(f"{GMM}::test_split_k_ut_shape_and_scale_reload",)),
+    Mutant("GMM BlockMmadMx: L0C flips without dbL0C", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "        if self.enableL0cPingPong_:\n            self.l0cPingPong_ += 1",
+           "        if True:\n            self.l0cPingPong_ += 1",
+           serial=(f"{GMM}::test_seed_600_rows_balance_and_trace_follow_the_schedule",)),
+    Mutant("GMM UpdateOffset: split-M A offset ignores the group's first row",
+           "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "off[IDX_A_OFFSET] = ((pre - m) * k) >> shift", "off[IDX_A_OFFSET] = (pre * k) >> shift",
+           serial=(f"{GMM}::test_split_m_matches_golden",)),
+    Mutant("GMM UpdateOffset: split-K scale rows without the per-group block",
+           "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "scaleK = ((pre - k) // MXFP_DIVISOR_SIZE + groupIdx) * MXFP_MULTI_BASE_SIZE",
+           "scaleK = ((pre - k) // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE",
+           serial=(f"{GMM}::test_split_k_zero_groups_are_zero_filled_by_the_aivs",)),
+    Mutant("GMM UpdateOffset: group 0 offsets reset (the source keeps them)",
+           "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "        if groupIdx == 0:\n            return", "        if groupIdx == -1:\n            return",
+           serial=(f"{GMM}::test_sparse_group0_after_another_group_reports_write_count",),
+           why="the emulator must reproduce the source's early return, and report what it does"),
+    Mutant("GMM GQmmEmptyTensor: K == 0 groups not zero-filled", "mc2emu/blaze/gemm/kernel/gqmm_cgmct_mx_kernel.py",
+           "        if kSize == 0:", "        if kSize < 0:",
+           serial=(f"{GMM}::test_split_k_zero_groups_are_zero_filled_by_the_aivs",),
+           why="y starts zeroed here, so only the write-count check sees the never-written groups"),
+    Mutant("GMM write count: double writes not counted", "mc2emu/check/write_count.py",
+           "        bad = counts != self.expected", "        bad = counts < self.expected",
+           serial=(f"{GMM}::test_sparse_group0_after_another_group_reports_write_count",)),
+    Mutant("GMM BaseMBalance skipped", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
+           "            self.curBaseM_ = Align16(CeilDiv(m, mCnt))", "            self.curBaseM_ = baseM",
+           serial=(f"{GMM}::test_seed_600_rows_balance_and_trace_follow_the_schedule", GMM_SCHED)),
+    Mutant("GMM tail split also when fewer than half the cores are free", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
+           "return bs.GetEndBlockIdx() + 1 <= (bs.blockNum_ >> 1)", "return bs.GetEndBlockIdx() + 1 <= bs.blockNum_",
+           serial=(f"{GMM}::test_tail_split_needs_half_the_cores_free", GMM_SCHED)),
     # -- runtime ---------------------------------------------------------------------------------------------
     Mutant("atomic add overwrites", "mc2emu/runtime/gm.py",
            "dst[...] = (old + value.astype(np.float32)).astype(dtype)", "dst[...] = value.astype(dtype)",
@@ -252,6 +298,12 @@ MUTANTS: list[Mutant] = [
            '                        g.pending.append((n, ("set", rank, src[1]), 0.0))',
            "                        pass",
            serial=(PREDICT_REPLAY,)),
+    Mutant("predict: the HCCL server ignores the working block's Commit", "mc2emu/predict/replay.py",
+           '            g.pending.append((issue, ("commit", rank, x.get("session"), x.get("handle"), '
+           'int(x["repeat"]) + 1),',
+           '            g.pending.append((issue, ("nocommit", rank, x.get("session"), x.get("handle"), '
+           'int(x["repeat"]) + 1),',
+           mpi=("tests/predict/test_predict_a2a_mpi.py",)),
     Mutant("predict: the recommendation takes the slowest setting", "mc2emu/cli/predict.py",
            "return min(ran, key=lambda i: self.rows[i].total_s or 0.0) if ran else None",
            "return max(ran, key=lambda i: self.rows[i].total_s or 0.0) if ran else None",

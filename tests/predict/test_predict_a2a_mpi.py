@@ -60,3 +60,29 @@ def test_recorded_a2a_self_consistency(recorded):
     assert replay(heavier, MODEL).total_s > base
     slow_link = MODEL.with_overrides(put_latency_s=10e-6)
     assert replay(recorded, slow_link).total_s >= base + 2 * (10e-6 - MODEL.put_latency_s) - 1e-12
+
+
+@pytest.fixture(scope="module")
+def recorded_hcomm():
+    comm = world()
+    inp = gen_st_inputs(comm.Get_rank(), comm.Get_size(), ORI_M, KA, N, seed=4)
+    rec = PredictRecorder()
+    all_to_all_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], impl="hcomm",
+                            wait_order="in_order", head_tile_size=HEAD, block_dim=max(4, comm.Get_size()),
+                            timeout=30.0, observers=(rec,), comm=comm)
+    return gather_records(comm, rec, root=None)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_replay_of_a_recorded_hcomm_a2a(recorded_hcomm):
+    """hcomm: the HCCL server of every rank executes the scale repeat and 2 head repeats, one transfer per
+    peer each (its own block is a local copy); a client's Wait needs every rank's transfer of its repeat,
+    which starts a commit latency after the working block's Commit."""
+    size = world().Get_size()
+    p = replay(recorded_hcomm, MODEL)
+    assert p.node_counts["link"] == size * (size - 1) * (1 + ORI_M // HEAD)
+    assert p.comm_s == pytest.approx(size * (size - 1) * ORI_M * (KA + SCALE_K_LEN) / MODEL.link_bw, rel=1e-9)
+    assert p.total_s >= MODEL.hccl_commit_latency_s + MODEL.put_latency_s
+    slow = replay(recorded_hcomm, MODEL.with_overrides(hccl_commit_latency_s=12e-6)).total_s
+    assert slow >= p.total_s + 10e-6 - 1e-12
+    assert replay(recorded_hcomm, MODEL.scaled(link=2, gm=2)).total_s <= p.total_s
