@@ -40,6 +40,11 @@ A2A_MULTI = "tests/apace/test_a2a_multi_tile_mpi.py"
 HAZ_MPI = "tests/apace/test_hazard_checks_mpi.py"
 DIAG_MPI = "tests/apace/test_diagnoses_mpi.py"
 AG_MPI = "tests/apace/test_all_gather_quant_matmul_mpi.py"
+QMRS_MPI = "tests/apace/test_quant_matmul_reduce_scatter_mpi.py"
+QMRS_TILING = "tests/tiling/test_quant_matmul_reduce_scatter_tiling.py"
+QMRS_ROUNDS = "mc2emu/apace/quant_matmul_reduce_scatter_rounds_impl.py"
+QMRS_GOLDEN = "mc2emu/ops/quant_matmul_reduce_scatter_golden.py"
+QMRS_EPILOGUE = "mc2emu/apace/block_epilogue_all_to_all.py"
 QBMM = "tests/blaze/test_quant_batch_matmul_mx.py"
 WQMM = "tests/blaze/test_weight_quant_matmul.py"
 WQMM_CHUNKS = WQMM + "::test_several_k_chunks_odd_count_and_tiles_per_core"
@@ -47,6 +52,9 @@ WQ_SCHED = "tests/blaze/test_block_scheduler_matmul_swat.py"
 BMMAD = "tests/blaze/test_block_mmad_mx.py"
 INDEP = "tests/numerics/test_golden_independence.py"
 DIAG = "tests/runtime/test_diagnoses.py"
+GMM = "tests/ops/test_grouped_matmul_mx.py"
+GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
+GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
 PREDICT_COST = "tests/predict/test_cost_model.py"
 PREDICT_REPLAY = "tests/predict/test_replay.py"
 
@@ -109,6 +117,49 @@ MUTANTS: list[Mutant] = [
            "self.biasGmAddr_ = self.biasGmAddr_ + self.batchCOffset_ * n * self.BlockMmad.BiasType.itemsize",
            "self.biasGmAddr_ = self.biasGmAddr_",
            serial=(QBMM,)),
+    # -- grouped_matmul_mx (CGMCT kernel, BlockMmadMx, GQmmEmptyTensor, write-count check) -------------------
+    Mutant("GMM BlockMmadMx: B outer when kAL1 >= kBL1", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "self.orderAL1BL1_ = self.kAL1_ >= self.kBL1_", "self.orderAL1BL1_ = self.kAL1_ < self.kBL1_",
+           serial=(f"{GMM}::test_l1_chunk_order_follows_kal1_kbl1",),
+           why="the loop order is only visible in the chunk reads: the test counts them"),
+    Mutant("GMM BlockMmadMx: cmatrixInitVal also with bias", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "initCMatrix = kL0Offset == 0 and not self.isBias_", "initCMatrix = kL0Offset == 0",
+           serial=(f"{GMM}::test_fp4_with_bias_and_fp32_output",)),
+    Mutant("GMM BlockMmadMx: scale column not taken modulo scaleKL1", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "return buf, (kStart % self.scaleKL1_) // MX_GROUP_SIZE, CeilDiv(kLen, MX_GROUP_SIZE)",
+           "return buf, kStart // MX_GROUP_SIZE, CeilDiv(kLen, MX_GROUP_SIZE)",
+           serial=(f"{GMM}::test_split_k_ut_shape_and_scale_reload",)),
+    Mutant("GMM BlockMmadMx: L0C flips without dbL0C", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "        if self.enableL0cPingPong_:\n            self.l0cPingPong_ += 1",
+           "        if True:\n            self.l0cPingPong_ += 1",
+           serial=(f"{GMM}::test_seed_600_rows_balance_and_trace_follow_the_schedule",)),
+    Mutant("GMM UpdateOffset: split-M A offset ignores the group's first row",
+           "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "off[IDX_A_OFFSET] = ((pre - m) * k) >> shift", "off[IDX_A_OFFSET] = (pre * k) >> shift",
+           serial=(f"{GMM}::test_split_m_matches_golden",)),
+    Mutant("GMM UpdateOffset: split-K scale rows without the per-group block",
+           "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "scaleK = ((pre - k) // MXFP_DIVISOR_SIZE + groupIdx) * MXFP_MULTI_BASE_SIZE",
+           "scaleK = ((pre - k) // MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE",
+           serial=(f"{GMM}::test_split_k_zero_groups_are_zero_filled_by_the_aivs",)),
+    Mutant("GMM UpdateOffset: group 0 offsets reset (the source keeps them)",
+           "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "        if groupIdx == 0:\n            return", "        if groupIdx == -1:\n            return",
+           serial=(f"{GMM}::test_sparse_group0_after_another_group_reports_write_count",),
+           why="the emulator must reproduce the source's early return, and report what it does"),
+    Mutant("GMM GQmmEmptyTensor: K == 0 groups not zero-filled", "mc2emu/blaze/gemm/kernel/gqmm_cgmct_mx_kernel.py",
+           "        if kSize == 0:", "        if kSize < 0:",
+           serial=(f"{GMM}::test_split_k_zero_groups_are_zero_filled_by_the_aivs",),
+           why="y starts zeroed here, so only the write-count check sees the never-written groups"),
+    Mutant("GMM write count: double writes not counted", "mc2emu/check/write_count.py",
+           "        bad = counts != self.expected", "        bad = counts < self.expected",
+           serial=(f"{GMM}::test_sparse_group0_after_another_group_reports_write_count",)),
+    Mutant("GMM BaseMBalance skipped", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
+           "            self.curBaseM_ = Align16(CeilDiv(m, mCnt))", "            self.curBaseM_ = baseM",
+           serial=(f"{GMM}::test_seed_600_rows_balance_and_trace_follow_the_schedule", GMM_SCHED)),
+    Mutant("GMM tail split also when fewer than half the cores are free", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
+           "return bs.GetEndBlockIdx() + 1 <= (bs.blockNum_ >> 1)", "return bs.GetEndBlockIdx() + 1 <= bs.blockNum_",
+           serial=(f"{GMM}::test_tail_split_needs_half_the_cores_free", GMM_SCHED)),
     # -- runtime ---------------------------------------------------------------------------------------------
     Mutant("atomic add overwrites", "mc2emu/runtime/gm.py",
            "dst[...] = (old + value.astype(np.float32)).astype(dtype)", "dst[...] = value.astype(dtype)",
@@ -175,6 +226,39 @@ MUTANTS: list[Mutant] = [
     Mutant("AG: UpdateAddrList-before-wait check removed", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
            "        if dep not in self._waitedIds:", "        if False:",
            mpi=(AG_MPI,)),
+    # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
+    Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,
+           "            for j in range(a.rankSize):", "            for j in reversed(range(a.rankSize)):",
+           mpi=(QMRS_MPI,), ranks=4, why="FP32 addition of two terms commutes: the order shows from 3 ranks"),
+    Mutant("QMRS: rounds Commit lands in the target's slot", QMRS_ROUNDS,
+           "        dst = a.winData + a.rankId * a.chunkBytes + rowOff * a.cBytesPerM",
+           "        dst = a.winData + target * a.chunkBytes + rowOff * a.cBytesPerM",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: SplitToCore gives the remainder rows to the last cores", QMRS_ROUNDS,
+           "    if coreId < remainderNum:", "    if coreId >= curUseCoreNum - remainderNum:",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: rounds AIV skips the flagB wait", QMRS_ROUNDS,
+           "            self._WaitFlag(FLAG_B)", "            pass",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: rounded tail copy not reported", QMRS_ROUNDS,
+           "        if self.args.variant is not RsKernelVariant.TAIL_COPY_ROUNDED or nbytes % UB_BLOCK_BYTES == 0:",
+           "        if True:",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: golden skips the bf16 staging of C_j", QMRS_GOLDEN,
+           "    return golden_cast(c, out_dtype)\n\n\ndef golden_reduce_scatter",
+           "    return c\n\n\ndef golden_reduce_scatter",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: per_block epilogue writes the owner's row at the global row", QMRS_EPILOGUE,
+           "                row0 = self.rankId_ * self.tpSizeM_ + globalRow % self.tpSizeM_",
+           "                row0 = globalRow % self.tpSizeM_",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: per_block acc * 0 NaN check removed", "mc2emu/apace/quant_matmul_reduce_scatter_impl.py",
+           "            if bad:", "            if False:",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: default headMSize ignores the T <= 15 bound", "mc2emu/tiling/quant_matmul_reduce_scatter_tiling.py",
+           "    head = max(head, CeilDiv(m_seg, MAX_ROUNDS), CeilDiv(m_seg, max(1, MAX_RANK_ROUNDS // rank_size)))",
+           "    head = max(head, CeilDiv(m_seg, max(1, MAX_RANK_ROUNDS // rank_size)))",
+           serial=(QMRS_TILING,)),
     # -- diagnoses -------------------------------------------------------------------------------------------
     Mutant("deadlock report loses the wait lines", "mc2emu/check/deadlock.py",
            '            lines.append(f"    {line}")', "            pass",

@@ -35,8 +35,8 @@ def assert_close(y, ref):
 
 @pytest.mark.parametrize(("sizes", "n", "k", "trans_b", "glt"), [
     ([25, 25, 25, 25], 700, 4096, False, "count"),       # seed 002 / 003: M 100 -> baseM 112, kAL1 1024 (A outer)
-    ([150, 150, 150, 150], 700, 4096, False, "cumsum"),  # M 600: BaseMBalance 208 / 208 / 184 per group... M 150
-    ([10, 30, 0, 45], 512, 256, False, "cumsum"),        # seed 003 §2's group list: an empty group, ragged sizes
+    ([150, 150, 150, 150], 700, 4096, False, "cumsum"),  # M 600 in 4 groups (tiling 256/256/128, dbL0C 1)
+    ([10, 20, 0, 15], 512, 256, False, "cumsum"),        # seed 003 §2: cumsum [10, 30, 30, 45], group 2 empty
     ([0, 300, 0, 37, 1], 300, 1000, True, "count"),      # transB, K % 128 != 0 (the unalign step), 1-row group
     ([70, 230], 64, 2048, False, "count"),               # kBL1 > kAL1: B outer (IterBL1AL1)
 ])
@@ -63,6 +63,19 @@ def test_seed_600_rows_balance_and_trace_follow_the_schedule():
     for ev in events:
         got.setdefault(ev.core, []).append(tuple(int(v) for v in ev.value))
     assert got == want
+    # dbL0C 1: a core running several 256 x 256 tiles keeps L0C half 0 (the second half cannot hold one)
+    np.testing.assert_array_equal(run(c, block_dim=2).view(np.uint16), y.view(np.uint16))
+
+
+def test_tail_split_needs_half_the_cores_free():
+    """Four groups of 25 rows, N 700 (3 tiles each): group 3 ends on core 11. With 32 cores 12 <= 16, so its
+    tiles split (2 x 2 pieces on cores 9-20); with 20 cores 12 > 10, so they do not."""
+    split = grouped_matmul_mx_schedule([25, 25, 25, 25], 700, 4096, block_num=32)
+    assert sorted({(r.m_piece, r.n_piece) for r in split if r.group == 3}) == [(12, 60), (12, 128), (13, 60),
+                                                                                (13, 128)]
+    assert sorted({r.core for r in split if r.group == 3}) == list(range(9, 21))
+    whole = grouped_matmul_mx_schedule([25, 25, 25, 25], 700, 4096, block_num=20)
+    assert {r.m_piece for r in whole} == {25} and sorted(r.core for r in whole if r.group == 3) == [9, 10, 11]
 
 
 def test_many_groups_tail_split_and_bitwise_reproducible():
@@ -160,3 +173,23 @@ def test_scale_shape_refused_by_the_tiling():
     c = split_m_case([10, 20], 64, 128)
     with pytest.raises(ConstraintError, match="CheckQuantParamsForMXTypeM"):
         grouped_matmul_mx(c.x, c.x_scale[:, :1], c.weight, c.weight_scale, c.group_list, **c.kw)
+
+
+def test_l1_chunk_order_follows_kal1_kbl1():
+    """A outer iff kAL1 >= kBL1: per tile, M 100 (kAL1 1024, kBL1 256) loads 4 A chunks of 1024 and 16 B chunks
+    of 256; 2 groups of 150 rows, N 64, K 2048 (kAL1 256 < kBL1 1024) load B outer: 2 B chunks, 8 A chunks."""
+    for sizes, n, k, (a_loads, a_width, b_loads, b_width) in (([100], 700, 4096, (4, 1024, 16, 256)),
+                                                                ([150, 150], 64, 2048, (8, 256, 2, 1024))):
+        c = split_m_case(sizes, n, k, seed=11)
+        reads: dict[str, list] = {"x": [], "weight": []}
+
+        def record(ev, reads=reads):
+            if ev.kind is EventKind.GM_READ and ev.obj in reads and ev.core == "AIC0":
+                reads[ev.obj].append(ev.extra["shape"])
+
+        run(c, observers=[record])
+        first = grouped_matmul_mx_schedule(sizes, n, k)
+        tiles0 = sum(1 for r in first if r.core == 0)
+        assert len(reads["x"]) == a_loads * tiles0 and len(reads["weight"]) == b_loads * tiles0
+        assert {s[-1] for s in reads["x"]} == {a_width}           # x is [rows, K]: K innermost
+        assert {s[0] for s in reads["weight"]} == {b_width}       # weight is [K, N]: K outermost
