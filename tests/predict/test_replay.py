@@ -15,7 +15,8 @@ from mc2emu.predict.synthetic import synthetic_a2a
 from mc2emu.trace.chrome_trace import TraceRecord
 
 MODEL = CostModel()
-INSTANT = MODEL.with_overrides(gm_bw=1e30, link_bw=1e30, put_latency_s=0.0, put_issue_s=0.0, flag_latency_s=0.0,
+INSTANT = MODEL.with_overrides(gm_bw=1e30, mte_port_bytes_per_cycle=1e30, link_bw=1e30, put_latency_s=0.0,
+                               put_issue_s=0.0, flag_latency_s=0.0,
                                barrier_latency_s=0.0, hccl_commit_latency_s=0.0, hccl_call_s=0.0)
 
 
@@ -132,16 +133,17 @@ def _core_program(ops):
 def test_l1_double_buffering():
     """Load groups rotate through 2 L1 buffers: group 2 starts when group 0's MMAD has ended (not when the
     MTE2 pipe is free), and runs under group 1's MMAD."""
-    load = int(MODEL.core_gm_bw * 1e-6)                    # 1 us
+    load = int(MODEL.core_gm_bw_of(1) * 1e-6)              # ~1 us: one core alone runs at its MTE port
+    t_load = load / MODEL.core_gm_bw_of(1)
     mm = ("mmad", 256, 256, 512)                            # 16 * 16 * 16 steps = 2.15 us
     p = replay(_core_program([("load", load), mm, ("load", load), mm, ("load", load), mm]), MODEL, timeline=True)
     loads = [(x.start_s, x.end_s) for x in p.timeline if x.cat == "mte2"]
     mmads = [(x.start_s, x.end_s) for x in p.timeline if x.cat == "mmad"]
     t_mm = MODEL.mmad_s(256, 256, 512)
-    assert loads[1] == pytest.approx((1e-6, 2e-6))           # group 1 loads under MMAD 0
+    assert loads[1] == pytest.approx((t_load, 2 * t_load))   # group 1 loads under MMAD 0
     assert loads[2][0] == pytest.approx(mmads[0][1])         # group 2 waits for MMAD 0's buffer
-    assert mmads[2][0] == pytest.approx(1e-6 + 2 * t_mm)     # the cube never waits for a load after the first
-    assert p.total_s == pytest.approx(1e-6 + 3 * t_mm)
+    assert mmads[2][0] == pytest.approx(t_load + 2 * t_mm)   # the cube never waits for a load after the first
+    assert p.total_s == pytest.approx(t_load + 3 * t_mm)
 
 
 def test_the_cube_waits_for_the_data():
