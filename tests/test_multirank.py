@@ -16,6 +16,7 @@ Only the test files that hold a multi-rank test are handed to the ranks (a file 
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +39,7 @@ def mpi_test_files(tests_dir: str) -> list[str]:
         for name in files:
             path = os.path.join(root, name)
             if (name.startswith("test_") and name.endswith(".py") and path != os.path.abspath(__file__)
-                    and "mark.mpi" in open(path, encoding="utf-8").read()):
+                    and "mark.mpi" in Path(path).read_text(encoding="utf-8")):
                 found.append(path)
     return sorted(found)
 
