@@ -153,3 +153,20 @@ def test_the_cube_waits_for_the_data():
     first_put_end = min(x.end_s for x in p.timeline if x.cat == "link")
     first_mmad = min(x.start_s for x in p.timeline if x.cat == "mmad")
     assert first_mmad >= first_put_end + 2 * MODEL.put_latency_s
+
+
+def test_a_bf16_cube_is_costed_at_the_bf16_rate():
+    """weight_quant_matmul's AIC multiplies dequantized bf16: its MMAD events name bfloat16, and the replay
+    costs them at 16 x 16 x 16 MACs per cycle (half the MXFP8 rate)."""
+    from mc2emu.ops import weight_quant_matmul
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((32, 128)).astype(ml_dtypes.bfloat16)
+    w = rng.integers(-8, 8, (128, 64)).astype(np.int8)
+    rec = PredictRecorder()
+    weight_quant_matmul(x, w, np.full(64, 0.01, ml_dtypes.bfloat16), block_dim=1, observers=(rec,))
+    mmads = [r for r in rec.records() if r.kind == "mmad"]
+    assert mmads and {r.extra.get("aType") for r in mmads} == {"bfloat16"}
+    steps = sum(-(-m // 16) * -(-n // 16) * -(-k // 16) for m, n, k in (r.value for r in mmads))
+    p = replay({0: rec.records()}, INSTANT)
+    assert p.total_s == pytest.approx(steps / MODEL.clock_hz, rel=1e-9)
