@@ -513,6 +513,7 @@ class BlockMmadMx(L1BufferOffsets):
             np.matmul(tensorAL0, tensorBL0, out=step)
             tensorL0C += step
         ctx.emit(EventKind.MMAD, "mmad", (curM, curN, Align64(curKL0)), tile=gmC.origin, l0=l0PingPongId,
+                 aType=self.T.AType.value,
                  unitFlag=FINAL_ACCUMULATION if isFinalAccumulation else NON_FINAL_ACCUMULATION,
                  cmatrixInitVal=initCMatrix, bias=needBias, t0_ns=t0)
 
