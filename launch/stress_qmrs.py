@@ -103,7 +103,8 @@ def worker(cfg: dict) -> int:
             ok = seen == ({"TAIL_COPY_OVERRUN"} if overruns(cfg, R) else set())
         else:
             ok = want in seen
-        verdict = "EXPECTED " + (",".join(sorted(seen)) or "nothing (whole 32-byte blocks)") if ok else f"MISSING {want} (reported {sorted(seen)})"
+        got = ",".join(sorted(seen)) or "nothing (whole 32-byte blocks)"
+        verdict = "EXPECTED " + got if ok else f"MISSING {want} (reported {sorted(seen)})"
     if rank == 0:
         print("RESULT " + verdict, flush=True)
     return 0

@@ -83,7 +83,12 @@ def test_many_groups_tail_split_and_bitwise_reproducible():
     c = split_m_case([25, 3, 0, 17, 25], 700, 512, seed=5)
     recs = grouped_matmul_mx_schedule([25, 3, 0, 17, 25], 700, 512)
     assert any(r.m_piece < 25 and r.group == 4 for r in recs)  # the last group is split
-    ref = run(c)
+    fix = []
+    ref = run(c, observers=[lambda ev: ev.kind is EventKind.FIXPIPE and fix.append(ev)])
+    # the trace names which core ran which group's tile in which round: exactly the schedule's records
+    assert sorted((int(ev.core[3:]), ev.extra["group"], ev.extra["round"], ev.extra["mTileIdx"],
+                   ev.extra["nTileIdx"]) for ev in fix) == sorted((r.core, r.group, r.round, r.mi, r.ni)
+                                                                  for r in recs)
     assert_close(ref, golden(c))
     for bd in (32, 7, 1):
         np.testing.assert_array_equal(run(c, block_dim=bd).view(np.uint16), ref.view(np.uint16))

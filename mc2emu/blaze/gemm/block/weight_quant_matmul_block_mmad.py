@@ -177,7 +177,7 @@ class WeightQuantMatmulBlockMmad:
             else:
                 tensorL0C += a @ b
         ctx.emit(EventKind.MMAD, "mmad", (tensorL0C.shape[0], tensorL0C.shape[1], a.shape[1]), tile=gmC.origin,
-                 l0=l0BufId, unitFlag=FINAL_ACCUMULATION if final else NON_FINAL_ACCUMULATION,
+                 l0=l0BufId, aType=self.AType.name, unitFlag=FINAL_ACCUMULATION if final else NON_FINAL_ACCUMULATION,
                  cmatrixInitVal=init, bias=bias is not None, t0_ns=t0)
 
     def CopyL0C2GM(self, gmC: GmTensor, tensorL0C: np.ndarray, curM: int, curN: int, l0cOffset: int) -> None:
