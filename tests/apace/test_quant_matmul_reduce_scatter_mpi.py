@@ -59,7 +59,8 @@ CASES = {
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "three_rounds" else c
+                                  for c in CASES])
 def test_rounds_kernel_matches_the_golden_bitwise(case):
     comm = world()
     R = comm.Get_size()
@@ -203,7 +204,8 @@ def pb_block_dim(R):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("case", list(PB_CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "signed_cancellation" else c
+                                  for c in PB_CASES])
 def test_per_block_matches_the_golden_and_reports_the_leftover_flag_9(case):
     """The single-batch path returns before the final CrossCoreWaitFlag(9): each AIC that ran a block ends with
     one unconsumed flag-9 round (the only hazard); y is the golden bit for bit. The final_wait variant (the
