@@ -40,6 +40,11 @@ A2A_MULTI = "tests/apace/test_a2a_multi_tile_mpi.py"
 HAZ_MPI = "tests/apace/test_hazard_checks_mpi.py"
 DIAG_MPI = "tests/apace/test_diagnoses_mpi.py"
 AG_MPI = "tests/apace/test_all_gather_quant_matmul_mpi.py"
+QMRS_MPI = "tests/apace/test_quant_matmul_reduce_scatter_mpi.py"
+QMRS_TILING = "tests/tiling/test_quant_matmul_reduce_scatter_tiling.py"
+QMRS_ROUNDS = "mc2emu/apace/quant_matmul_reduce_scatter_rounds_impl.py"
+QMRS_GOLDEN = "mc2emu/ops/quant_matmul_reduce_scatter_golden.py"
+QMRS_EPILOGUE = "mc2emu/apace/block_epilogue_all_to_all.py"
 QBMM = "tests/blaze/test_quant_batch_matmul_mx.py"
 WQMM = "tests/blaze/test_weight_quant_matmul.py"
 WQMM_CHUNKS = WQMM + "::test_several_k_chunks_odd_count_and_tiles_per_core"
@@ -221,6 +226,39 @@ MUTANTS: list[Mutant] = [
     Mutant("AG: UpdateAddrList-before-wait check removed", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
            "        if dep not in self._waitedIds:", "        if False:",
            mpi=(AG_MPI,)),
+    # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
+    Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,
+           "            for j in range(a.rankSize):", "            for j in reversed(range(a.rankSize)):",
+           mpi=(QMRS_MPI,), ranks=4, why="FP32 addition of two terms commutes: the order shows from 3 ranks"),
+    Mutant("QMRS: rounds Commit lands in the target's slot", QMRS_ROUNDS,
+           "        dst = a.winData + a.rankId * a.chunkBytes + rowOff * a.cBytesPerM",
+           "        dst = a.winData + target * a.chunkBytes + rowOff * a.cBytesPerM",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: SplitToCore gives the remainder rows to the last cores", QMRS_ROUNDS,
+           "    if coreId < remainderNum:", "    if coreId >= curUseCoreNum - remainderNum:",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: rounds AIV skips the flagB wait", QMRS_ROUNDS,
+           "            self._WaitFlag(FLAG_B)", "            pass",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: rounded tail copy not reported", QMRS_ROUNDS,
+           "        if self.args.variant is not RsKernelVariant.TAIL_COPY_ROUNDED or nbytes % UB_BLOCK_BYTES == 0:",
+           "        if True:",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: golden skips the bf16 staging of C_j", QMRS_GOLDEN,
+           "    return golden_cast(c, out_dtype)\n\n\ndef golden_reduce_scatter",
+           "    return c\n\n\ndef golden_reduce_scatter",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: per_block epilogue writes the owner's row at the global row", QMRS_EPILOGUE,
+           "                row0 = self.rankId_ * self.tpSizeM_ + globalRow % self.tpSizeM_",
+           "                row0 = globalRow % self.tpSizeM_",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: per_block acc * 0 NaN check removed", "mc2emu/apace/quant_matmul_reduce_scatter_impl.py",
+           "            if bad:", "            if False:",
+           mpi=(QMRS_MPI,)),
+    Mutant("QMRS: default headMSize ignores the T <= 15 bound", "mc2emu/tiling/quant_matmul_reduce_scatter_tiling.py",
+           "    head = max(head, CeilDiv(m_seg, MAX_ROUNDS), CeilDiv(m_seg, max(1, MAX_RANK_ROUNDS // rank_size)))",
+           "    head = max(head, CeilDiv(m_seg, max(1, MAX_RANK_ROUNDS // rank_size)))",
+           serial=(QMRS_TILING,)),
     # -- diagnoses -------------------------------------------------------------------------------------------
     Mutant("deadlock report loses the wait lines", "mc2emu/check/deadlock.py",
            '            lines.append(f"    {line}")', "            pass",
@@ -244,6 +282,10 @@ MUTANTS: list[Mutant] = [
     Mutant("predict: MMAD K steps round down", "mc2emu/predict/cost_model.py",
            "return -(-int(m) // CUBE_BLOCK) * -(-int(n) // CUBE_BLOCK) * -(-int(k) // k0)",
            "return -(-int(m) // CUBE_BLOCK) * -(-int(n) // CUBE_BLOCK) * (int(k) // k0)",
+           serial=(PREDICT_COST, PREDICT_REPLAY)),
+    Mutant("predict: a core alone takes the whole chip's GM bandwidth", "mc2emu/predict/cost_model.py",
+           "        return min(self.mte_port_bytes_per_cycle * self.clock_hz, self.gm_bw / n)",
+           "        return self.gm_bw / n",
            serial=(PREDICT_COST, PREDICT_REPLAY)),
     Mutant("predict: L1 double-buffer dependency dropped", "mc2emu/predict/replay.py",
            "                        preds.append((c.groups_done[-L1_BUFFER_DEPTH], 0.0))",

@@ -19,8 +19,8 @@ shape, not as a datasheet.
 How a duration is modelled (per recorded event; see `mc2emu/predict/replay.py` for the dependencies):
 - MMAD (m, n, k): ceil(m/16) * ceil(n/16) * ceil(k/C0) fractal steps, one per cycle (cube MACs per cycle
   = 16 * C0 * 16: 8192 for MXFP8, 16384 for MXFP4), at `clock_hz`;
-- MTE2 load (GM_READ on a core) and MTE3 store (GM_WRITE on an AIV): bytes / the core's share of GM
-  bandwidth (+ `mte_latency_s`);
+- MTE2 load (GM_READ on a core) and MTE3 store (GM_WRITE on an AIV): bytes / the core's bandwidth: its even
+  share of GM among the cores of its type that ran, at most its MTE port (+ `mte_latency_s`);
 - FIXPIPE (m, n, C dtype): m * n * sizeof(C) bytes / the core's share of GM bandwidth;
 - put (PUT / GET, core or HCCL server): `put_issue_s` on the issuing engine, then bytes / `link_bw` on the
   source's egress and the target's ingress link, landing `put_latency_s` later; a put to the own rank is a
@@ -82,9 +82,13 @@ BARRIER_LATENCY_S = 1.0e-6       # a barrier after its last arrival (host barrie
 HCCL_COMMIT_LATENCY_S = 2.0e-6   # CCU: a Commit message to the server's first transfer of that repeat
 HCCL_CALL_S = 0.2e-6             # a Prepare / Commit / Query / Init / Finalize message on the client core
 MTE_LATENCY_S = 0.0              # fixed cost per MTE2 / MTE3 DataCopy (bytes dominate at these tile sizes)
-# Assumption: the chip's GM bandwidth is shared evenly by the cores of one type that move data at once
-# (no L2 reuse: pessimistic for B tiles many cores read). AIC and AIV each get the whole chip's share.
+# Assumption: the chip's GM bandwidth is shared evenly by the cores of one type that run in the launch (no L2
+# reuse: pessimistic for B tiles many cores read); AIC and AIV each get the whole chip's share. When the
+# records do not say how many ran, this many share it.
 GM_SHARE_CORES = DAV_3510.aic_count
+# Assumption: one core's MTE2 / MTE3 / fixpipe port moves at most this many bytes per cycle (a core alone
+# cannot take the whole chip's bandwidth); 128 B/cycle at 1.907 GHz is 244 GB/s.
+MTE_PORT_BYTES_PER_CYCLE = 128
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class CostModel:
     default_format: str = "e4m3"          # MMAD events that do not name their A format
     gm_bw: float = ASCEND_950PR_GM_BANDWIDTH
     gm_share_cores: int = GM_SHARE_CORES
+    mte_port_bytes_per_cycle: float = MTE_PORT_BYTES_PER_CYCLE
     link_bw: float = ASCEND_950_LINK_BANDWIDTH
     put_latency_s: float = PUT_LATENCY_S
     put_issue_s: float = PUT_ISSUE_S
@@ -108,7 +113,7 @@ class CostModel:
     mte_latency_s: float = MTE_LATENCY_S
 
     def __post_init__(self) -> None:
-        for name in ("clock_hz", "gm_bw", "link_bw"):
+        for name in ("clock_hz", "gm_bw", "link_bw", "mte_port_bytes_per_cycle"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
                 raise ConstraintError(f"CostModel.{name}", f"must be a positive, finite number, got {v!r}")
@@ -131,14 +136,22 @@ class CostModel:
         return dataclasses.replace(self, **changes)
 
     def scaled(self, *, gm: float = 1.0, link: float = 1.0) -> CostModel:
-        """Bandwidths multiplied by `gm` (GM, i.e. MTE2 / MTE3 / fixpipe) and `link` (inter-NPU)."""
-        return dataclasses.replace(self, gm_bw=self.gm_bw * gm, link_bw=self.link_bw * link)
+        """Bandwidths multiplied by `gm` (GM and the cores' MTE ports: MTE2 / MTE3 / fixpipe) and `link`
+        (inter-NPU)."""
+        return dataclasses.replace(self, gm_bw=self.gm_bw * gm, link_bw=self.link_bw * link,
+                                   mte_port_bytes_per_cycle=self.mte_port_bytes_per_cycle * gm)
 
     # -- derived rates ------------------------------------------------------------------------------------
     @property
     def core_gm_bw(self) -> float:
-        """Bytes/s one core's MTE2 / MTE3 / fixpipe moves to or from GM."""
-        return self.gm_bw / self.gm_share_cores
+        """Bytes/s one core's MTE2 / MTE3 / fixpipe moves to or from GM when `gm_share_cores` cores share GM."""
+        return self.core_gm_bw_of(None)
+
+    def core_gm_bw_of(self, active: int | None) -> float:
+        """Bytes/s of one core when `active` cores of its type run (None: `gm_share_cores`): its even share of
+        the chip's GM bandwidth, at most its MTE port."""
+        n = self.gm_share_cores if active is None else max(1, int(active))
+        return min(self.mte_port_bytes_per_cycle * self.clock_hz, self.gm_bw / n)
 
     def macs_per_cycle(self, fmt: str) -> int:
         return CUBE_BLOCK * self._k0(fmt) * CUBE_BLOCK
@@ -164,21 +177,22 @@ class CostModel:
     def mmad_s(self, m: int, n: int, k: int, fmt: str | None = None) -> float:
         return self.mmad_cycles(m, n, k, fmt) / self.clock_hz
 
-    def mte_s(self, nbytes: int) -> float:
-        """One MTE2 load or MTE3 store of `nbytes` between GM and a core's local memory."""
-        return self.mte_latency_s + max(0, int(nbytes)) / self.core_gm_bw
+    def mte_s(self, nbytes: int, active: int | None = None) -> float:
+        """One MTE2 load or MTE3 store of `nbytes` between GM and a core's local memory (`active` cores of its
+        type running)."""
+        return self.mte_latency_s + max(0, int(nbytes)) / self.core_gm_bw_of(active)
 
-    def fixpipe_s(self, m: int, n: int, c_dtype: str | None = None) -> float:
+    def fixpipe_s(self, m: int, n: int, c_dtype: str | None = None, active: int | None = None) -> float:
         """L0C -> GM of an m x n tile in C's type."""
-        return int(m) * int(n) * C_BYTES.get(c_dtype or "", DEFAULT_C_BYTES) / self.core_gm_bw
+        return int(m) * int(n) * C_BYTES.get(c_dtype or "", DEFAULT_C_BYTES) / self.core_gm_bw_of(active)
 
     def link_s(self, nbytes: int) -> float:
         """Occupancy of the egress / ingress link by a put of `nbytes` (latency excluded)."""
         return max(0, int(nbytes)) / self.link_bw
 
-    def local_copy_s(self, nbytes: int) -> float:
+    def local_copy_s(self, nbytes: int, active: int | None = None) -> float:
         """A put to the own rank: a GM-to-GM copy by the issuing engine."""
-        return max(0, int(nbytes)) / self.core_gm_bw
+        return max(0, int(nbytes)) / self.core_gm_bw_of(active)
 
 
 DEFAULT_COST_MODEL = CostModel()

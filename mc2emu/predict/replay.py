@@ -233,6 +233,7 @@ class _Builder:
         self.sig_waits: list[tuple[int, tuple, int]] = []
         self.launches: list[tuple[int, int, int]] = []   # (rank, begin node, end node)
         self.n_events = 0
+        self.active: dict[str, int] = {}
 
     # -- one rank -----------------------------------------------------------------------------------------
     def rank(self, rank: int, offset_ns: int, recs: Sequence[TraceRecord]) -> None:
@@ -246,6 +247,9 @@ class _Builder:
             core_recs = [ordered[i] for i in idxs]
             folded |= {idxs[j] for j in _fold_put_reads(core_recs)}
         cores: dict[str, _Core] = defaultdict(_Core)
+        # cores of each type that ran on this rank share its GM bandwidth (the cost model's assumption)
+        self.active = {t: sum(1 for c in by_core if c.startswith(t)) for t in ("AIC", "AIV")}
+        act_aic, act_aiv = self.active["AIC"] or None, self.active["AIV"] or None
         launch_begin = -1
         launch_no = 0
         prev_launch_end = -1
@@ -286,13 +290,14 @@ class _Builder:
                         c.in_load_group = True
                     if len(c.groups_done) >= L1_BUFFER_DEPTH:
                         preds.append((c.groups_done[-L1_BUFFER_DEPTH], 0.0))
-                n = add(m.mte_s(nb), Cat.MTE2, rank, core, f"load {r.obj} {nb} B", ri, preds)
+                n = add(m.mte_s(nb, act_aic if core.startswith("AIC") else act_aiv), Cat.MTE2, rank, core,
+                        f"load {r.obj} {nb} B", ri, preds)
                 c.pipes["MTE2"] = n
             elif kind == "gm_write":
                 if core.startswith("AIC"):
                     continue   # the fixpipe's own store (its FIXPIPE event carries the cost)
                 nb = int(x.get("nbytes", 0))
-                n = add(m.mte_s(nb), Cat.MTE3, rank, core, f"store {r.obj} {nb} B", ri,
+                n = add(m.mte_s(nb, act_aiv), Cat.MTE3, rank, core, f"store {r.obj} {nb} B", ri,
                         [(c.frontier, 0.0), (c.pipes.get("MTE3", -1), 0.0), (c.pipes.get("MTE2", -1), 0.0)])
                 c.pipes["MTE3"] = n
             elif kind == "mmad":
@@ -304,7 +309,8 @@ class _Builder:
                 c.in_load_group = False
             elif kind == "fixpipe":
                 mm, nn = (int(v) for v in r.value[-2:])
-                n = add(m.fixpipe_s(mm, nn, x.get("dtype")), Cat.FIXPIPE, rank, core, f"fixpipe {mm}x{nn}", ri,
+                n = add(m.fixpipe_s(mm, nn, x.get("dtype"), act_aic), Cat.FIXPIPE, rank, core, f"fixpipe {mm}x{nn}",
+                        ri,
                         [(c.frontier, 0.0), (c.pipes.get("FIX", -1), 0.0), (c.pipes.get("M", -1), 0.0)])
                 c.pipes["FIX"] = n
             elif kind == "flag_set":
@@ -391,7 +397,8 @@ class _Builder:
         c.frontier = issue
         src, dst = (pe, rank) if r.kind == "get" else (rank, pe)
         if pe == rank:
-            t = g.add(m.local_copy_s(nb), Cat.MTE2, rank, core, f"local copy {nb} B", ri, [(issue, 0.0)])
+            t = g.add(m.local_copy_s(nb, self.active.get("AIV") or None), Cat.MTE2, rank, core, f"local copy {nb} B",
+                      ri, [(issue, 0.0)])
         else:
             t = g.add(m.link_s(nb), Cat.LINK, rank, core, f"{r.kind} {src}->{dst} {nb} B", ri,
                       [(issue, 0.0), (self.egress_last.get(src, -1), 0.0)])

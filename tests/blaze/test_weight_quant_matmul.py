@@ -208,3 +208,25 @@ def test_refusals_name_the_rule(kwargs, rule):
     with pytest.raises(ConstraintError) as ei:
         weight_quant_matmul(**args, **extra)
     assert ei.value.rule == rule
+
+
+def test_upper_a_buffer_over_bias_corrupts_a_tile_that_starts_on_buffer_1():
+    """kL1 = 256 with baseM = baseN = 256: A1 ends at the L1's last byte, over the bias (L1 - 1024). The
+    second tile of the core starts on L1 buffer 1 (one chunk per tile, running counter): its bias copy
+    lands on A1's tail after A was loaded, so that tile's C is wrong, as on the device; the finding names
+    the bytes. The first tile (buffer 0) is right."""
+    rng = np.random.default_rng(9)
+    m, n, k = 256, 512, 256
+    x, w, s, _, b = _inputs(rng, m, n, k, "int8", BF16, False, False, True)
+    rec = EventRecorder()
+    c = weight_quant_matmul(x, w, s, bias=b, block_dim=1, tiling_overrides={"kL1": 256, "kUbSize": 128},
+                            timeout=TIMEOUT, observers=[rec])
+    msgs = [e.extra["message"] for e in rec.of(EventKind.HAZARD) if e.obj == Hazard.LAYOUT_OVERLAP.value]
+    assert any("overwrites the first 1024 bias bytes" in msg for msg in msgs), msgs
+    g = golden_weight_quant_matmul(x, w, s, bias=b)
+    first = next(e.extra["tile"] for e in rec.of(EventKind.MMAD))
+    lo = first[1]
+    hi = 256 - lo  # the other N tile
+    _check_c(c[:, lo: lo + 256], g[:, lo: lo + 256])
+    bad = np.abs(_u16(c[:, hi: hi + 256]) - _u16(g[:, hi: hi + 256])) > 1
+    assert bad.any() and not bad[:, :].all(axis=1).all()  # some rows of the second tile, not everything

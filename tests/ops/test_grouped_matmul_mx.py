@@ -83,7 +83,12 @@ def test_many_groups_tail_split_and_bitwise_reproducible():
     c = split_m_case([25, 3, 0, 17, 25], 700, 512, seed=5)
     recs = grouped_matmul_mx_schedule([25, 3, 0, 17, 25], 700, 512)
     assert any(r.m_piece < 25 and r.group == 4 for r in recs)  # the last group is split
-    ref = run(c)
+    fix = []
+    ref = run(c, observers=[lambda ev: ev.kind is EventKind.FIXPIPE and fix.append(ev)])
+    # the trace names which core ran which group's tile in which round: exactly the schedule's records
+    assert sorted((int(ev.core[3:]), ev.extra["group"], ev.extra["round"], ev.extra["mTileIdx"],
+                   ev.extra["nTileIdx"]) for ev in fix) == sorted((r.core, r.group, r.round, r.mi, r.ni)
+                                                                  for r in recs)
     assert_close(ref, golden(c))
     for bd in (32, 7, 1):
         np.testing.assert_array_equal(run(c, block_dim=bd).view(np.uint16), ref.view(np.uint16))
@@ -193,3 +198,16 @@ def test_l1_chunk_order_follows_kal1_kbl1():
         assert len(reads["x"]) == a_loads * tiles0 and len(reads["weight"]) == b_loads * tiles0
         assert {s[-1] for s in reads["x"]} == {a_width}           # x is [rows, K]: K innermost
         assert {s[0] for s in reads["weight"]} == {b_width}       # weight is [K, N]: K outermost
+
+
+def test_chrome_trace_names_group_round_and_tile():
+    """The trace (mc2emu.trace) shows each fixpipe span with the group, round and tile it wrote."""
+    from mc2emu.trace import TraceRecord, merge_traces
+
+    c = split_m_case([25, 0, 17], 300, 256, seed=12)
+    records = []
+    run(c, observers=[lambda ev: records.append(TraceRecord.of(ev))])
+    spans = [e for e in merge_traces({0: records})["traceEvents"] if e["ph"] == "X" and e["name"].startswith("fixpipe")]
+    recs = grouped_matmul_mx_schedule([25, 0, 17], 300, 256)
+    assert sorted((s["args"]["group"], s["args"]["round"], s["args"]["mTileIdx"], s["args"]["nTileIdx"])
+                  for s in spans) == sorted((r.group, r.round, r.mi, r.ni) for r in recs)

@@ -45,7 +45,14 @@ def test_byte_costs():
     assert MODEL.fixpipe_s(128, 256, "bfloat16") == pytest.approx(128 * 256 * 2 / per_core)
     assert MODEL.fixpipe_s(128, 256, "float32") == pytest.approx(128 * 256 * 4 / per_core)
     assert MODEL.link_s(2_000_000) == pytest.approx(2_000_000 / 2e12)
+    # cores that run alone are held to their MTE port (128 B/cycle), many share the chip's GM evenly
+    assert MODEL.core_gm_bw_of(1) == pytest.approx(128 * MODEL.clock_hz)
+    assert MODEL.core_gm_bw_of(4) == pytest.approx(128 * MODEL.clock_hz)      # 400 GB/s share > the port
+    assert MODEL.core_gm_bw_of(8) == pytest.approx(1.6e12 / 8)
+    assert MODEL.core_gm_bw_of(64) == pytest.approx(1.6e12 / 64)
+    assert MODEL.mte_s(4096, active=1) == pytest.approx(4096 / (128 * MODEL.clock_hz))
     faster = MODEL.scaled(gm=2, link=4)
+    assert faster.core_gm_bw_of(1) == pytest.approx(2 * MODEL.core_gm_bw_of(1))
     assert faster.mte_s(4096) == pytest.approx(MODEL.mte_s(4096) / 2)
     assert faster.link_s(4096) == pytest.approx(MODEL.link_s(4096) / 4)
 

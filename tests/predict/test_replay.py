@@ -15,7 +15,8 @@ from mc2emu.predict.synthetic import synthetic_a2a
 from mc2emu.trace.chrome_trace import TraceRecord
 
 MODEL = CostModel()
-INSTANT = MODEL.with_overrides(gm_bw=1e30, link_bw=1e30, put_latency_s=0.0, put_issue_s=0.0, flag_latency_s=0.0,
+INSTANT = MODEL.with_overrides(gm_bw=1e30, mte_port_bytes_per_cycle=1e30, link_bw=1e30, put_latency_s=0.0,
+                               put_issue_s=0.0, flag_latency_s=0.0,
                                barrier_latency_s=0.0, hccl_commit_latency_s=0.0, hccl_call_s=0.0)
 
 
@@ -132,16 +133,17 @@ def _core_program(ops):
 def test_l1_double_buffering():
     """Load groups rotate through 2 L1 buffers: group 2 starts when group 0's MMAD has ended (not when the
     MTE2 pipe is free), and runs under group 1's MMAD."""
-    load = int(MODEL.core_gm_bw * 1e-6)                    # 1 us
+    load = int(MODEL.core_gm_bw_of(1) * 1e-6)              # ~1 us: one core alone runs at its MTE port
+    t_load = load / MODEL.core_gm_bw_of(1)
     mm = ("mmad", 256, 256, 512)                            # 16 * 16 * 16 steps = 2.15 us
     p = replay(_core_program([("load", load), mm, ("load", load), mm, ("load", load), mm]), MODEL, timeline=True)
     loads = [(x.start_s, x.end_s) for x in p.timeline if x.cat == "mte2"]
     mmads = [(x.start_s, x.end_s) for x in p.timeline if x.cat == "mmad"]
     t_mm = MODEL.mmad_s(256, 256, 512)
-    assert loads[1] == pytest.approx((1e-6, 2e-6))           # group 1 loads under MMAD 0
+    assert loads[1] == pytest.approx((t_load, 2 * t_load))   # group 1 loads under MMAD 0
     assert loads[2][0] == pytest.approx(mmads[0][1])         # group 2 waits for MMAD 0's buffer
-    assert mmads[2][0] == pytest.approx(1e-6 + 2 * t_mm)     # the cube never waits for a load after the first
-    assert p.total_s == pytest.approx(1e-6 + 3 * t_mm)
+    assert mmads[2][0] == pytest.approx(t_load + 2 * t_mm)   # the cube never waits for a load after the first
+    assert p.total_s == pytest.approx(t_load + 3 * t_mm)
 
 
 def test_the_cube_waits_for_the_data():
@@ -151,3 +153,20 @@ def test_the_cube_waits_for_the_data():
     first_put_end = min(x.end_s for x in p.timeline if x.cat == "link")
     first_mmad = min(x.start_s for x in p.timeline if x.cat == "mmad")
     assert first_mmad >= first_put_end + 2 * MODEL.put_latency_s
+
+
+def test_a_bf16_cube_is_costed_at_the_bf16_rate():
+    """weight_quant_matmul's AIC multiplies dequantized bf16: its MMAD events name bfloat16, and the replay
+    costs them at 16 x 16 x 16 MACs per cycle (half the MXFP8 rate)."""
+    from mc2emu.ops import weight_quant_matmul
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((32, 128)).astype(ml_dtypes.bfloat16)
+    w = rng.integers(-8, 8, (128, 64)).astype(np.int8)
+    rec = PredictRecorder()
+    weight_quant_matmul(x, w, np.full(64, 0.01, ml_dtypes.bfloat16), block_dim=1, observers=(rec,))
+    mmads = [r for r in rec.records() if r.kind == "mmad"]
+    assert mmads and {r.extra.get("aType") for r in mmads} == {"bfloat16"}
+    steps = sum(-(-m // 16) * -(-n // 16) * -(-k // 16) for m, n, k in (r.value for r in mmads))
+    p = replay({0: rec.records()}, INSTANT)
+    assert p.total_s == pytest.approx(steps / MODEL.clock_hz, rel=1e-9)

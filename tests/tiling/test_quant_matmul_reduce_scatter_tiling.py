@@ -20,6 +20,7 @@ from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     (512, 8, 128),      # R = 8: R * T <= 32 -> T <= 4 -> 128
     (100, 2, 100),      # one round when mSeg fits
     (6000, 2, 512),     # ceil(6000 / 15) = 400 -> 512 stays (T = 11 + tail)
+    (10000, 2, 672),    # ceil(10000 / 15) = 667 -> 672 (R * T <= 32 alone would allow 640: T = 16)
 ])
 def test_default_head_m_size(m_seg, R, head):
     assert default_head_m_size(m_seg, R) == head

@@ -10,8 +10,9 @@ alone), dequant_only (the AIVs' B_dequant written to GM, no MMAD; compared bit f
 Hazard showcase: a hand-written tiling (nBaseTailSplitCnt 2, nTailMain = the merged N edge) whose last N
 tile is empty: the kernel's early `return` skips the AIV Cleanup and the AIC's last "L1 free" Sets stay
 pending (EMPTY_TAIL_EARLY_RETURN, UNCONSUMED_FLAG).
-Compare: C within one ULP of its dtype (the golden's matmul is one FP32 BLAS call, the kernel accumulates
-per baseK step); B_dequant bit-exact.
+Compare: B_dequant bit-exact; C per element within one ULP of its dtype or within one ULP of the largest
+|golden| (the golden's matmul is one FP32 BLAS call, the kernel accumulates per baseK step: outputs that
+cancel to near zero differ by many ULPs of their own).
 """
 
 from __future__ import annotations
@@ -145,17 +146,27 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
+    """B_dequant bit for bit; C per element within one ULP of its dtype, or within one ULP of the largest
+    |golden| (the kernel sums K in L0C per baseK step, the golden in one BLAS call: on outputs that cancel
+    to near zero the two FP32 sums differ by a few units of the largest terms, many ULPs of the small result)."""
     if ref is None:
         return Comparison(False, note="no golden")
-    if np.shape(out) != ref.shape or np.asarray(out).dtype != ref.dtype:
-        return Comparison(False, note=f"output {np.shape(out)} {np.asarray(out).dtype}, golden {ref.shape} {ref.dtype}")
     o = np.asarray(out)
+    if o.shape != ref.shape or o.dtype != ref.dtype:
+        return Comparison(False, note=f"output {o.shape} {o.dtype}, golden {ref.shape} {ref.dtype}")
     diff = np.abs(o.astype(np.float32) - ref.astype(np.float32))
     max_abs = float(np.nanmax(diff)) if diff.size and not np.isnan(diff).all() else 0.0
     if o.dtype.itemsize != 2:
         return Comparison(bool(np.array_equal(o, ref)), max_abs)
-    ulp = int(np.max(np.abs(o.view(np.uint16).astype(np.int64) - ref.view(np.uint16).astype(np.int64)), initial=0))
-    return Comparison(ulp <= MAX_ULP, max_abs, ulp)
+    ulps = np.abs(o.view(np.uint16).astype(np.int64) - ref.view(np.uint16).astype(np.int64))
+    ulp = int(np.max(ulps, initial=0))
+    if ref.dtype == X_DTYPE and ulp == 0:
+        return Comparison(True, max_abs, ulp)
+    mbits = 7 if ref.dtype == X_DTYPE else 10
+    big = float(np.max(np.abs(ref.astype(np.float32)), initial=0.0))
+    scale_ulp = 2.0 ** (np.floor(np.log2(big)) - mbits) if big > 0 else 0.0
+    ok = bool(np.all((ulps <= MAX_ULP) | (diff <= scale_ulp)))
+    return Comparison(ok, max_abs, ulp, note="" if ok else f"beyond 1 ULP and {scale_ulp:g} absolute")
 
 
 def validate(case: Case, size: int) -> list[str]:

@@ -169,14 +169,15 @@ class WeightQuantMatmulBlockMmad:
         ctx = self.ctx
         ctx.checkpoint("mmad")
         t0 = time.perf_counter_ns()
-        if init:
-            np.matmul(a, b, out=tensorL0C)
-            if bias is not None:
-                tensorL0C += bias[None, :]
-        else:
-            tensorL0C += a @ b
+        with np.errstate(over="ignore", invalid="ignore"):  # FP32 overflow to +-Inf / NaN, as the cube
+            if init:
+                np.matmul(a, b, out=tensorL0C)
+                if bias is not None:
+                    tensorL0C += bias[None, :]
+            else:
+                tensorL0C += a @ b
         ctx.emit(EventKind.MMAD, "mmad", (tensorL0C.shape[0], tensorL0C.shape[1], a.shape[1]), tile=gmC.origin,
-                 l0=l0BufId, unitFlag=FINAL_ACCUMULATION if final else NON_FINAL_ACCUMULATION,
+                 l0=l0BufId, aType=self.AType.name, unitFlag=FINAL_ACCUMULATION if final else NON_FINAL_ACCUMULATION,
                  cmatrixInitVal=init, bias=bias is not None, t0_ns=t0)
 
     def CopyL0C2GM(self, gmC: GmTensor, tensorL0C: np.ndarray, curM: int, curN: int, l0cOffset: int) -> None:

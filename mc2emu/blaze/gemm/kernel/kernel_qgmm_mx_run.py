@@ -229,6 +229,9 @@ class KernelQGmmMxRun(KernelQGmmMx):
                  if self.biasGlobal_ is not None and self.isBias_ else None)
         gY = self._at(self.yGlobal_, (mOff, nOff), (singleCoreM, singleCoreN), o[IDX_C_OFFSET])
         self.ctx.checkpoint("mmad")
+        # the trace's answer to "which core ran which group's tile, in which round" (instrumentation)
+        self.mmadOp_.traceTile = {"group": task.group, "round": task.roundIdx, "mTileIdx": task.mTileIdx,
+                                  "nTileIdx": task.nTileIdx}
         self.mmadOp_(gA, gB, gSA, gSB, gBias, gY, (singleCoreM, singleCoreN, k))
 
     def Destroy(self) -> None:
