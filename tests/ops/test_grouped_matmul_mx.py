@@ -198,3 +198,16 @@ def test_l1_chunk_order_follows_kal1_kbl1():
         assert len(reads["x"]) == a_loads * tiles0 and len(reads["weight"]) == b_loads * tiles0
         assert {s[-1] for s in reads["x"]} == {a_width}           # x is [rows, K]: K innermost
         assert {s[0] for s in reads["weight"]} == {b_width}       # weight is [K, N]: K outermost
+
+
+def test_chrome_trace_names_group_round_and_tile():
+    """The trace (mc2emu.trace) shows each fixpipe span with the group, round and tile it wrote."""
+    from mc2emu.trace import TraceRecord, merge_traces
+
+    c = split_m_case([25, 0, 17], 300, 256, seed=12)
+    records = []
+    run(c, observers=[lambda ev: records.append(TraceRecord.of(ev))])
+    spans = [e for e in merge_traces({0: records})["traceEvents"] if e["ph"] == "X" and e["name"].startswith("fixpipe")]
+    recs = grouped_matmul_mx_schedule([25, 0, 17], 300, 256)
+    assert sorted((s["args"]["group"], s["args"]["round"], s["args"]["mTileIdx"], s["args"]["nTileIdx"])
+                  for s in spans) == sorted((r.group, r.round, r.mi, r.ni) for r in recs)
