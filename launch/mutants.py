@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-COPIED = ("mc2emu", "tests", "pyproject.toml")
+COPIED = ("mc2emu", "tests", "launch", "pyproject.toml")   # launch: the stress driver the stress tests load
 # A mutant whose tests run longer than this is counted as killed by timeout (the suite's own deadlines are
 # seconds; a hang past this is still a failure the user would see).
 RUN_TIMEOUT_S = 900
