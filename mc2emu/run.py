@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import traceback
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mc2emu.launcher import RANK_ENV, mpiexec_command, under_mpirun
 
@@ -59,6 +59,8 @@ def _run_ranks(opts: RunOptions, registry: Registry) -> int:
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
+    if opts.predict:
+        return _run_predict(opts, registry, comm)
     try:
         plan = (plan_replay(registry, opts, size) if opts.inputs is not None
                 else [Planned(c) for c in plan_cases(registry, opts)])
@@ -83,6 +85,29 @@ def _run_ranks(opts: RunOptions, registry: Registry) -> int:
         return EXIT_INTERNAL
     finally:
         watchdog.stop()
+
+
+def _run_predict(opts: RunOptions, registry: Registry, comm: Any) -> int:
+    from mc2emu.arch.errors import ConstraintError
+    from mc2emu.cli.options import OptionError
+    from mc2emu.cli.predict import run_predict
+
+    rank = comm.Get_rank()
+
+    def say(text: str) -> None:
+        if rank == 0:
+            _out(text)
+
+    try:
+        return run_predict(opts, registry, comm, say)
+    except (OptionError, ConstraintError) as exc:   # raised identically on every rank (options, cost model)
+        if rank == 0:
+            _err(f"mc2emu: {exc}")
+        return EXIT_OPTIONS
+    except BaseException as exc:  # never leave the other ranks in a collective
+        _err(f"mc2emu: rank {rank}: internal error, aborting every rank:\n" + "".join(traceback.format_exception(exc)))
+        comm.Abort(EXIT_INTERNAL)
+        return EXIT_INTERNAL
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             _out(format_listing(registry))
         return 0
     if not mpi:
-        if opts.inputs is None:
+        if opts.inputs is None and not opts.predict:
             try:
                 plan_cases(registry, opts)  # fail fast, before starting any rank
             except OptionError as exc:

@@ -2,17 +2,25 @@
 `python -m pytest` runs the whole suite. Each world size is one test here; its output names every
 multi-rank test that ran, and a failure shows the tail of the ranks' output.
 
-`mpiexec` and its flags come from the installed MPI (`mc2emu.launcher.mpiexec_command`: MPICH or Open
-MPI). `MC2EMU_MPI_SIZES=2,4` runs a subset of the world sizes (CI's inter-node and Open MPI runs); the
-ranks inherit the environment, so `MPIR_CVAR_NOLOCAL=1` puts the whole suite on MPICH's network path."""
+World sizes and MPI transports are covered on a diagonal: 2 and 8 ranks over MPICH's shared memory, 4
+ranks over MPICH's network module (`MPIR_CVAR_NOLOCAL=1`: every rank as if on another host, the path a
+cluster takes; docs/mpi-transports.md). The variable is MPICH's own and means nothing to another MPI, so
+under Open MPI or a system MPI all three sizes run on that MPI's default path. `MC2EMU_MPI_SIZES=2,4` runs
+a subset of the world sizes; the ranks inherit the environment, so `MPIR_CVAR_NOLOCAL=1` set by the caller
+puts every size on the network path (CI's transport step), and `MPIR_CVAR_NOLOCAL=0` keeps 4 ranks on
+shared memory.
+
+Only the test files that hold a multi-rank test are handed to the ranks (a file holds one if it names
+`mark.mpi`): every rank collects what it is given, and collecting the serial files 8 times over is waste."""
 
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from mc2emu.launcher import mpiexec_command
+from mc2emu.launcher import MpiFlavor, find_mpiexec, mpiexec_command, mpiexec_flavor
 
 WORLD_SIZES = (2, 4, 8)
 # A hung multi-rank run is a failure of this test, never a hung suite (the tests' own deadlines are
@@ -20,6 +28,20 @@ WORLD_SIZES = (2, 4, 8)
 MPI_RUN_TIMEOUT_S = 900
 # One multi-rank test that takes longer than this is hung: its stacks are dumped and the job ends.
 PER_TEST_TIMEOUT_S = 240
+# The world size whose run takes MPICH's network path unless the caller chose a path.
+NETWORK_PATH_SIZE = 4
+
+
+def mpi_test_files(tests_dir: str) -> list[str]:
+    """The test files under `tests_dir` that hold a multi-rank test, sorted (this file excluded)."""
+    found = []
+    for root, _dirs, files in os.walk(tests_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            if (name.startswith("test_") and name.endswith(".py") and path != os.path.abspath(__file__)
+                    and "mark.mpi" in Path(path).read_text(encoding="utf-8")):
+                found.append(path)
+    return sorted(found)
 
 
 @pytest.mark.parametrize("np_", WORLD_SIZES)
@@ -29,9 +51,13 @@ def test_multirank_suite(np_, pytestconfig):
     sizes = os.environ.get("MC2EMU_MPI_SIZES")
     if sizes and str(np_) not in sizes.split(","):
         pytest.skip(f"MC2EMU_MPI_SIZES={sizes}")
-    tests_dir = os.path.dirname(__file__)
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    files = mpi_test_files(tests_dir)
+    assert files, f"no multi-rank test file under {tests_dir}"
     cmd, env = mpiexec_command(np_, ["-m", "pytest", "--only-mpi", "-q",
-                                     "-o", f"faulthandler_timeout={PER_TEST_TIMEOUT_S}", "-x", tests_dir])
+                                     "-o", f"faulthandler_timeout={PER_TEST_TIMEOUT_S}", "-x", *files])
+    if np_ == NETWORK_PATH_SIZE and mpiexec_flavor(find_mpiexec()) is MpiFlavor.MPICH:
+        env.setdefault("MPIR_CVAR_NOLOCAL", "1")
     env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=MPI_RUN_TIMEOUT_S,
                           check=False)
@@ -39,5 +65,6 @@ def test_multirank_suite(np_, pytestconfig):
     # every rank prints its own closing line (they may interleave): show one
     counts = re.findall(r"\d+ (?:passed|failed)[\w, ]*? in [\d.]+s", out)
     summaries = pytestconfig.__dict__.setdefault("_mc2emu_mpi_summaries", [])
-    summaries.append(f"mpirun -n {np_}: {counts[-1] if counts else 'no summary line'}")
+    path = " (MPICH network path)" if env.get("MPIR_CVAR_NOLOCAL") == "1" else ""
+    summaries.append(f"mpirun -n {np_}{path}: {counts[-1] if counts else 'no summary line'}")
     assert proc.returncode == 0, f"mpirun -n {np_} exited {proc.returncode}:\n{out[-12000:]}"

@@ -39,6 +39,7 @@ class RunOptions:
     local_matmul: int | None = None
     wait_order: WaitOrder | None = None
     hccl_server: HcclServer | None = None
+    isolate: str | None = None
     m: int | None = None
     k: int | None = None
     n: int | None = None
@@ -64,9 +65,13 @@ class RunOptions:
     trans_b: bool = False
     split_k: bool = False
     json: bool = False
+    # --predict: compare the operator's knobs on the DAV_3510 cost model (mc2emu/cli/predict.py).
+    predict: bool = False
+    plot: Path | None = None
+    cost: tuple[str, ...] = ()
 
     # Options that set a field of an operator's mode type (validated against the operator's mode type).
-    MODE_OPTIONS: ClassVar[tuple[str, ...]] = ("impl", "local_matmul", "wait_order", "hccl_server")
+    MODE_OPTIONS: ClassVar[tuple[str, ...]] = ("impl", "local_matmul", "wait_order", "hccl_server", "isolate")
 
     def mode_filters(self) -> dict[str, object]:
         """The mode options the user set (field name -> value)."""
@@ -172,6 +177,8 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     sel.add_argument("--local-matmul", type=_local_matmul, help="0 | 1 | 2")
     sel.add_argument("--wait-order", type=_enum_type(WaitOrder, "--wait-order"), help="mask | in_order")
     sel.add_argument("--hccl-server", type=_enum_type(HcclServer, "--hccl-server"), help="ccu | aicpu (hcomm)")
+    sel.add_argument("--isolate", choices=("full", "a_only_mmad", "dequant_only"),
+                     help="full | a_only_mmad | dequant_only (weight_quant_matmul: the seed's isolation modes)")
     sel.add_argument("--hazards", action="store_true", help="add the expected-hazard showcase cases")
     sel.add_argument("--quick", action="store_true", help="small shapes (the suite in well under 30 s)")
     shp = ap.add_argument_group("data")
@@ -199,6 +206,15 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     pln.add_argument("--trans-b", action="store_true", help="weight [g, N, K]")
     pln.add_argument("--split-k", action="store_true", help="group along K (x [K, M], transA)")
     pln.add_argument("--json", action="store_true", help="JSON with the source's field names")
+    prd = ap.add_argument_group("predict the device (docs/predict.md)")
+    prd.add_argument("--predict", action="store_true",
+                     help="compare the operator's knobs (A2A localMatmul x head tile, QBMM block_dim, AG wait x "
+                          "block_dim) by predicted DAV_3510 time and recommend one; --trace then writes the "
+                          "recommended run in virtual and wall time")
+    prd.add_argument("--plot", type=Path, metavar="FILE", help="with --predict: predicted time vs the knob "
+                                                                 "(PNG / SVG; needs the plot extra)")
+    prd.add_argument("--cost", action="append", default=[], metavar="NAME=VALUE",
+                     help="with --predict: override a cost model field, e.g. link_bw=4e12, put_latency_s=1e-6")
     out = ap.add_argument_group("output")
     out.add_argument("--trace", type=Path, metavar="FILE", help="write a Chrome trace (Perfetto) of every case")
     out.add_argument("--dump", type=Path, metavar="DIR", help="write each rank's inputs and outputs (rank{r}.npz)")
@@ -210,7 +226,13 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
 def parse_options(argv: list[str], description: str = "") -> RunOptions:
     """Parse and check argv; raises `OptionError` (never prints)."""
     ns = build_parser(description).parse_args(argv)
-    opts = RunOptions(**vars(ns))
+    values = vars(ns)
+    values["cost"] = tuple(values.get("cost") or ())
+    opts = RunOptions(**values)
+    if (opts.plot is not None or opts.cost) and not opts.predict:
+        raise OptionError("--plot / --cost: only with --predict")
+    if opts.predict and (opts.hazards or opts.dump is not None or opts.inputs is not None):
+        raise OptionError("--predict: runs the operator's knob sweep; --hazards, --dump and --inputs do not apply")
     if opts.trace is not None and opts.trace.is_dir():
         raise OptionError(f"--trace {opts.trace}: is a directory, give a file name")
     if opts.dump is not None and opts.dump.exists() and not opts.dump.is_dir():

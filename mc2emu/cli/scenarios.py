@@ -193,6 +193,19 @@ class ExecContext:
 
 
 @dataclass(frozen=True)
+class Knob:
+    """One point of an operator's `--predict` sweep: a mode and a block_dim (None: the tiling's), with the
+    knob values shown in the table (name -> value, e.g. {"localMatmul": 1, "head tile": 64})."""
+
+    mode: OperatorMode
+    block_dim: int | None = None
+    values: Mapping[str, object] = field(default_factory=dict)
+
+    def label(self) -> str:
+        return " ".join(f"{k} {v}" for k, v in self.values.items()) or self.mode.label()
+
+
+@dataclass(frozen=True)
 class Case:
     """One planned run of one operator in one mode on one shape."""
 
@@ -227,6 +240,7 @@ class OperatorSpec:
       its output; raise the runtime's errors (ConstraintError, HazardError with .output, DeadlockError).
     - compare(out, golden): the operator's acceptance rule.
     - validate(case, size): reasons the case cannot run at this world size (checked before any run).
+    - predict_knobs(shape, size): the modes / block dims `--predict` compares (see mc2emu/cli/predict.py).
     """
 
     name: str
@@ -246,6 +260,8 @@ class OperatorSpec:
     validate: Callable[[Case, int], list[str]] = field(default=lambda case, size: [])
     # Deadline for cases that may deadlock by design when the user gave no --timeout (keeps them short).
     deadlock_timeout_s: float = 5.0
+    # `--predict`: the knobs to compare for a shape at a world size (None: the operator has no sweep).
+    predict_knobs: Callable[[Shape, int], Sequence[Knob]] | None = None
 
     def __post_init__(self) -> None:
         modes = self.modes or (self.mode_type(),)

@@ -215,6 +215,24 @@ class Shmem:
         else:
             self.device.waiter.progress.bump()
 
+    def put_local_nbi(self, ctx: CoreContext, dst: GmAddr, data: np.ndarray, pe: int) -> None:
+        """Copy the bytes of a core-local buffer (`data`, e.g. UB) to the symmetric `dst` on rank `pe`: the
+        UBMEM path, where an AIV's MTE3 copy writes a peer's window straight from UB. Completion as
+        `put_nbi` (at the latest after `quiet`)."""
+        self._check_pe(pe)
+        origin = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        nbytes = int(origin.size)
+        window, off = self.world.window_of(dst, nbytes, "put destination")
+        ctx.checkpoint("put")
+        t0 = time.perf_counter_ns()
+        if nbytes:
+            window.win.Put(origin, pe, off)
+            window.win.Flush(pe)     # `origin` stays alive until the put completes (MPI-4.1 §12.3)
+        if self.device.events.active:
+            self._event(ctx, EventKind.PUT, window, off, nbytes, pe, t0_ns=t0)
+        else:
+            self.device.waiter.progress.bump()
+
     def _put(self, ctx: CoreContext, window: Window, off: int, src: GmAddr, nbytes: int, pe: int) -> None:
         if nbytes:
             win = window.win

@@ -50,6 +50,7 @@ import numpy as np
 from mc2emu.arch.platform import DAV_3510, PlatformSpec
 from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
 from mc2emu.check.happens_before import HappensBeforeChecker
+from mc2emu.check.write_count import WriteCountChecker
 from mc2emu.comm.world import CommWorld
 from mc2emu.runtime.device import Device, LaunchResult
 from mc2emu.runtime.faults import FaultHook
@@ -209,6 +210,7 @@ class LaunchHarness:
         self.world: CommWorld | None = None
         self._diag: DeadlockDiagnosis | None = None
         self._hb: HappensBeforeChecker | None = None
+        self._write_counts: list[WriteCountChecker] = []
         self.hazards: list[HazardReport] = []
         try:
             if comm is not None:
@@ -244,6 +246,12 @@ class LaunchHarness:
         res = self.device.launch(kernel, block_dim, kernel_type, *args, name=self.name)
         return HarnessLaunch(res, kernel_type, time.perf_counter() - t0)
 
+    def expect_writes(self, addr: GmAddr, dtype: Any, shape: tuple[int, ...], expected: np.ndarray) -> None:
+        """With checks on: count the launch's writes to this output per element; at the end of the call an
+        element written other than `expected` times (0 or 1 each) files OUTPUT_WRITE_COUNT."""
+        if self.opts.check:
+            self._write_counts.append(WriteCountChecker(self.device, addr, dtype, shape, expected))
+
     def read(self, addr: GmAddr, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
         """A copy of the output at `addr` (the read-back D2H copy)."""
         return self.device.gm.view(addr, dtype, shape).copy()
@@ -274,6 +282,8 @@ class LaunchHarness:
             if self._hb is not None:
                 self._hb.finish()
             self.world.close(barrier_timeout=barrier_timeout)
+        for wc in self._write_counts:
+            wc.finish()
         self.hazards = self.device.hazards.take()
 
     def _leave(self, exc: BaseException, where: str) -> None:
@@ -291,5 +301,7 @@ class LaunchHarness:
             self._diag.close(linger=COLLECT_S if deadlocked else 0.0)
         if self._hb is not None:
             self._hb.close()
+        for wc in self._write_counts:
+            wc.close()
         for u in self._unsubscribe:
             u()

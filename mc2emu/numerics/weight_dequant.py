@@ -49,6 +49,8 @@ __all__ = [
     "cast_half_to_bf16",
     "cast_int8_to_half",
     "cast_weight_to_dequant",
+    "channel_dequant_table",
+    "dequant_by_table",
     "dequant_ub_tile",
     "dequant_weight",
     "round_float32_to",
@@ -302,3 +304,43 @@ def dequant_weight(
     tiling gives; the kernel calls `dequant_ub_tile` per (kUbLen, nUbLen) tile.
     """
     return dequant_ub_tile(weight, scale, offset, trans_b=trans_b)
+
+
+# --- the emulator's fast path: the VF chain applied once to every byte code of each channel --------------------
+
+WEIGHT_CODES = 256  # a weight element is one byte: the VF chain of one channel has at most 256 results
+
+
+def channel_dequant_table(weight_dtype: WeightDtype, scale: np.ndarray, offset: np.ndarray | None = None, *,
+                          trans_b: bool = False) -> np.ndarray:
+    """The results of `dequant_ub_tile` for every byte code of every channel, as 16-bit codes.
+
+    The VF chain (cast, [Add offset], Mul scale) is elementwise with per-channel operands, so B_dequant[k, n]
+    depends only on (code, n): running the same register ops on the 256 codes once per channel gives a
+    table the tile is then gathered from (`dequant_by_table`), bit for bit `dequant_ub_tile`'s result.
+    Shape (256, n) (code-major) or (n, 256) when `trans_b`; uint16 codes of the dequant type."""
+    codes = np.arange(WEIGHT_CODES, dtype=np.uint8).view(np.dtype(weight_dtype.value))
+    n = np.asarray(scale).shape[0]
+    b_in = np.broadcast_to(codes[:, None], (WEIGHT_CODES, n))
+    table = dequant_ub_tile(np.ascontiguousarray(b_in), scale, offset, trans_b=False)
+    table = table.view(np.uint16)
+    return np.ascontiguousarray(table.T) if trans_b else table
+
+
+def dequant_by_table(b_in: np.ndarray, table: np.ndarray, dequant: DequantDtype, *, trans_b: bool = False
+                     ) -> np.ndarray:
+    """B_dequant of one UB tile (`b_in` (kUbLen, n), or (n, kUbLen) when `trans_b`) gathered from its
+    channels' `channel_dequant_table`; returns the tile in `dequant`'s dtype, `b_in`'s layout."""
+    codes = np.ascontiguousarray(b_in).view(np.uint8)
+    if trans_b:
+        n = codes.shape[0]
+        idx = codes.astype(np.intp)
+        idx += (np.arange(n, dtype=np.intp) * WEIGHT_CODES)[:, None]
+    else:
+        n = codes.shape[1]
+        idx = codes.astype(np.intp)
+        idx *= n
+        idx += np.arange(n, dtype=np.intp)[None, :]
+    if table.size != WEIGHT_CODES * n:
+        raise MxValueError(f"a table of {table.size} entries does not cover {n} channels x {WEIGHT_CODES} codes")
+    return np.take(table.reshape(-1), idx, mode="clip").view(dequant.dtype)

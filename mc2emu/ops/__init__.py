@@ -10,10 +10,17 @@ Every operator and its golden are functions of this package:
 - `all_gather_quant_matmul(x1, x1_scale, x2, x2_scale, *, bias, out_dtype, wait_order, protocol, slot_num,
   block_dim, comm, ...)` -> this rank's C (R * m, N), collective; golden: `golden_all_gather_quant_matmul`
   (per rank, from every rank's x1 / x1_scale), ST inputs `gen_ag_st_inputs`.
+- `grouped_matmul_mx(x, x_scale, weight, weight_scale, group_list, *, group_type, group_list_type, trans_a,
+  trans_b, out_dtype, bias, block_dim, ...)` -> y, one emulated NPU; golden: `golden_grouped_matmul_mx`.
+- `quant_matmul_reduce_scatter(x1, x1_scale, x2, x2_scale, *, bias, split, impl, head_m_size, out_dtype,
+  block_dim, comm, ...)` -> this rank's y (M/R, N), collective (compute-first: matmul, then reduce-scatter
+  along M); golden: `golden_quant_matmul_reduce_scatter` (per rank, from every rank's inputs).
 - `grouped_matmul_mx_tiling(m, n, k, *, group_num, ...)` -> the GroupedMatmul MX host tiling (TilingGMM);
   `grouped_matmul_mx_schedule(group_sizes, n, k, *, m, split, block_num, ...)` -> every tile each core runs.
-- weight_quant_matmul (seed 001; the V+C kernel is to come): its golden `golden_weight_quant_matmul` and the
-  dequant golden `golden_weight_dequant` (bf16 / fp16 arithmetic, checked bit for bit against the AIV path).
+- `weight_quant_matmul(x, weight, antiquant_scale, antiquant_offset, *, bias, trans_b, out_dtype, mode,
+  block_dim, ...)` -> C (or B_dequant in mode "dequant_only"), one emulated NPU, the V+C kernel (seed 001);
+  golden: `golden_weight_quant_matmul`, dequant golden `golden_weight_dequant` (bf16 / fp16 arithmetic,
+  checked bit for bit against the AIV path).
 
 Every operator takes the common keywords `check`, `timeout`, `perturb`, `observers`, `faults` (and `comm`
 when it communicates); see `mc2emu.host.CallOptions`. The modules are named apart from the functions
@@ -25,13 +32,20 @@ from mc2emu.ops.all_gather_quant_matmul_golden import gen_ag_st_inputs, golden_a
 from mc2emu.ops.all_gather_quant_matmul_op import all_gather_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import golden_a2a
 from mc2emu.ops.all_to_all_quant_matmul_op import all_to_all_quant_matmul
+from mc2emu.ops.grouped_matmul_mx_golden import golden_grouped_matmul_mx
+from mc2emu.ops.grouped_matmul_mx_op import grouped_matmul_mx
 from mc2emu.ops.grouped_matmul_mx_tiling_api import grouped_matmul_mx_schedule, grouped_matmul_mx_tiling
 from mc2emu.ops.quant_batch_matmul_mx_golden import golden_quant_batch_matmul_mx
 from mc2emu.ops.quant_batch_matmul_mx_op import quant_batch_matmul_mx
+from mc2emu.ops.quant_matmul_reduce_scatter_golden import gen_qmrs_st_inputs, golden_quant_matmul_reduce_scatter
+from mc2emu.ops.quant_matmul_reduce_scatter_op import quant_matmul_reduce_scatter
 from mc2emu.ops.weight_quant_matmul_golden import golden_weight_dequant, golden_weight_quant_matmul
+from mc2emu.ops.weight_quant_matmul_op import weight_quant_matmul
 
 __all__ = [
-    "all_gather_quant_matmul", "all_to_all_quant_matmul", "gen_ag_st_inputs", "golden_a2a",
-    "golden_all_gather_quant_matmul", "golden_quant_batch_matmul_mx", "golden_weight_dequant",
-    "golden_weight_quant_matmul", "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling", "quant_batch_matmul_mx",
+    "all_gather_quant_matmul", "all_to_all_quant_matmul", "gen_ag_st_inputs", "gen_qmrs_st_inputs", "golden_a2a",
+    "golden_all_gather_quant_matmul", "golden_grouped_matmul_mx", "golden_quant_batch_matmul_mx",
+    "golden_quant_matmul_reduce_scatter", "golden_weight_dequant", "golden_weight_quant_matmul", "grouped_matmul_mx",
+    "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling", "quant_batch_matmul_mx", "quant_matmul_reduce_scatter",
+    "weight_quant_matmul",
 ]

@@ -40,6 +40,7 @@ class EventKind(enum.Enum):
     BARRIER = "barrier"
     HCCL = "hccl"
     MMAD = "mmad"
+    VECTOR = "vector"                  # an AIV vector stage (a VF call, a UB -> L1 copy): a span
     FIXPIPE = "fixpipe"
     L2_HINT = "l2_hint"
     HAZARD = "hazard"

@@ -62,6 +62,9 @@ class Hazard(enum.Enum):
     ADDR_LIST_UPDATED_EARLY = "ADDR_LIST_UPDATED_EARLY"
     ADDR_LIST_MUTATED = "ADDR_LIST_MUTATED"
     FRAGMENT_OUT_OF_RANGE = "FRAGMENT_OUT_OF_RANGE"
+    MUL_ZERO_KEEPS_NAN = "MUL_ZERO_KEEPS_NAN"   # an accumulator "cleared" by acc * 0 keeps NaN / Inf garbage
+    LAYOUT_OVERLAP = "LAYOUT_OVERLAP"   # a tiling whose local-memory buffers overlap or overflow (inferred)
+    OUTPUT_WRITE_COUNT = "OUTPUT_WRITE_COUNT"  # an output element written twice or never (GroupedMatmul)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ DEFAULT_KINDS = frozenset(EventKind) - {EventKind.GM_READ, EventKind.GM_WRITE}
 # Point events that become spans (of their `dur_ns` / `t0_ns` length, else zero-length).
 SPAN_KINDS = {
     EventKind.MMAD: "mmad",
+    EventKind.VECTOR: "vector",
     EventKind.FIXPIPE: "fixpipe",
     EventKind.PUT: "comm",
     EventKind.GET: "comm",

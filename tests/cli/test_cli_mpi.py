@@ -98,12 +98,15 @@ def test_relaunches_itself_without_mpirun():
     _check_run(proc, 2)
 
 
-@pytest.mark.parametrize("np_", [2, 8])
-@pytest.mark.parametrize("args, needle", [
-    (["--impl", "nvlink"], "--impl 'nvlink'"),
-    (["--m", "0"], "--m 0"),
-    (["--op", "all_to_all_quant_matmul", "--k", "100", "--quick"], "Ka % 64"),
-    (["--impl", "hcomm", "--local-matmul", "2"], "--hazards"),
+# Every refusal at 2 ranks; at 8 ranks one refused by the option parser and one by the operator's collective
+# validation (the two paths to exit code 2), which is what more ranks can break.
+@pytest.mark.parametrize("np_, args, needle", [
+    (2, ["--impl", "nvlink"], "--impl 'nvlink'"),
+    (2, ["--m", "0"], "--m 0"),
+    (2, ["--op", "all_to_all_quant_matmul", "--k", "100", "--quick"], "Ka % 64"),
+    (2, ["--impl", "hcomm", "--local-matmul", "2"], "--hazards"),
+    (8, ["--impl", "nvlink"], "--impl 'nvlink'"),
+    (8, ["--op", "all_to_all_quant_matmul", "--k", "100", "--quick"], "Ka % 64"),
 ])
 def test_bad_options_exit_2_on_every_rank_with_one_message(tmp_path, np_, args, needle):
     proc, rcs = run_wrapped(np_, tmp_path, *args)
@@ -251,3 +254,22 @@ def test_all_gather_modes_and_hazard_showcase_at_two_ranks():
     assert len(crossing) == 1 and crossing[0][6] == "EXPECTED FRAGMENT_OUT_OF_RANGE", crossing
     assert re.search(r"headFrag\w+ slice \(0, 0\) \(128, \d+\): piece 1 reads fragment 1 of 1", proc.stdout), \
         proc.stdout
+
+
+def test_quant_matmul_reduce_scatter_modes_and_hazard_showcase_at_two_ranks():
+    """--op quant_matmul_reduce_scatter --hazards: both kernels pass bit-exact, every showcase variant names its
+    hazard (the shipped kernel's leftover flag 9, acc * 0 keeping NaN, the templated wait, the rounded copy)."""
+    from mc2emu.cli.operators.quant_matmul_reduce_scatter import SPEC as QMRS
+
+    proc = run_cli(2, "--quick", "--hazards", "--op", "quant_matmul_reduce_scatter")
+    rows = _check_run(proc, 2)
+    assert all(r[0] == "quant_matmul_reduce_scatter" for r in rows)
+    assert sorted(r[2] for r in rows if r[6] == "PASS") == ["per_block final_wait", "rounds"], proc.stdout
+    expected = {r[2]: r[6] for r in rows if r[6].startswith("EXPECTED")}
+    assert len(expected) == len(QMRS.hazard_modes)
+    assert expected == {"per_block": "EXPECTED UNCONSUMED_FLAG",
+                        "per_block ub_stale_nan": "EXPECTED MUL_ZERO_KEEPS_NAN, UNCONSUMED_FLAG",
+                        "rounds templated_wait": "EXPECTED READ_BEFORE_WAIT",
+                        "rounds tail_copy_rounded": "EXPECTED TAIL_COPY_OVERRUN"}, proc.stdout
+    assert "flag id 9 holds 1 unconsumed round(s)" in proc.stdout
+    assert re.search(r"DataCopy of \d+ B rounded up to \d+ B writes y bytes", proc.stdout), proc.stdout

@@ -55,3 +55,27 @@ def test_bad_shape_exits_2_naming_the_rule(capsys):
 def test_plan_option_errors(argv, needle):
     with pytest.raises(OptionError, match=needle):
         parse_options(argv)
+
+
+def test_spec_modes_pass_and_the_showcase_reports_its_hazard():
+    """The CLI entry (`SPEC`): every mode of the quick suite matches its golden in-process (one NPU, no MPI);
+    the hazard mode files exactly the hazard its rule expects, with the rows it names."""
+    from mc2emu.cli.operators import default_registry
+    from mc2emu.cli.operators.grouped_matmul_mx import SPEC
+    from mc2emu.cli.scenarios import Case, ExecContext
+    from mc2emu.runtime import HazardError
+
+    assert "grouped_matmul_mx" in default_registry().names()
+    ctx = ExecContext(rank=0, size=1)
+    for mode in SPEC.modes:
+        case = Case(SPEC.name, mode, SPEC.quick_shape, None, 1)
+        inputs = SPEC.make_inputs(case, 0, 1)
+        cmp = SPEC.compare(SPEC.execute(case, inputs, ctx), SPEC.golden(case, inputs, None))
+        assert cmp.ok, (mode, cmp)
+    (mode,) = SPEC.hazard_modes
+    case = Case(SPEC.name, mode, SPEC.quick_shape, None, 1)
+    with pytest.raises(HazardError) as ei:
+        SPEC.execute(case, SPEC.make_inputs(case, 0, 1), ctx)
+    assert ei.value.names() == SPEC.expectation(mode).hazard_names == {"OUTPUT_WRITE_COUNT"}
+    rows = SPEC.quick_shape.m * 3 // 8  # group 1's rows, which group 0 writes over
+    assert ei.value.hazards[0].details["twice"] == rows * SPEC.quick_shape.n

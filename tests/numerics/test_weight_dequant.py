@@ -283,3 +283,24 @@ def test_model_flags_a_golden_that_simulates_the_dequant_in_fp32(dequant_dtype):
     bad = _mismatches_vs_model(fp32_sim, w, scale, offset)
     assert bad > 0
     assert (~bits_equal(fp32_sim, golden_weight_dequant(w, scale, offset))).sum() == bad
+
+
+@pytest.mark.parametrize("wd", ["int8", "float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_channel_table_gather_is_the_vf_chain(wd, trans_b):
+    """The kernel's fast path (the chain run once per channel on the 256 codes, then a gather) gives the
+    per-element chain's bits for every code, both dequant types, with and without offset."""
+    from mc2emu.numerics.weight_dequant import WeightDtype, channel_dequant_table, dequant_by_table
+
+    rng = np.random.default_rng(17)
+    codes = np.tile(np.arange(256, dtype=np.uint8), 3)
+    for dt in (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16)):
+        for with_offset in (False, True):
+            n = 24
+            b = rng.permutation(np.resize(codes, 64 * n)).reshape((n, 64) if trans_b else (64, n)).view(np.dtype(wd))
+            s = (rng.standard_normal(n) * 8).astype(dt)
+            o = (rng.standard_normal(n) * 300).astype(dt) if with_offset else None
+            want = dequant_ub_tile(b, s, o, trans_b=trans_b)
+            table = channel_dequant_table(WeightDtype(wd), s, o, trans_b=trans_b)
+            got = dequant_by_table(b, table, DequantDtype.parse(dt), trans_b=trans_b)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))

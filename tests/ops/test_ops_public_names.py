@@ -13,8 +13,9 @@ import pytest
 import mc2emu.ops as ops
 from mc2emu.host import CallOptions
 
-OPERATORS = {"quant_batch_matmul_mx": False, "all_to_all_quant_matmul": True}   # name -> communicates
-GOLDENS = ("golden_quant_batch_matmul_mx", "golden_a2a")
+OPERATORS = {"quant_batch_matmul_mx": False, "all_to_all_quant_matmul": True,
+             "quant_matmul_reduce_scatter": True, "grouped_matmul_mx": False}   # name -> communicates
+GOLDENS = ("golden_quant_batch_matmul_mx", "golden_a2a", "golden_grouped_matmul_mx")
 COMMON = tuple(CallOptions.__dataclass_fields__)
 OPS_DIR = Path(ops.__file__).parent
 

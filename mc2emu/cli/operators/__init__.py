@@ -19,6 +19,9 @@ OPERATOR_MODULES: tuple[str, ...] = (
     "mc2emu.cli.operators.quant_batch_matmul",
     "mc2emu.cli.operators.all_to_all",
     "mc2emu.cli.operators.all_gather",
+    "mc2emu.cli.operators.quant_matmul_reduce_scatter",
+    "mc2emu.cli.operators.weight_quant_matmul",
+    "mc2emu.cli.operators.grouped_matmul_mx",
 )
 
 

@@ -40,6 +40,7 @@ from mc2emu.cli.scenarios import (
     Comparison,
     ExecContext,
     Expect,
+    Knob,
     ModeRule,
     OperatorMode,
     OperatorSpec,
@@ -240,6 +241,15 @@ def validate(case: Case, size: int) -> list[str]:
     return out
 
 
+# `--predict` sweep: wait order x block_dim (the seed protocol; the slot ring is not emulated yet).
+PREDICT_BLOCK_DIMS = (8, 16, 32)
+
+
+def predict_knobs(shape: Shape, size: int) -> list[Knob]:
+    return [Knob(AGMode(wo), bd, {"wait": wo.value, "block_dim": bd})
+            for wo in WaitOrder for bd in PREDICT_BLOCK_DIMS if bd >= size]
+
+
 SPEC = OperatorSpec(
     name="all_gather_quant_matmul",
     summary="MXFP8 matmul fused with an all-gather of A along M (SPEC §7.1, FragmentTensor kernel)",
@@ -256,4 +266,5 @@ SPEC = OperatorSpec(
     dtypes=(ElemFormat.E4M3,),
     input_names=("x1", "x1_scale", "x2", "x2_scale"),
     validate=validate,
+    predict_knobs=predict_knobs,
 )

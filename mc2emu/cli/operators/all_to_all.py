@@ -29,6 +29,7 @@ from mc2emu.cli.scenarios import (
     Comparison,
     ExecContext,
     Expect,
+    Knob,
     ModeRule,
     OperatorMode,
     OperatorSpec,
@@ -166,6 +167,23 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
         check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm)
 
 
+# `--predict` sweep: localMatmul 0 / 1 / 2 x communication tiles per row block (head tile sizes), UDMA with
+# in-order waits (the later source's order); tile counts whose tiling breaks a rule show as refused rows.
+PREDICT_LOCAL_MATMUL = (0, 1, 2)
+PREDICT_COMM_TILES = (1, 2, 4, 8, 16)
+
+
+def predict_knobs(shape: Shape, size: int) -> list[Knob]:
+    out = []
+    for tiles in PREDICT_COMM_TILES:
+        if tiles > 1 and head_tile_size(shape.m, tiles) == head_tile_size(shape.m, tiles // 2):
+            continue   # the same head tile as the previous count
+        for lm in PREDICT_LOCAL_MATMUL:
+            out.append(Knob(A2AMode(Impl.UDMA, lm, WaitOrder.IN_ORDER, comm_tiles=tiles),
+                            values={"localMatmul": lm, "head tile": head_tile_size(shape.m, tiles)}))
+    return out
+
+
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
     if ref is None:
         return Comparison(False, note="no golden")
@@ -207,4 +225,5 @@ SPEC = OperatorSpec(
     dtypes=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1),
     input_names=("x1", "x1_scale", "x2", "x2_scale", "bias"),
     validate=validate,
+    predict_knobs=predict_knobs,
 )

@@ -1,23 +1,52 @@
-"""CLI of grouped_matmul_mx: the host-only plan printouts (`--print-tiling`, `--print-schedule`).
+"""CLI entry of grouped_matmul_mx (GroupedMatmulV4 MX, seeds 002 / 003): one emulated NPU per rank, no
+communication, plus the host-only plan printouts (`--print-tiling`, `--print-schedule`).
 
+    python -m mc2emu.run --op grouped_matmul_mx [--quick] [--hazards]
     python -m mc2emu.run --op grouped_matmul_mx --print-tiling --shape 600,700,4096 [--trans-b] [--json]
     python -m mc2emu.run --op grouped_matmul_mx --print-schedule --shape 100,700,4096 --group-list 25,25,25,25
 
-Both print without MPI. The operator's kernel (issue 16 items 3-6) is still to come. When it lands, this
-module gains its `SPEC = OperatorSpec(...)` and joins `OPERATOR_MODULES`. Until then the module is not in
-the suite registry.
+The printouts run without MPI. Under mpirun every rank runs its own call on its own data (seed + rank).
+Shape m x k x n: M = all rows of x (split-M) or of each group's y (split-K), K = the total K, N.
+Groups (ragged, with an empty one): split-M rows M*3/8, 0, M/8, the rest (count list; cumsum with trans_b;
+sparse (group, rows) entries (0, M*3/8), (2, M/8), (1, 0), (3, the rest): the kernel stops at the empty
+entry and still runs the last); split-K K extents K/2, 0, the rest (a
+K == 0 group, zero-filled by the AIVs). Inputs: elements uniform(1, 8) with random signs encoded to the
+format (saturating), E8M0 scale codes 2^-1 .. 2^1. Hazard showcase: a sparse list naming group 0 after
+group 1 -- the source's UpdateOffset returns at groupIdx 0 and keeps group 1's offsets, so group 0 writes
+over group 1's rows and its own rows stay unwritten (OUTPUT_WRITE_COUNT).
+Compare: the golden (per group: decode, one FP32 matmul, cast) bit-exact or within 1 bf16 ULP.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
+import ml_dtypes
+import numpy as np
+
+from mc2emu.cli.scenarios import (
+    Arrays,
+    Case,
+    Comparison,
+    ExecContext,
+    Expect,
+    ModeRule,
+    OperatorMode,
+    OperatorSpec,
+    Shape,
+)
+from mc2emu.numerics import ElemFormat, ag_compare, bf16_ulp_distance, encode_elements
+from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE
+from mc2emu.ops import golden_grouped_matmul_mx, grouped_matmul_mx
 from mc2emu.ops.grouped_matmul_mx_tiling_api import (
     format_grouped_matmul_mx_schedule,
     format_grouped_matmul_mx_tiling,
     grouped_matmul_mx_schedule,
     grouped_matmul_mx_tiling,
 )
+from mc2emu.runtime.hazards import Hazard
 
 if TYPE_CHECKING:
     from mc2emu.cli.options import RunOptions
@@ -44,3 +73,144 @@ def plan_text(opts: RunOptions) -> str:
         records = grouped_matmul_mx_schedule(groups, n, k, m=m, split="M", block_num=block_num,
                                              trans_b=opts.trans_b, x_dtype=x_dtype)
     return format_grouped_matmul_mx_schedule(records, as_json=opts.json)
+
+
+@dataclass(frozen=True)
+class GmmMode(OperatorMode):
+    """split "M" / "K", trans_b, the group list form ("count", "cumsum", "sparse"), and the hazard showcase
+    (a sparse list naming group 0 after group 1)."""
+
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"split": str, "trans_b": bool, "group_list_type": str,
+                                                              "group0_late": bool}
+
+    split: str = "M"
+    trans_b: bool = False
+    group_list_type: str = "count"
+    group0_late: bool = False
+
+    def label_parts(self) -> list[str]:
+        parts = [f"split-{self.split}", self.group_list_type]
+        if self.trans_b:
+            parts.append("transB")
+        if self.group0_late:
+            parts.append("group0-late")
+        return parts
+
+
+DEFAULT_SHAPE = Shape(m=1024, k=2048, n=1024)
+QUICK_SHAPE = Shape(m=96, k=256, n=128)
+ST_LOW, ST_HIGH = 1.0, 8.0
+E8M0_ONE = 127  # E8M0 code of 2^0
+MODES = (GmmMode(), GmmMode(trans_b=True, group_list_type="cumsum"), GmmMode(group_list_type="sparse"),
+         GmmMode(split="K"))
+HAZARD_MODES = (GmmMode(group_list_type="sparse", group0_late=True),)
+RULES = (ModeRule({"group0_late": True}, Expect(hazards=frozenset({Hazard.OUTPUT_WRITE_COUNT})),
+                  "UpdateOffset returns at groupIdx 0: group 0 keeps group 1's offsets"),)
+
+
+def _mode(case: Case) -> GmmMode:
+    mode = case.mode
+    assert isinstance(mode, GmmMode)
+    return mode
+
+
+def group_list_of(case: Case) -> tuple[np.ndarray, int]:
+    """The case's group list (int64, the mode's form) and its group count."""
+    mode = _mode(case)
+    if mode.split == "K":
+        k = case.shape.k
+        return np.asarray([k // 2, 0, k - k // 2], dtype=np.int64), 3
+    m = case.shape.m
+    a, c = m * 3 // 8, m // 8
+    if mode.group0_late:
+        return np.asarray([[1, a], [0, m - a]], dtype=np.int64), 2
+    if mode.group_list_type == "sparse":
+        return np.asarray([[0, a], [2, c], [1, 0], [3, m - a - c]], dtype=np.int64), 4
+    sizes = np.asarray([a, 0, c, m - a - c], dtype=np.int64)
+    return (np.cumsum(sizes) if mode.group_list_type == "cumsum" else sizes), 4
+
+
+def _codes(rng: np.random.Generator, shape: tuple[int, ...], fmt: ElemFormat) -> np.ndarray:
+    vals = rng.uniform(ST_LOW, ST_HIGH, shape) * rng.choice([-1.0, 1.0], shape)
+    return encode_elements(vals.astype(np.float32), fmt).view(fmt.storage_dtype)
+
+
+def make_inputs(case: Case, rank: int, size: int) -> Arrays:
+    m, k, n = case.shape.m, case.shape.k, case.shape.n
+    fmt = case.dtype or ElemFormat.E4M3
+    mode = _mode(case)
+    rng = np.random.default_rng([case.seed, rank])
+    gl, g = group_list_of(case)
+    if mode.split == "K":
+        rows = k // MXFP_DIVISOR_SIZE + g
+        x, w = _codes(rng, (k, m), fmt), _codes(rng, (k, n), fmt)
+        sx: tuple[int, ...] = (rows, m, 2)
+        sw: tuple[int, ...] = (rows, n, 2)
+    else:
+        pairs = -(-k // MXFP_DIVISOR_SIZE)
+        x = _codes(rng, (m, k), fmt)
+        w = _codes(rng, (g, n, k) if mode.trans_b else (g, k, n), fmt)
+        sx, sw = (m, pairs, 2), ((g, n, pairs, 2) if mode.trans_b else (g, pairs, n, 2))
+    return {"x": x, "x_scale": rng.integers(E8M0_ONE - 1, E8M0_ONE + 2, sx, dtype=np.uint8), "weight": w,
+            "weight_scale": rng.integers(E8M0_ONE - 1, E8M0_ONE + 2, sw, dtype=np.uint8), "group_list": gl}
+
+
+def _kw(case: Case) -> dict[str, Any]:
+    mode = _mode(case)
+    fmt = case.dtype or ElemFormat.E4M3
+    kw: dict[str, Any] = {"group_list_type": mode.group_list_type, "trans_b": mode.trans_b}
+    if mode.split == "K":
+        kw.update(group_type="split_k", group_list_type="count")
+    if fmt.ml_dtype is None:
+        kw.update(x_format=fmt, w_format=fmt)
+    return kw
+
+
+def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
+    return golden_grouped_matmul_mx(inputs["x"], inputs["x_scale"], inputs["weight"], inputs["weight_scale"],
+                                    inputs["group_list"], **_kw(case))
+
+
+def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
+    return grouped_matmul_mx(inputs["x"], inputs["x_scale"], inputs["weight"], inputs["weight_scale"],
+                             inputs["group_list"], trans_a=_mode(case).split == "K", block_dim=ctx.block_dim,
+                             check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers,
+                             **_kw(case))
+
+
+def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
+    if ref is None:
+        return Comparison(False, note="no golden")
+    if np.shape(out) != ref.shape:
+        return Comparison(False, note=f"output shape {np.shape(out)}, golden {ref.shape}")
+    o = np.asarray(out).astype(ml_dtypes.bfloat16)
+    r = ref.astype(ml_dtypes.bfloat16)
+    diff = np.abs(o.astype(np.float32) - r.astype(np.float32))
+    return Comparison(ag_compare(o, r), float(np.max(diff)) if diff.size else 0.0, bf16_ulp_distance(o, r))
+
+
+def validate(case: Case, size: int) -> list[str]:
+    fmt = case.dtype or ElemFormat.E4M3
+    if fmt.is_fp4 and _mode(case).split == "K":
+        return ["FP4 x is split-M only (the source's AnalyzeAttrs)"]
+    return []
+
+
+SPEC = OperatorSpec(
+    name="grouped_matmul_mx",
+    summary="GroupedMatmul MX: the MoE grouped matmul (GmmCgmctMxKernel, split-M / split-K) on one NPU per rank "
+            "(seeds 002 / 003)",
+    mode_type=GmmMode,
+    make_inputs=make_inputs,
+    golden=golden,
+    execute=execute,
+    compare=compare,
+    modes=MODES,
+    hazard_modes=HAZARD_MODES,
+    rules=RULES,
+    default_shape=DEFAULT_SHAPE,
+    quick_shape=QUICK_SHAPE,
+    dtypes=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1),
+    input_names=("x", "x_scale", "weight", "weight_scale", "group_list"),
+    validate=validate,
+)

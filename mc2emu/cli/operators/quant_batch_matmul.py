@@ -29,6 +29,7 @@ from mc2emu.cli.scenarios import (
     Comparison,
     ExecContext,
     Expect,
+    Knob,
     ModeRule,
     OperatorMode,
     OperatorSpec,
@@ -135,6 +136,14 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
                                  perturb=ctx.perturb, observers=ctx.observers, **_formats(case))
 
 
+# `--predict` sweep: block_dim (the tiling's usedCoreNum when None) over powers of two up to the AIC count.
+PREDICT_BLOCK_DIMS = (1, 2, 4, 8, 16, 24, 32)
+
+
+def predict_knobs(shape: Shape, size: int) -> list[Knob]:
+    return [Knob(QbmmMode(), bd, {"block_dim": bd}) for bd in PREDICT_BLOCK_DIMS]
+
+
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
     if ref is None:
         return Comparison(False, note="no golden")
@@ -162,4 +171,5 @@ SPEC = OperatorSpec(
     quick_shape=QUICK_SHAPE,
     dtypes=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1, ElemFormat.E1M2),
     input_names=("x1", "x1_scale", "x2", "x2_scale", "bias"),
+    predict_knobs=predict_knobs,
 )

@@ -234,6 +234,9 @@ class BlockMmadMx(L1BufferOffsets):
         self._biasL1: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_COUNT
         self._bt: np.ndarray | None = None
         self._step: np.ndarray | None = None
+        # Emulator instrumentation, not a source member: what the kernel knows of the tile (e.g. the
+        # GroupedMatmul group and scheduler round), added to the FIXPIPE event of its write-out (trace, tests).
+        self.traceTile: dict[str, int] = {}
 
     # -- Init ------------------------------------------------------------------------------------------------
     def Init(self, problemShape: Any, l0TileShape: Any, l1Params: L1Params, isBias: bool, dbL0C: bool,
@@ -373,7 +376,7 @@ class BlockMmadMx(L1BufferOffsets):
         gmC.store(self.ctx, out)
         self.ctx.emit(EventKind.FIXPIPE, gmC.name or gmC.addr.alloc.name, (*gmC.origin, curM, curN),
                       l0cOffset=l0cOffset, dtype=str(self.T.CType), atomic=self.ctx.atomic_dtype is not None,
-                      unitFlag=FINAL_ACCUMULATION, t0_ns=t0)
+                      unitFlag=FINAL_ACCUMULATION, t0_ns=t0, **self.traceTile)
 
     def GetL1BufferId(self, loopCnt: int) -> int:
         # Three-buffer mode is not power-of-two, so bitmask wrapping would skip buffer 1.
@@ -513,6 +516,7 @@ class BlockMmadMx(L1BufferOffsets):
             np.matmul(tensorAL0, tensorBL0, out=step)
             tensorL0C += step
         ctx.emit(EventKind.MMAD, "mmad", (curM, curN, Align64(curKL0)), tile=gmC.origin, l0=l0PingPongId,
+                 aType=self.T.AType.value,
                  unitFlag=FINAL_ACCUMULATION if isFinalAccumulation else NON_FINAL_ACCUMULATION,
                  cmatrixInitVal=initCMatrix, bias=needBias, t0_ns=t0)
 

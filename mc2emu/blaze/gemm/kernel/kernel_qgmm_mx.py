@@ -5,9 +5,9 @@ Emulates the scheduling half of ops-transformer `gmm/common/cgmct/kernel/kernel_
 0..groupNum-2, then the last group with the optional tail split), `SetMNK` / `GetSplitValueFromGroupList`
 (cumsum, count, sparse [E, 2]), `BaseMBalance`, `IfNeedSplit` and `ProcessSingleGroup`'s do-while over
 `BlockSchedulerGmmAswtWithTailSplit`. `KernelQGmmMx.Tiles(groupList, ctx)` yields every tile one core runs, in
-order, as `QGmmTileTask`; the emulated kernel's `Run` (issue 16 items 3-6, later work) walks the same
-generator and does UpdateOffset / Iterate (BlockMmadMx) per task, and `grouped_matmul_mx_schedule` collects
-it for every core: one implementation of the schedule.
+order, as `QGmmTileTask`; the emulated kernel (`KernelQGmmMxRun` in `kernel_qgmm_mx_run.py`) walks the same
+generator (its `BeginGroup` does UpdateOffset / UpdateMMGlobalAddr, and it runs Iterate (BlockMmadMx) per
+task), and `grouped_matmul_mx_schedule` collects it for every core: one implementation of the schedule.
 
 Source facts kept: a group with M <= 0 or K <= 0 is skipped without moving the scheduler (a sparse list stops
 the loop at its first empty entry but still runs the last entry); `BaseMBalance` (not transA) evens the M
@@ -123,6 +123,7 @@ class KernelQGmmMx:
         self.curBaseM_ = int(gmmParams.baseM)
         self.preOffset_ = 0
         self.problemShape_ = [int(gmmParams.m), int(gmmParams.n), int(gmmParams.k)]
+        self.isLastGroupAndNeedSplit_ = False
 
     def GetSplitValueFromGroupList(self, groupList: Sequence[int], groupIdx: int) -> int:
         if self.groupListType_ == GROUP_LIST_TYPE_CUMSUM:
@@ -153,12 +154,18 @@ class KernelQGmmMx:
         """Tail split only when at least half of the cores are still free."""
         return bs.GetEndBlockIdx() + 1 <= (bs.blockNum_ >> 1)
 
+    def BeginGroup(self, groupIdx: int) -> None:
+        """What ProcessSingleGroup does after its first GetTileIdx and before the tile loop (UpdateOffset,
+        UpdateParamsForNextProblem, UpdateMMGlobalAddr, the L2 hints): nothing for the schedule alone;
+        `KernelQGmmMxRun` (the kernel) overrides it."""
+
     def ProcessSingleGroup(self, bs: BlockSchedulerGmmAswtWithTailSplit, groupIdx: int,
                            loopIdx: int) -> Iterator[QGmmTileTask]:
         tileIdx = bs.GetTileIdx()
         if tileIdx is None:
             return
         shape = (self.problemShape_[MNK_M], self.problemShape_[MNK_N], self.problemShape_[MNK_K])
+        self.BeginGroup(groupIdx)
         while tileIdx is not None:
             singleShape = bs.GetBlockShape(tileIdx)
             if singleShape[0] <= 0 or singleShape[1] <= 0:
@@ -194,6 +201,7 @@ class KernelQGmmMx:
         if self.problemShape_[MNK_M] > 0 and self.problemShape_[MNK_K] > 0:
             self.BaseMBalance(bs, self.problemShape_[MNK_M], p.baseM)
             bs.UpdateNextProblem(tuple(self.problemShape_))
-            if self.IfNeedSplit(bs):
+            self.isLastGroupAndNeedSplit_ = self.IfNeedSplit(bs)
+            if self.isLastGroupAndNeedSplit_:
                 bs.UpdateTailTile()
             yield from self.ProcessSingleGroup(bs, groupIdx, loopIdx)

@@ -1,0 +1,194 @@
+"""GemmUniversal (QBMM MX, MIX) — the per-block matmul + epilogue kernel of the shipped quant_matmul_reduce_scatter.
+
+Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/matmul/quant_batch_matmul/kernel_qbmm_mx_mix.h`
+(hicann/ops-transformer 8fbd92b1d1), launched MIX_AIC_1_2 by `QuantMatmulReduceScatterUbmemKernel`
+(`tests/st/quant_matmul_reduce_scatter/ubmem/src/kernel_launcher.h`, b993c14f78):
+
+    Run: [SetAtomicAdd<float> if atomic] Init; BlockScheduler bs(problemShape, schParams)
+         AIC: mmadOp_.Init(problemShape, {baseM, baseN, baseK, 0}, l1Params, isBias_, dbL0C > 1)
+         AIV: epilogueOp_.Init(epilogueParams)
+         batch == 1: ProcessSingleBatch(params, bs, 0, true); [SetAtomicNone]; return     <- (1)
+         ProcessWithBatch(...); [SetAtomicNone]; AIC: if !isFirstBlock_: CrossCoreWaitFlag(9)
+    ProcessSingleBatch: UpdateTailTile (needUpdateTail_ or the tail-round test); while bs.GetTileIdx:
+         GetBlockShape (an empty piece returns); SetBL2Cache; GetTileCoord
+         AIC: if !isFirstBlock_: CrossCoreWaitFlag(9)     # the AIVs released the previous block
+              mmadOp_(A, B, scaleA, scaleB, bias, C block, singleShape)  -> the workspace (cGM)
+              CrossCoreSetFlag<0x2, PIPE_FIX>(8); isFirstBlock_ = false
+         AIV: CrossCoreWaitFlag(8); epilogueOp_(mPos, nPos, singleShape); CrossCoreSetFlag<0x2, PIPE_MTE3>(9)
+
+(1) The single-batch path returns before the final flag-9 wait that only the multi-batch path has: every AIC
+that ran a block ends with one unconsumed flag-9 round (the AIVs' last Set), reported at launch end as
+UNCONSUMED_FLAG naming the AIC and id 9. Whether the count persists into the next launch is undocumented
+(SPEC §2 assumption: it does): then each launch adds one, and the 16th pending Set is a hardware error. The
+`FINAL_WAIT` variant adds the multi-batch path's final wait to the single-batch path (a fix, for comparison).
+
+The untemplated `CrossCoreWaitFlag(id)` is `CrossCoreWaitFlag<0, PIPE_S>(id)` in asc-devkit (the template
+defaults); on DAV_3510 it waits on the core's counter that the mode-2 Set raised. The emulator's flag model
+rejects PIPE_S and tracks modes per id, so the wait is emulated as the mode-2 wait on that counter (on an
+existing pipe of the core). The multi-batch path is not emulated (the launcher passes batch 1).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mc2emu.arch.platform import Pipe
+from mc2emu.blaze.gemm.common_utils import FP8_CACHE_LINE_ALIGN_MASK, IDX_M_TILEIDX, IDX_N_TILEIDX, MNK_B, BlockCoord
+from mc2emu.blaze.tensor_api.layout import (
+    DNExtLayoutPtn,
+    FrameLayoutFormat,
+    NDExtLayoutPtn,
+    ScaleANDLayoutPtn,
+    ScaleBDNLayoutPtn,
+)
+from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
+from mc2emu.numerics.constants import C0_SIZE_B8, SCALE_C0
+from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
+from mc2emu.numerics.scale_layout import scale_k_len
+from mc2emu.runtime.hazards import KernelError
+
+if TYPE_CHECKING:
+    from mc2emu.apace.block_epilogue_all_to_all import BlockEpilogueAlltoAll, EpilogueParams
+    from mc2emu.blaze.gemm.block.block_mmad_mx import L1Params, Params
+    from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams
+    from mc2emu.runtime.core import CoreContext
+
+# `CROSS_CORE_NOTIFY_VEC_FLAG` / `CROSS_CORE_NOTIFY_CUBE_FLAG`.
+CROSS_CORE_NOTIFY_VEC_FLAG = 8
+CROSS_CORE_NOTIFY_CUBE_FLAG = 9
+
+
+class MixKernelVariant(enum.Enum):
+    SOURCE = "source"
+    FINAL_WAIT = "final_wait"    # the multi-batch path's final CrossCoreWaitFlag(9) on the single-batch path
+
+
+@dataclass(frozen=True)
+class MixQBMMTiling:
+    """The `QBMMTiling` fields this path reads (the launcher sets every batch dim 1, biasThreeDim 0)."""
+
+    baseM: int
+    baseN: int
+    baseK: int
+    isBias: int
+    dbL0C: int
+    bMustHitL2: int = 1
+
+
+@dataclass(frozen=True)
+class MixParams:
+    """`GemmUniversal::Params{problemShape, mmadParams, l1Params, schParams, qbmmParams, epilogueParams}`."""
+
+    problemShape: tuple[int, int, int, int]
+    mmadParams: Params
+    l1Params: L1Params
+    schParams: BlockSchedulerQbmmParams
+    qbmmParams: MixQBMMTiling
+    epilogueParams: EpilogueParams
+
+
+def untemplated_wait(ctx: CoreContext, flagId: int) -> None:
+    """`CrossCoreWaitFlag(flagId)` (module docstring)."""
+    ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2 if ctx.ASCEND_IS_AIC else Pipe.PIPE_MTE3, flagId)
+
+
+class GemmUniversalQbmmMxMix:
+    """One core's `KernelImpl kernel;`."""
+
+    def __init__(self, ctx: CoreContext, BlockMmad: Any, epilogue: BlockEpilogueAlltoAll, scheduler_cls: Any,
+                 variant: MixKernelVariant = MixKernelVariant.SOURCE) -> None:
+        self.ctx = ctx
+        self.BlockMmad = BlockMmad
+        self.epilogueOp_ = epilogue
+        self.BlockScheduler = scheduler_cls
+        self.variant = variant
+        self.weightNz = bool(BlockMmad.WEIGHT_NZ)
+        self.MakeLayoutA = FrameLayoutFormat(NDExtLayoutPtn, C0_SIZE_B8)
+        # x2 is stored transposed (N, K): the DN layout (the ST launcher instantiates an NZ B: not emulated)
+        self.MakeLayoutB = FrameLayoutFormat(DNExtLayoutPtn, C0_SIZE_B8)
+        self.MakeLayoutScaleA = FrameLayoutFormat(ScaleANDLayoutPtn, SCALE_C0)
+        self.MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn, SCALE_C0)
+        self.mmadOp_: Any = None
+        self.isBias_ = False
+        self.isFirstBlock_ = True
+        self.needUpdateTail_ = False
+        self.blocks = 0
+
+    def __call__(self, params: MixParams) -> None:
+        self.Run(params)
+
+    def Run(self, params: MixParams) -> None:
+        ctx = self.ctx
+        self.Init(params)
+        bs = self.BlockScheduler(params.problemShape, params.schParams, ctx)
+        q = params.qbmmParams
+        if ctx.ASCEND_IS_AIC:
+            self.mmadOp_ = self.BlockMmad(ctx)
+            self.mmadOp_.Init(params.problemShape, (q.baseM, q.baseN, q.baseK, 0), params.l1Params, self.isBias_,
+                              q.dbL0C > 1)
+        if ctx.ASCEND_IS_AIV:
+            self.epilogueOp_.Init(params.epilogueParams)
+        if params.problemShape[MNK_B] != 1:
+            raise KernelError("GemmUniversal MIX: the multi-batch path is not emulated (the launcher passes batch 1)")
+        self.ProcessSingleBatch(params, bs, 0, True)
+        if self.variant is MixKernelVariant.FINAL_WAIT and ctx.ASCEND_IS_AIC and not self.isFirstBlock_:
+            untemplated_wait(ctx, CROSS_CORE_NOTIFY_CUBE_FLAG)
+
+    def Init(self, params: MixParams) -> None:
+        if params.qbmmParams.isBias == 1:
+            self.isBias_ = True
+        mp = params.mmadParams
+        self.aGmAddr_, self.bGmAddr_, self.cGmAddr_ = mp.aGmAddr, mp.bGmAddr, mp.cGmAddr
+        self.scaleAGmAddr_, self.scaleBGmAddr_ = mp.scaleAGmAddr, mp.scaleBGmAddr
+
+    def SetBL2Cache(self, problemShape: tuple[int, int, int, int], curM: int, curN: int, bMustHitL2: int,
+                    gmB: Any) -> None:
+        """B streams only when bMustHitL2 == 0 (the launcher leaves it 1), the block covers all of M and its
+        N is cache-line aligned (always, for the transposed B)."""
+        isCurrentNAligned = True if self.BlockMmad.TRANS_B else (curN & FP8_CACHE_LINE_ALIGN_MASK) == 0
+        disable = bMustHitL2 == 0 and curM >= problemShape[0] and isCurrentNAligned
+        gmB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if disable else CacheMode.CACHE_MODE_NORMAL)
+
+    def ProcessSingleBatch(self, params: MixParams, bs: Any, restBatch: int, isTailRound: bool) -> None:
+        ctx = self.ctx
+        T = self.BlockMmad
+        m, n, k, _ = params.problemShape
+        scaleKLen = scale_k_len(k)
+        gmA = MakeTensor(MakeMemPtr(self.aGmAddr_, gm_storage_dtype(T.AType)), self.MakeLayoutA(m, k), name="A")
+        gmScaleA = MakeTensor(MakeMemPtr(self.scaleAGmAddr_, E8M0_DTYPE), self.MakeLayoutScaleA(m, scaleKLen),
+                              name="scaleA")
+        gmB = MakeTensor(MakeMemPtr(self.bGmAddr_, gm_storage_dtype(T.BType)), self.MakeLayoutB(k, n), name="B")
+        gmScaleB = MakeTensor(MakeMemPtr(self.scaleBGmAddr_, E8M0_DTYPE), self.MakeLayoutScaleB(scaleKLen, n),
+                              name="scaleB")
+        gmC = MakeTensor(MakeMemPtr(self.cGmAddr_, T.CType), FrameLayoutFormat(NDExtLayoutPtn)(m, n), name="C")
+        mTailTile, nTailTile = params.schParams.mTailTile, params.schParams.nTailTile
+        if self.needUpdateTail_ or (isTailRound and ((bs.GetEndBlockIdx() + 1) + restBatch * bs.GetTotalCnt())
+                                    * mTailTile * nTailTile <= ctx.GetBlockNum()):
+            self.needUpdateTail_ = True
+            bs.UpdateTailTile(mTailTile, nTailTile)
+        kPos = 0
+        blockCoord = BlockCoord()
+        while bs.GetTileIdx(blockCoord):
+            singleShape = bs.GetBlockShape(blockCoord, self.weightNz)
+            baseM, baseN = singleShape[IDX_M_TILEIDX], singleShape[IDX_N_TILEIDX]
+            if baseM <= 0 or baseN <= 0:
+                return
+            self.SetBL2Cache(params.problemShape, baseM, baseN, params.qbmmParams.bMustHitL2, gmB)
+            mPos, nPos = bs.GetTileCoord(blockCoord)
+            if ctx.ASCEND_IS_AIC:
+                if not self.isFirstBlock_:
+                    untemplated_wait(ctx, CROSS_CORE_NOTIFY_CUBE_FLAG)
+                self.mmadOp_(gmA.Slice((mPos, kPos), (baseM, k)), gmB.Slice((kPos, nPos), (k, baseN)),
+                             gmScaleA.Slice((mPos, kPos), (baseM, scaleKLen)),
+                             gmScaleB.Slice((kPos, nPos), (scaleKLen, baseN)), None,
+                             gmC.Slice((mPos, nPos), (baseM, baseN)), singleShape)
+                ctx.CrossCoreSetFlag(2, Pipe.PIPE_FIX, CROSS_CORE_NOTIFY_VEC_FLAG)
+                self.isFirstBlock_ = False
+            if ctx.ASCEND_IS_AIV:
+                untemplated_wait(ctx, CROSS_CORE_NOTIFY_VEC_FLAG)
+                self.epilogueOp_(mPos, nPos, singleShape)
+                ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, CROSS_CORE_NOTIFY_CUBE_FLAG)
+            self.blocks += 1
+        bs.UpdateNextBatchBlockRoundParams()

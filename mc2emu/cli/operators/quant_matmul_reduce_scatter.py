@@ -1,0 +1,143 @@
+"""CLI entry of quant_matmul_reduce_scatter (SPEC §7.2, seed 000 §4.6-4.8): modes, hazard rules, shapes, inputs,
+golden, compare.
+
+The operator is `mc2emu.ops.quant_matmul_reduce_scatter` (one call per rank, collective).
+
+Shape: m = rows of y per rank (M / R; every rank's x1 has M = R * m rows), k = K, n = N. Inputs: the ST recipe
+(`gen_qmrs_st_inputs`, seed `--seed` + rank). Golden: every rank's bf16 C_j (one MPI allgather of the inputs),
+summed over ranks 0, 1, ..., R - 1 in FP32, cast RNE. Compare: bit-exact.
+
+Modes (`QmrsMode`): `kernel` "rounds" (the design-spec kernel, rounds of HEAD_M_SIZE rows, block_dim R + 3:
+the last R AIVs communicate, three reduce) or "per_block" (the shipped kernel, block_dim R // 2 + 1, run with
+its `final_wait` fix so that a plain run is clean). The mode field is `kernel`, not `impl`: the CLI's
+`--impl` option is typed to the all-to-all's udma | hcomm. Hazard showcase (`--hazards`): the shipped
+kernel as published (UNCONSUMED_FLAG: flag 9), its acc * 0 with stale NaN in UB (MUL_ZERO_KEEPS_NAN), the
+rounds kernel's templated wait (READ_BEFORE_WAIT) and rounded tail copy (TAIL_COPY_OVERRUN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mc2emu.cli.scenarios import (
+    Arrays,
+    Case,
+    Comparison,
+    ExecContext,
+    Expect,
+    ModeRule,
+    OperatorMode,
+    OperatorSpec,
+    Shape,
+)
+from mc2emu.numerics import ElemFormat
+from mc2emu.ops import gen_qmrs_st_inputs, golden_quant_matmul_reduce_scatter, quant_matmul_reduce_scatter
+from mc2emu.ops.quant_matmul_reduce_scatter_op import QmrsImpl
+from mc2emu.runtime.hazards import Hazard
+
+
+@dataclass(frozen=True)
+class QmrsMode(OperatorMode):
+    """kernel (rounds | per_block) and its variant (the source, a fix or a reproduced hazard)."""
+
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"kernel": QmrsImpl, "variant": str}
+
+    kernel: QmrsImpl = QmrsImpl.ROUNDS
+    variant: str = "source"
+
+    def label_parts(self) -> list[str]:
+        parts = [self.kernel.value]
+        if self.variant != "source":
+            parts.append(self.variant)
+        return parts
+
+
+# Rounds of 16 rows (T = m / 16) and three reduce cores: with N = 40 (80-byte rows) a 16-row round splits
+# 6 / 5 / 5, and 5 rows are 400 bytes, not whole 32-byte blocks (the tail-copy showcase).
+HEAD_M_SIZE = 16
+REDUCE_CORES = 3
+DEFAULT_SHAPE = Shape(m=48, k=256, n=40)
+QUICK_SHAPE = Shape(m=32, k=128, n=40)
+
+MODES = (QmrsMode(QmrsImpl.ROUNDS), QmrsMode(QmrsImpl.PER_BLOCK, "final_wait"))
+HAZARD_MODES = (QmrsMode(QmrsImpl.PER_BLOCK), QmrsMode(QmrsImpl.PER_BLOCK, "ub_stale_nan"),
+                QmrsMode(QmrsImpl.ROUNDS, "templated_wait"), QmrsMode(QmrsImpl.ROUNDS, "tail_copy_rounded"))
+RULES = (
+    ModeRule({"kernel": QmrsImpl.PER_BLOCK, "variant": "source"}, Expect(hazards=frozenset({Hazard.UNCONSUMED_FLAG})),
+             "the single-batch path returns before the final CrossCoreWaitFlag(9): one round per AIC"),
+    ModeRule({"kernel": QmrsImpl.PER_BLOCK, "variant": "ub_stale_nan"},
+             Expect(hazards=frozenset({Hazard.MUL_ZERO_KEEPS_NAN, Hazard.UNCONSUMED_FLAG})),
+             "sum * 0.0f keeps the NaN an earlier kernel left in UB"),
+    ModeRule({"kernel": QmrsImpl.ROUNDS, "variant": "templated_wait"},
+             Expect(hazards=frozenset({Hazard.READ_BEFORE_WAIT})),
+             "CrossCoreWaitFlag<0x2, PIPE_MTE2> does not block the scalar pipe: the Commit reads staging early"),
+    ModeRule({"kernel": QmrsImpl.ROUNDS, "variant": "tail_copy_rounded"},
+             Expect(hazards=frozenset({Hazard.TAIL_COPY_OVERRUN})),
+             "a DataCopy rounded up to 32 bytes overruns the next core's rows"),
+)
+
+
+def make_inputs(case: Case, rank: int, size: int) -> Arrays:
+    return gen_qmrs_st_inputs(size * case.shape.m, case.shape.k, case.shape.n, rank, seed_base=case.seed)
+
+
+def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
+    al = {key: comm.allgather(v) for key, v in inputs.items()}
+    return golden_quant_matmul_reduce_scatter(al["x1"], al["x1_scale"], al["x2"], al["x2_scale"], comm.Get_rank())
+
+
+def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
+    mode = case.mode
+    assert isinstance(mode, QmrsMode)
+    rounds = mode.kernel is QmrsImpl.ROUNDS
+    default_dim = ctx.size + REDUCE_CORES if rounds else ctx.size // 2 + 1
+    return quant_matmul_reduce_scatter(
+        inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], impl=mode.kernel,
+        head_m_size=HEAD_M_SIZE if rounds and case.shape.m % HEAD_M_SIZE == 0 else None,
+        block_dim=ctx.block_dim if ctx.block_dim is not None else default_dim, check=ctx.check,
+        timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
+        kernel_variant=mode.variant)
+
+
+def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
+    if ref is None:
+        return Comparison(False, note="no golden")
+    out = np.asarray(out)
+    if out.shape != ref.shape:
+        return Comparison(False, note=f"output shape {out.shape}, golden {ref.shape}")
+    o, g = out.view(np.uint16), np.asarray(ref).view(np.uint16)
+    diff = np.abs(out.astype(np.float32) - ref.astype(np.float32))
+    max_abs = float(np.nanmax(diff)) if diff.size and not np.all(np.isnan(diff)) else 0.0
+    ulp = int(np.abs(o.astype(np.int32) - g.astype(np.int32)).max()) if out.size else 0
+    return Comparison(ulp == 0, max_abs, ulp, note="bit-exact (bf16 terms, FP32 sum over ranks ascending)")
+
+
+def validate(case: Case, size: int) -> list[str]:
+    out = []
+    k = case.shape.k
+    if k % 32 or (-(-k // 64)) % 2:
+        out.append(f"QMRS-2/QMRS-3 K % 32 == 0 and ceil(K/64) even: --k {k}")
+    return out
+
+
+SPEC = OperatorSpec(
+    name="quant_matmul_reduce_scatter",
+    summary="MXFP8 matmul, then a reduce-scatter of the products along M (compute-first, SPEC §7.2)",
+    mode_type=QmrsMode,
+    make_inputs=make_inputs,
+    golden=golden,
+    execute=execute,
+    compare=compare,
+    modes=MODES,
+    hazard_modes=HAZARD_MODES,
+    rules=RULES,
+    default_shape=DEFAULT_SHAPE,
+    quick_shape=QUICK_SHAPE,
+    dtypes=(ElemFormat.E4M3,),
+    input_names=("x1", "x1_scale", "x2", "x2_scale"),
+    validate=validate,
+)

@@ -1,0 +1,182 @@
+"""Host side of one quant_matmul_reduce_scatter call on one rank: tile, allocate, launch, read back.
+
+`impl="per_block"` (the shipped kernel, `tests/st/quant_matmul_reduce_scatter/ubmem/src/main.cpp` 0f2296ba3e):
+the SWAT tiling of (M, N, K) with optimization off and M-tail alignment on; the source also caps baseM at
+min(256, floor16(M/R)) (`SetMaxBaseM`), which the emulated SWAT tiling has no switch for (tile shapes only:
+the epilogue splits a block at segment boundaries either way). MIX_AIC_1_2 with block_dim = usedCoreNum.
+
+`impl="rounds"` (the design-spec kernel): GM holds x1 (M, K), x1_scale, x2 (N, K), x2_scale, the bf16
+staging [M, N] (the workspace the AIC writes and the PUTs read: development.md §5.7 `stagingSize`) and y
+(M/R, N); the data window holds R slots of chunkBytes = mSeg * N * 2 (slot j: rank j's rows for this rank),
+the TeamBarrier a window of its own. The launch is MIX_AIC_1_1 with block_dim = max(usedCoreNum of the full
+(M, N, K) SWAT tiling, R + 1) unless given (development.md §5.7 `coreNum`; §3.1 #3 and #9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment
+from mc2emu.apace.block_epilogue_all_to_all import EpilogueParams
+from mc2emu.apace.comm_resource_builder import HcclOpParam
+from mc2emu.apace.kernel_qbmm_mx_mix import MixParams, MixQBMMTiling
+from mc2emu.apace.qmm_mx_kernel_rs_frag import RS_WINDOW_LEN
+from mc2emu.apace.quant_matmul_reduce_scatter_impl import (
+    PerBlockArgs,
+    PerBlockVariant,
+    quant_matmul_reduce_scatter_per_block,
+)
+from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import (
+    BF16,
+    RsKernelVariant,
+    RsRoundsArgs,
+    quant_matmul_reduce_scatter_rounds,
+)
+from mc2emu.arch.platform import DAV_3510
+from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, L1Params
+from mc2emu.blaze.gemm.block.block_mmad_mx import Params as MmadParams
+from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams, BlockSchedulerQuantBatchMatmulV3
+from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
+from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
+from mc2emu.comm.shmem import Shmem
+from mc2emu.comm.team_barrier import TeamBarrier
+from mc2emu.host.harness import CallOptions, LaunchHarness
+from mc2emu.numerics.scale_layout import scale_k_len
+from mc2emu.runtime.hazards import ConstraintError, HazardReport
+from mc2emu.runtime.kernel_type import KernelType
+from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
+    make_rs_comm_tiling,
+    per_block_violations,
+    rounds_violations,
+    rs_round_tiling,
+)
+
+if TYPE_CHECKING:
+    from mc2emu.ops.quant_matmul_reduce_scatter_op import QmrsProblem
+
+KERNEL_NAME = "quant_matmul_reduce_scatter"
+ROUNDS_KERNEL_TYPE = KernelType.MIX_AIC_1_1
+PER_BLOCK_KERNEL_TYPE = KernelType.MIX_AIC_1_2
+# The launcher's l1Params nBufferNum.
+PER_BLOCK_L1_BUFFERS = 2
+# The TeamBarrier of the rounds kernel: one job runs CrossDevice over every rank (development.md §5.1a).
+TEAM_BARRIER_JOBS = 1
+
+
+@dataclass
+class QmrsLaunchInfo:
+    impl: str
+    block_dim: int
+    comm_tiling: Any
+    round_tilings: tuple[Any, ...]
+    wall_s: float
+    tiles: int
+
+
+def run_qmrs(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
+             opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None
+             ) -> tuple[np.ndarray, list[HazardReport]]:
+    from mc2emu.ops.quant_matmul_reduce_scatter_op import QmrsImpl
+
+    if problem.impl is QmrsImpl.PER_BLOCK:
+        return _run_per_block(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim,
+                              stats=stats)
+    return _run_rounds(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats)
+
+
+def _inputs(gm: Any, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray) -> tuple[Any, ...]:
+    return tuple(gm.alloc(0, name, data=np.ascontiguousarray(a).view(np.uint8))
+                 for name, a in (("x1", x1), ("x1_scale", x1_scale), ("x2", x2), ("x2_scale", x2_scale)))
+
+
+def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray,
+                   x2_scale: np.ndarray, opts: CallOptions, *, comm: Any, block_dim: int | None,
+                   stats: dict[str, Any] | None) -> tuple[np.ndarray, list[HazardReport]]:
+    """The ST host (main.cpp): SWAT tiling of (M, N, K); block_dim = usedCoreNum; workspace [M, N] bf16 for C
+    (cGM = workspaceGM); y (M/R, N); the HCCL window (state area + data [M, N])."""
+    R, rank = problem.rank_size, problem.rank
+    m, k, n = problem.m, problem.k, problem.n
+    tiling = rs_round_tiling(m, n, k, problem.elem, problem.b_elem, DAV_3510, block_dim)
+    used = tiling.usedCoreNum if block_dim is None else block_dim
+    violations = per_block_violations(R, used, DAV_3510)
+    if violations:
+        rule, reason = violations[0]
+        raise ConstraintError(rule, reason)
+    cBytesPerM = n * BF16.itemsize
+    with LaunchHarness(KERNEL_NAME, opts, comm=comm, platform=DAV_3510) as h:
+        gm = h.device.gm
+        x1_addr, x1s_addr, x2_addr, x2s_addr = _inputs(gm, x1, x1_scale, x2, x2_scale)
+        workspace = gm.alloc(m * cBytesPerM, "workspace")
+        y_addr = gm.alloc((m // R) * cBytesPerM, "y")
+        BlockMmad = BlockMmadMx.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False), problem.elem,
+                                         NDExtLayoutPtn, problem.b_elem, DNExtLayoutPtn, problem.out)
+        BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, NDExtLayoutPtn,
+                                                                   DNExtLayoutPtn, problem.elem)
+        assert h.world is not None
+        win = h.window(HcclOpParam.window_bytes(R, m * cBytesPerM), "qmrs_hccl_window")
+        ctx_param = HcclOpParam(rank, R, win.addr(0), Shmem(h.world))
+        problemShape = (m, n, k, 1)
+        params = MixParams(
+            problemShape,
+            MmadParams(aGmAddr=x1_addr, bGmAddr=x2_addr, cGmAddr=workspace, biasGmAddr=None,
+                       scaleAGmAddr=x1s_addr, scaleBGmAddr=x2s_addr),
+            L1Params(tiling.stepK * tiling.baseK, tiling.scaleKL1, PER_BLOCK_L1_BUFFERS),
+            BlockSchedulerQbmmParams(tiling.baseM, tiling.baseN, tiling.mTailTile, tiling.nTailTile,
+                                     tiling.mBaseTailSplitCnt, tiling.nBaseTailSplitCnt, tiling.mTailMain,
+                                     tiling.nTailMain),
+            MixQBMMTiling(tiling.baseM, tiling.baseN, tiling.baseK, 0, tiling.dbL0c),
+            EpilogueParams(workspace, m, n, 0, ctx_param))
+        args = PerBlockArgs(params, y_addr, ctx_param, cast(PerBlockVariant, problem.variant))
+        res = h.launch(quant_matmul_reduce_scatter_per_block, used, PER_BLOCK_KERNEL_TYPE, args, BlockMmad,
+                       BlockScheduler)
+        y = h.read(y_addr, problem.out.dtype, (m // R, n))
+    if stats is not None:
+        stats["launch"] = QmrsLaunchInfo(problem.impl.value, used, None, (tiling,), res.wall_s,
+                                         sum(v for v in res.returns.values() if isinstance(v, int)))
+    return y, h.hazards
+
+
+def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
+             opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None
+             ) -> tuple[np.ndarray, list[HazardReport]]:
+    R, rank = problem.rank_size, problem.rank
+    m, k, n = problem.m, problem.k, problem.n
+    # Tiling before any collective set-up: a refused tiling is refused on every rank (same shapes).
+    ct = make_rs_comm_tiling(m, R, problem.head_m_size)
+    full = rs_round_tiling(m, n, k, problem.elem, problem.b_elem, DAV_3510, block_dim)
+    used = block_dim if block_dim is not None else max(full.usedCoreNum, R + 1)
+    violations = rounds_violations(ct, n, R, used, DAV_3510)
+    if violations:
+        rule, reason = violations[0]
+        raise ConstraintError(rule, reason)
+    tilings = tuple(rs_round_tiling(R * ct.tile_m(t), n, k, problem.elem, problem.b_elem, DAV_3510, used)
+                    for t in range(ct.commTurn))
+    scaleKLen = scale_k_len(k)
+    cBytesPerM = n * BF16.itemsize
+    with LaunchHarness(KERNEL_NAME, opts, comm=comm, platform=DAV_3510) as h:
+        gm = h.device.gm
+        x1_addr, x1s_addr, x2_addr, x2s_addr = _inputs(gm, x1, x1_scale, x2, x2_scale)
+        staging = gm.alloc(m * cBytesPerM, "staging")
+        y_addr = gm.alloc(ct.mSeg * cBytesPerM, "y")
+        BlockMmadFragC = QmmMxBlockMmadFragment.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False),
+                                                         problem.elem, NDExtLayoutPtn, problem.b_elem,
+                                                         DNExtLayoutPtn, problem.out)
+        BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, NDExtLayoutPtn,
+                                                                   DNExtLayoutPtn, problem.elem,
+                                                                   window_len=RS_WINDOW_LEN)
+        assert h.world is not None
+        win = h.window(R * ct.mSeg * cBytesPerM, "qmrs_data")
+        team = TeamBarrier(h.world, jobs=TEAM_BARRIER_JOBS, name="qmrs_team_barrier")
+        shmem = Shmem(h.world)
+        args = RsRoundsArgs(rank, R, ct, tilings, k, n, scaleKLen, x1_addr, x1s_addr, x2_addr, x2s_addr, staging,
+                            y_addr, win.addr(0), shmem, team, cast(RsKernelVariant, problem.variant))
+        res = h.launch(quant_matmul_reduce_scatter_rounds, used, ROUNDS_KERNEL_TYPE, args, BlockMmadFragC,
+                       BlockScheduler)
+        y = h.read(y_addr, problem.out.dtype, (ct.mSeg, n))
+    if stats is not None:
+        stats["launch"] = QmrsLaunchInfo(problem.impl.value, used, ct, tilings, res.wall_s,
+                                         sum(v for v in res.returns.values() if isinstance(v, int)))
+    return y, h.hazards

@@ -1,0 +1,175 @@
+"""`quant_matmul_reduce_scatter` — the compute-first MC2 operator: MX quant matmul, then a reduce-scatter of
+the products along M (seed 000 §4.6-4.8 / §7.2, SPEC §7.2), one call per rank (collective).
+
+    x1        float8_e4m3fn / float8_e5m2   (M, K)                 this rank's full A (split="m"), or its K
+                                                                   slice of a logical A (split="k")
+    x1_scale  float8_e8m0fnu                (M, ceil(K/64), 2)
+    x2        float8                        (N, K)                 this rank's B stored transposed (transB)
+    x2_scale  float8_e8m0fnu                (N, ceil(K/64), 2)
+    y         bf16                          (M/R, N)               y_r = bf16(sum_{j ascending} fp32(C_j[r-th
+                                                                   M segment])), C_j = bf16(deq(x1_j) deq(x2_j)^T)
+
+`impl`: "rounds" (default) the design-spec kernel (`apace.quant_matmul_reduce_scatter_rounds_impl`, T rounds
+of headMSize rows, `head_m_size` chosen on the host when None); "per_block" the shipped kernel
+(`apace.quant_matmul_reduce_scatter_impl`: per matmul block, a 32-row epilogue into the owners' windows, a
+status handshake, a per-row reduction; it always ends with one unconsumed flag-9 round per AIC, reported as
+UNCONSUMED_FLAG, so with `check=True` it raises HazardError carrying y; kernel_variant "final_wait" adds the
+missing wait). `split`: "m" (every rank's full A, seed 000
+§4.7 "完整输入") or "k" (tensor parallel: x1 / x2 are rank j's K slice; ceil(K_slice / 64) must be even, so
+the logical K = R * K_slice is divisible by R). Bias is refused (neither emulated kernel adds one: the
+shipped launcher passes isBias 0; the design spec leaves it optional and says to declare it when absent).
+`kernel_variant` reproduces a hazard (`RsKernelVariant` / `PerBlockVariant`). With `check=True` error-severity
+hazards raise `HazardError` (its `.output` holds y); bad input raises `ConstraintError` naming the rule on every rank.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from mc2emu.apace.quant_matmul_reduce_scatter_impl import PerBlockVariant
+from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import RsKernelVariant
+from mc2emu.host.collective import refuse_on_every_rank, world_comm
+from mc2emu.host.harness import CallOptions
+from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.runtime.hazards import HazardError
+from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
+    make_rs_comm_tiling,
+    qmrs_shape_violations,
+    rounds_violations,
+)
+
+E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+PAIR_K = 64
+
+
+class QmrsImpl(enum.Enum):
+    ROUNDS = "rounds"        # the cannbot design-spec kernel
+    PER_BLOCK = "per_block"  # the shipped ops-transformer kernel
+
+
+class QmrsSplit(enum.Enum):
+    M = "m"   # full input per rank (seed 000 §4.7 完整输入)
+    K = "k"   # K-split, tensor parallel (§4.7 K 轴切分)
+
+
+@dataclass(frozen=True)
+class QmrsProblem:
+    rank: int
+    rank_size: int
+    m: int
+    k: int
+    n: int
+    elem: ElemFormat
+    b_elem: ElemFormat
+    out: OutDtype
+    impl: QmrsImpl
+    split: QmrsSplit
+    head_m_size: int | None
+    variant: RsKernelVariant | PerBlockVariant
+
+
+def _enum(cls: type[enum.Enum], value: Any, name: str, errs: list[tuple[str, str]]) -> Any:
+    try:
+        return value if isinstance(value, cls) else cls(value)
+    except ValueError:
+        errs.append((name, f"{name}={value!r} is not one of {[v.value for v in cls]}"))
+        return None
+
+
+def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
+             rank_size: int, bias: Any, split: Any, impl: Any, head_m_size: int | None, out_dtype: Any,
+             kernel_variant: Any) -> tuple[QmrsProblem | None, list[tuple[str, str]]]:
+    """Every input rule as (rule, reason) pairs; the problem when there are none."""
+    errs: list[tuple[str, str]] = []
+    imp = _enum(QmrsImpl, impl, "impl", errs)
+    spl = _enum(QmrsSplit, split, "split", errs)
+    variant_cls: type[enum.Enum] = PerBlockVariant if imp is QmrsImpl.PER_BLOCK else RsKernelVariant
+    variant = _enum(variant_cls, kernel_variant.value if isinstance(kernel_variant, enum.Enum) else kernel_variant,
+                    "kernel_variant", errs)
+    if head_m_size is not None and imp is QmrsImpl.PER_BLOCK:
+        errs.append(("head_m_size", "head_m_size sets the rounds of impl='rounds'; the per-block kernel has none"))
+    out = None
+    try:
+        out = OutDtype.parse(out_dtype)
+        if out.dtype != np.dtype(ml_dtypes.bfloat16):
+            errs.append(("out_dtype", f"out_dtype={out_dtype!r}: the staging and y are bf16 in both kernels"))
+    except ValueError as exc:
+        errs.append(("out_dtype", str(exc)))
+    if bias is not None:
+        errs.append(("bias", "bias is not supported: the shipped launcher passes isBias = 0 and the design-spec "
+                             "kernel is emulated without one"))
+    if head_m_size is not None and (not isinstance(head_m_size, (int, np.integer)) or head_m_size <= 0):
+        errs.append(("head_m_size", f"head_m_size={head_m_size!r} must be a positive integer or None"))
+    elems = []
+    for name, arr in (("x1", x1), ("x2", x2)):
+        try:
+            fmt = ElemFormat.parse(np.asarray(arr).dtype, name)
+        except ValueError:
+            fmt = None
+        if fmt not in (ElemFormat.E4M3, ElemFormat.E5M2):
+            errs.append((f"{name} dtype", f"{name} must be float8_e4m3fn or float8_e5m2, got {np.asarray(arr).dtype}"))
+        else:
+            elems.append(fmt)
+    for name, arr in (("x1_scale", x1_scale), ("x2_scale", x2_scale)):
+        if np.asarray(arr).dtype not in (E8M0, np.dtype(np.uint8)):
+            errs.append((f"{name} dtype", f"{name} must be float8_e8m0fnu (or its uint8 codes), got "
+                                          f"{np.asarray(arr).dtype}"))
+    if np.ndim(x1) != 2 or np.ndim(x2) != 2 or np.ndim(x1_scale) != 3 or np.ndim(x2_scale) != 3:
+        errs.append(("shapes", f"x1 and x2 must be 2-D, the scales 3-D; got {np.shape(x1)}, {np.shape(x2)}, "
+                               f"{np.shape(x1_scale)}, {np.shape(x2_scale)}"))
+        return None, errs
+    m, k = x1.shape
+    n, k2 = x2.shape
+    if k2 != k:
+        errs.append(("x2 shape", f"x2 must be (N, K) = (N, {k}) (transB), got {x2.shape}"))
+    pairs = CeilDiv(k, PAIR_K)
+    if x1_scale.shape != (m, pairs, 2):
+        errs.append(("x1_scale shape", f"x1_scale must be (M, ceil(K/64), 2) = {(m, pairs, 2)}, got {x1_scale.shape}"))
+    if x2_scale.shape != (n, pairs, 2):
+        errs.append(("x2_scale shape", f"x2_scale must be (N, ceil(K/64), 2) = {(n, pairs, 2)}, got {x2_scale.shape}"))
+    shape_errs = qmrs_shape_violations(m, k, n, rank_size)
+    if spl is QmrsSplit.K:
+        # §4.7 item 4: the TP reading also needs k % R == 0 and ceil(k / R / 64) even for the logical k = R * K.
+        shape_errs = [(r.replace("QMRS-3 ceil(K/64) even", "QMRS-TP ceil(k/R/64) even"), s) for r, s in shape_errs]
+    errs += shape_errs
+    if not errs and imp is QmrsImpl.ROUNDS:
+        errs += rounds_violations(make_rs_comm_tiling(m, rank_size, head_m_size), n, rank_size, None)
+    if errs:
+        return None, errs
+    assert out is not None and variant is not None and imp is not None and spl is not None
+    return QmrsProblem(rank, rank_size, m, k, n, elems[0], elems[1], out, imp, spl,
+                       None if head_m_size is None else int(head_m_size), variant), errs
+
+
+def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
+                                bias: np.ndarray | None = None, split: str | QmrsSplit = "m",
+                                impl: str | QmrsImpl = "rounds", head_m_size: int | None = None,
+                                out_dtype: Any = "bfloat16", block_dim: int | None = None, check: bool = True,
+                                timeout: float | None = None, comm: Any = None, perturb: Any = None,
+                                observers: Iterable[Callable[[Any], None]] = (), faults: Any = None,
+                                stats: dict[str, Any] | None = None,
+                                kernel_variant: str | RsKernelVariant | PerBlockVariant = "source") -> np.ndarray:
+    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return y (M/R, N).
+
+    The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
+    `mc2emu.host.CallOptions`. Extras: `stats` (filled with launch facts), `kernel_variant`."""
+    from mc2emu.ops.quant_matmul_reduce_scatter_host import run_qmrs
+
+    comm = world_comm(comm)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, bias=bias, split=split,
+                             impl=impl, head_m_size=head_m_size, out_dtype=out_dtype, kernel_variant=kernel_variant)
+    refuse_on_every_rank(comm, errs)
+    assert problem is not None
+    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    result, hazards = run_qmrs(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim,
+                               stats=stats)
+    HazardError.raise_on_errors(hazards, result, check=check)
+    return result

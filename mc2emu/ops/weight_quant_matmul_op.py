@@ -1,0 +1,128 @@
+"""`weight_quant_matmul`: the V+C weight-dequant prologue fusion (seed 001) on one emulated NPU (no MPI).
+
+    C = weight_quant_matmul(x, weight, antiquant_scale, antiquant_offset=None, *, bias=None, trans_b=False,
+                            out_dtype=None, mode="full", block_dim=None, check=True, timeout=None, ...)
+
+x (M, K) bfloat16 / float16; weight (K, N), or (N, K) when `trans_b`, int8 / float8_e4m3fn / float8_e5m2;
+antiquant_scale and antiquant_offset (N,) in x's dtype; bias (N,) float32 (the BlockMmad's BiasType);
+out_dtype bfloat16, float16 or float32 (default: x's dtype). C[m, n] = sum_k x[m, k] * B_dequant[k, n]
+(+ bias[n]) accumulated in FP32 (L0C) and rounded once to out_dtype, with B_dequant = (B + offset) * scale,
+the Add and the Mul each rounded to x's dtype (the AIV VF chain; the Add skipped without offset).
+
+Modes (the seed's isolation modes, to tell a dequant error from a matmul error):
+- "full": the V+C kernel; returns C;
+- "a_only_mmad": B arrives already dequantized by the golden (`golden_weight_dequant`, ml_dtypes) and the
+  AIVs only move it into L1 (no VF); same flags, L1 and MMADs; returns C;
+- "dequant_only": the AIVs dequantize and write B_dequant to GM, no MMAD; returns B_dequant in weight's
+  layout ((K, N), or (N, K) when trans_b) in x's dtype.
+
+The host program (tiling, GM, the MIX_AIC_1_2 launch of `weight_quant_matmul_kernel`) is
+`weight_quant_matmul_host.py`. `tiling_overrides` replaces fields of the computed
+`WeightQuantMatmulTilingData` (a hand-written tiling; e.g. a small kL1 with its kUbSize for several K-L1
+chunks on a small problem); the kernel then runs what it is given, hazards included.
+
+Errors: ConstraintError naming the rule for inputs the operator refuses; with check=True, HazardError
+(hazards, output) when the launch filed error-severity hazards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import ml_dtypes
+import numpy as np
+
+from mc2emu.arch.platform import DAV_3510
+from mc2emu.blaze.gemm.kernel.weight_quant_matmul_kernel import WeightQuantMatmulMode
+from mc2emu.host.harness import CallOptions
+from mc2emu.numerics.errors import MxTypeError
+from mc2emu.numerics.weight_dequant import WeightDtype
+from mc2emu.ops.weight_quant_matmul_golden import golden_weight_dequant
+from mc2emu.ops.weight_quant_matmul_host import WqmmProblem, run_wqmm
+from mc2emu.runtime.hazards import ConstraintError, HazardError
+from mc2emu.tiling.weight_quant_tiling_swat import WeightQuantArgs, can_implement
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.events import Event
+    from mc2emu.runtime.faults import FaultPlan
+    from mc2emu.runtime.perturb import PerturbPolicy
+
+X_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
+OUT_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
+BIAS_DTYPE = np.dtype(np.float32)  # BlockMmad's BiasType is float (seed pitfall 2)
+
+
+def _channel_vector(v: Any, n: int, dtype: np.dtype, param: str) -> np.ndarray:
+    arr = np.asarray(v)
+    if arr.dtype != dtype:
+        raise ConstraintError(f"{param}.dtype", f"{param} must have x's dtype {dtype} (the dequant type), got "
+                              f"{arr.dtype}")
+    if arr.shape != (n,):
+        raise ConstraintError(f"{param}.shape", f"{param} must be per channel, shape ({n},), got {arr.shape}")
+    return arr
+
+
+def validate(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any, bias: Any, trans_b: bool,
+             out_dtype: Any, mode: Any, block_dim: int | None) -> WqmmProblem:
+    """The operator's input rules, each a ConstraintError naming the rule; the validated problem."""
+    a = np.asarray(x)
+    if a.dtype not in X_DTYPES:
+        raise ConstraintError("x.dtype", f"x must be bfloat16 or float16, got {a.dtype}")
+    if a.ndim != 2:
+        raise ConstraintError("x.ndim", f"x must be 2-D (M, K), got shape {a.shape}")
+    w = np.asarray(weight)
+    try:
+        wt = WeightDtype.of(w)
+    except MxTypeError as exc:
+        raise ConstraintError("weight.dtype", str(exc)) from None
+    if w.ndim != 2:
+        raise ConstraintError("weight.ndim", f"weight must be 2-D ((K, N), or (N, K) when trans_b), got {w.shape}")
+    kw, n = (w.shape[1], w.shape[0]) if trans_b else (w.shape[0], w.shape[1])
+    m, k = a.shape
+    if kw != k:
+        raise ConstraintError("x.k == weight.k", f"x has K = {k}, the weight has K = {kw} (trans_b={trans_b})")
+    scale = _channel_vector(antiquant_scale, n, a.dtype, "antiquant_scale")
+    offset = None if antiquant_offset is None else _channel_vector(antiquant_offset, n, a.dtype, "antiquant_offset")
+    bias_arr = None
+    if bias is not None:
+        bias_arr = np.asarray(bias)
+        if bias_arr.dtype != BIAS_DTYPE or bias_arr.shape != (n,):
+            raise ConstraintError("bias", f"bias must be float32 of shape ({n},) (the BlockMmad's BiasType is "
+                                  f"float), got {bias_arr.dtype} {bias_arr.shape}")
+    out = a.dtype if out_dtype is None else np.dtype(out_dtype)
+    if out not in OUT_DTYPES:
+        raise ConstraintError("out_dtype", f"out_dtype must be bfloat16, float16 or float32, got {out}")
+    try:
+        md = WeightQuantMatmulMode.parse(mode)
+    except ValueError as exc:
+        raise ConstraintError("mode", str(exc)) from None
+    if block_dim is not None and not (isinstance(block_dim, int) and 1 <= block_dim <= DAV_3510.aic_count):
+        raise ConstraintError("block_dim", f"block_dim must be an integer in [1, {DAV_3510.aic_count}] (a mixed "
+                              f"kernel runs on at most the physical AIC count), got {block_dim!r}")
+    reasons = can_implement(WeightQuantArgs(int(m), int(n), int(k), bool(trans_b), offset is not None,
+                                            bias_arr is not None))
+    if reasons:
+        raise ConstraintError("can_implement", "; ".join(reasons))
+    b_dequant = (golden_weight_dequant(w, scale, offset, trans_b=trans_b)
+                 if md is WeightQuantMatmulMode.A_ONLY_MMAD else None)
+    return WqmmProblem(a, w, wt, scale, offset, bias_arr, out, int(m), int(n), int(k), bool(trans_b), md, b_dequant)
+
+
+def weight_quant_matmul(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any = None, *,
+                        bias: Any = None, trans_b: bool = False, out_dtype: Any = None,
+                        mode: WeightQuantMatmulMode | str = "full", block_dim: int | None = None,
+                        check: bool = True, timeout: float | None = None,
+                        tiling_overrides: Mapping[str, int] | None = None, perturb: PerturbPolicy | None = None,
+                        observers: Iterable[Callable[[Event], None]] = (),
+                        faults: FaultPlan | None = None) -> np.ndarray:
+    """Run the V+C weight-quant matmul kernel on a fresh emulated device (see the module docstring).
+
+    block_dim: AICs to tile for (default: the platform's; the launch uses the tiling's usedCoreNum). The
+    common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`) are `mc2emu.host.CallOptions`'."""
+    problem = validate(x, weight, antiquant_scale, antiquant_offset, bias, trans_b, out_dtype, mode, block_dim)
+    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    res, hazards = run_wqmm(problem, opts, block_dim=block_dim, tiling_overrides=tiling_overrides)
+    out = res.b_dequant if problem.mode is WeightQuantMatmulMode.DEQUANT_ONLY else res.c
+    HazardError.raise_on_errors(hazards, out, check=check)
+    return out  # type: ignore[return-value]

@@ -1,0 +1,601 @@
+"""Virtual-time replay: the recorded events of every rank as a dependency graph, timed by a `CostModel`.
+
+Every recorded event that costs time or orders others becomes a node with a modelled duration; its start is
+the latest end of its predecessors (plus an edge latency). Predecessors, per rank and core, in recorded
+(queue) order:
+
+| node (event)                         | predecessors                                                          |
+|--------------------------------------|-----------------------------------------------------------------------|
+| MTE2 load (GM_READ on a core)        | the core's issue frontier; the previous MTE2; on an AIC, the mmads of  |
+|                                      | the load group two groups back (L1 double buffering, nBufferNum 2)     |
+| MTE3 store (GM_WRITE on an AIV)      | frontier; previous MTE3; the last MTE2 (the data came through UB)       |
+| MMAD                                 | frontier; previous MMAD (M pipe); the last MTE2 (its operands)          |
+| FIXPIPE                              | frontier; previous FIXPIPE; the last MMAD (its L0C)                     |
+| flag Set (pipe P)                    | frontier; the last op on pipe P (a Set issues after its pipe drains)    |
+| flag round raised (token)            | every Set of the round (the raise's `sources`) + flag latency          |
+| flag Wait (consuming raise, token)   | frontier; the raise with that token. Becomes the frontier (blocking)    |
+| put / get issue                      | frontier; on the HCCL server also the working block's Commit of that   |
+|                                      | repeat + commit latency                                                |
+| put / get transfer                   | its issue; the previous transfer on the source's egress link and on the |
+|                                      | target's ingress link (FIFO, recorded order)                           |
+| quiet, signal post, barrier_all      | frontier; every outstanding transfer of the core + put latency          |
+| signal wait                          | frontier; the latest post to that slot before it returned + latency     |
+| TeamBarrier observe(i)               | frontier; rank i's store of the same epoch into this rank's slot        |
+| TeamBarrier CrossCore, soft SyncAll, | a join of every participant's arrival + barrier latency; each          |
+| barrier_all, a launch (host barrier) | participant continues after the join                                   |
+| HCCL client Wait (h, repeat r)       | frontier; every rank's transfer of repeat r of h into this rank + put    |
+|                                      | latency (CCU non-working block: the working block's Wait of that count)|
+| core end / launch end                | every op of the core / every core of the launch                         |
+
+Assumptions of the replay (see docs/predict.md): waits block the whole core (not only their pipe); L1->L0
+(MTE1) moves are hidden under the cube (L0 ping-pong) and are not recorded; hard SyncAll is replayed
+through the flags it is made of; a put's source read is the UDMA engine's, not the core's MTE2 (a GM
+read immediately followed on the same core by a put of the same size is folded into the put).
+
+Every queue order is the recorded one, so the graph is fixed and times are a max-plus function of the
+durations: shortening any duration (more bandwidth) never delays any node, lengthening (more bytes) never
+advances one. A cycle (records that contradict each other) is a `ReplayError` naming a node in it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from mc2emu.arch.errors import Mc2EmuError
+from mc2emu.predict.cost_model import DEFAULT_COST_MODEL, CostModel
+from mc2emu.trace.chrome_trace import TraceRecord
+
+# L1 buffers the MTE2 loads of an AIC rotate through (the apace / Blaze tilings' nBufferNum = 2).
+L1_BUFFER_DEPTH = 2
+# HCCL client calls by name (`HcclCall` members; mc2emu.comm imports MPI, the replay does not).
+HCCL_INIT, HCCL_PREPARE, HCCL_COMMIT, HCCL_WAIT = "INIT", "PREPARE", "COMMIT", "WAIT"
+HCCL_SUCCESS = 0   # mc2emu.comm.hccl_task.HCCL_SUCCESS
+# The HCCL working block: block 0 of the calling core type (label "AIC0" / "AIV0").
+_WORKING = re.compile(r"^(AIC|AIV)0$")
+_PIPE_PREFIX = "PIPE_"
+_DIGITS = re.compile(r"\d+$")
+
+
+class ReplayError(Mc2EmuError):
+    """The records cannot be replayed (a dependency cycle, or records of one rank missing)."""
+
+
+class Cat:
+    """Node categories (what a node's time is spent on)."""
+
+    MMAD = "mmad"
+    MTE2 = "mte2"
+    MTE3 = "mte3"
+    FIXPIPE = "fixpipe"
+    LINK = "link"          # a transfer occupying the links
+    ISSUE = "issue"        # a core or HCCL server issuing a put / HCCL message
+    SYNC = "sync"          # flag rounds, barrier joins
+    WAIT = "wait"          # a blocking point of a core
+    MARK = "mark"          # begin / end markers
+    COMPUTE = frozenset({MMAD, MTE2, MTE3, FIXPIPE})
+
+
+@dataclass
+class _Core:
+    frontier: int = -1
+    pipes: dict[str, int] = field(default_factory=dict)
+    outstanding: list[int] = field(default_factory=list)
+    nodes: list[int] = field(default_factory=list)
+    cnt: int = 0
+    groups_done: list[int] = field(default_factory=list)
+    in_load_group: bool = False
+    last_mmad: int = -1
+    session: Any = None
+    soft_syncs: int = 0
+
+
+class Span(NamedTuple):
+    """One node's modelled times (the virtual-time trace)."""
+
+    rec: int          # index of its record in `Prediction.records` order (-1: a join or other derived node)
+    rank: int
+    core: str
+    cat: str
+    what: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class PathStep:
+    """One node of the critical path."""
+
+    rank: int
+    core: str
+    what: str
+    cat: str
+    start_s: float
+    end_s: float
+    wait_s: float   # edge latency between the previous step's end and this start
+
+
+@dataclass(frozen=True)
+class CoreUse:
+    """Busy time of one core by category, over the predicted kernel time."""
+
+    rank: int
+    core: str
+    busy_s: Mapping[str, float]
+    utilisation: float   # cube (AIC) or MTE (AIV / other) busy share of the kernel time
+
+
+@dataclass
+class Prediction:
+    """What the replay predicts. Times in seconds of virtual device time, from the first launch begin."""
+
+    total_s: float
+    per_rank_s: dict[int, float]
+    critical_path: list[PathStep]
+    critical_by_cat: dict[str, float]
+    comm_s: float            # per rank union of its outgoing transfers, summed over ranks
+    hidden_s: float          # of which some cube of the same rank computed at the same time
+    exposed_s: float
+    cores: list[CoreUse]
+    nodes: int
+    events: int
+    model: CostModel
+    node_counts: dict[str, int] = field(default_factory=dict)
+    # With `timeline=True`: every node's modelled times, and the records in the order `Span.rec` indexes.
+    timeline: list[Span] = field(default_factory=list, repr=False)
+    records: list[TraceRecord] = field(default_factory=list, repr=False)
+
+    @property
+    def hidden_share(self) -> float | None:
+        return None if self.comm_s <= 0 else min(1.0, self.hidden_s / self.comm_s)
+
+    @property
+    def cube_utilisation(self) -> float:
+        """Mean cube utilisation over the AICs that ran."""
+        aics = [c.utilisation for c in self.cores if c.core.startswith("AIC")]
+        return sum(aics) / len(aics) if aics else 0.0
+
+    def summary(self) -> str:
+        hs = self.hidden_share
+        return (f"predicted {self.total_s * 1e6:.2f} us; comm {self.comm_s * 1e6:.2f} us "
+                f"({'-' if hs is None else f'{hs:.0%}'} hidden); cube utilisation {self.cube_utilisation:.0%}; "
+                f"critical path " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in
+                                               sorted(self.critical_by_cat.items(), key=lambda kv: -kv[1]) if v > 0))
+
+
+class _Graph:
+    """Nodes in parallel lists; `pending` edges are resolved by key once every rank is built."""
+
+    def __init__(self) -> None:
+        self.dur: list[float] = []
+        self.preds: list[list[tuple[int, float]]] = []
+        self.cat: list[str] = []
+        self.rank: list[int] = []
+        self.core: list[str] = []
+        self.what: list[str] = []
+        self.rec: list[int] = []
+        self.keyed: dict[tuple, list[int]] = defaultdict(list)
+        self.pending: list[tuple[int, tuple, float]] = []
+        self.joins: dict[tuple, int] = {}
+
+    def add(self, dur: float, cat: str, rank: int, core: str, what: str, rec: int = -1,
+            preds: Iterable[tuple[int, float]] = ()) -> int:
+        n = len(self.dur)
+        self.dur.append(dur)
+        self.preds.append([p for p in preds if p[0] >= 0])
+        self.cat.append(cat)
+        self.rank.append(rank)
+        self.core.append(core)
+        self.what.append(what)
+        self.rec.append(rec)
+        return n
+
+    def edge(self, src: int, dst: int, w: float = 0.0) -> None:
+        if src >= 0:
+            self.preds[dst].append((src, w))
+
+    def join(self, key: tuple, latency: float, rank: int, what: str) -> int:
+        j = self.joins.get(key)
+        if j is None:
+            j = self.joins[key] = self.add(latency, Cat.SYNC, rank, "join", what)
+        return j
+
+
+def _pipe(name: Any) -> str:
+    s = str(name or "S")
+    return s[len(_PIPE_PREFIX):] if s.startswith(_PIPE_PREFIX) else s
+
+
+def _fold_put_reads(recs: Sequence[TraceRecord]) -> set[int]:
+    """Indices (into `recs`, one core's records in order) of GM reads that are a put's source."""
+    out = set()
+    for i in range(len(recs) - 1):
+        r, nxt = recs[i], recs[i + 1]
+        if r.kind == "gm_read" and nxt.kind in ("put", "get") and \
+                int(r.extra.get("nbytes", 0)) == int(nxt.extra.get("nbytes", nxt.value or 0) or 0):
+            out.add(i)
+    return out
+
+
+class _Builder:
+    def __init__(self, model: CostModel) -> None:
+        self.m = model
+        self.g = _Graph()
+        self.records: list[TraceRecord] = []
+        self.wall: list[int] = []
+        self.egress_last: dict[int, int] = {}
+        self.ingress: dict[int, list[tuple[int, int]]] = defaultdict(list)   # dst -> (wall, node)
+        self.posts: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+        self.sig_waits: list[tuple[int, tuple, int]] = []
+        self.launches: list[tuple[int, int, int]] = []   # (rank, begin node, end node)
+        self.n_events = 0
+        self.active: dict[str, int] = {}
+
+    # -- one rank -----------------------------------------------------------------------------------------
+    def rank(self, rank: int, offset_ns: int, recs: Sequence[TraceRecord]) -> None:
+        m, g = self.m, self.g
+        ordered = sorted(recs, key=lambda r: r.seq)
+        by_core: dict[str, list[int]] = defaultdict(list)
+        for i, r in enumerate(ordered):
+            by_core[r.core].append(i)
+        folded: set[int] = set()
+        for idxs in by_core.values():
+            core_recs = [ordered[i] for i in idxs]
+            folded |= {idxs[j] for j in _fold_put_reads(core_recs)}
+        cores: dict[str, _Core] = defaultdict(_Core)
+        # cores of each type that ran on this rank share its GM bandwidth (the cost model's assumption)
+        self.active = {t: sum(1 for c in by_core if c.startswith(t)) for t in ("AIC", "AIV")}
+        act_aic, act_aiv = self.active["AIC"] or None, self.active["AIV"] or None
+        launch_begin = -1
+        launch_no = 0
+        prev_launch_end = -1
+        core_ends: list[int] = []
+        balls = 0
+        base = len(self.records)
+        self.records.extend(ordered)
+        self.wall.extend(r.t_ns + offset_ns for r in ordered)
+        for i, r in enumerate(ordered):
+            kind, core, x = r.kind, r.core, r.extra
+            ri = base + i
+            self.n_events += 1
+            if core == "host":
+                if kind == "launch_begin":
+                    j = g.join(("launch", launch_no), m.barrier_latency_s, rank, "launch barrier")
+                    g.edge(prev_launch_end, j)
+                    launch_begin = g.add(0.0, Cat.MARK, rank, core, f"launch {r.obj}", ri, [(j, 0.0)])
+                    launch_no += 1
+                    core_ends = []
+                elif kind == "launch_end":
+                    end = g.add(0.0, Cat.MARK, rank, core, f"launch end {r.obj}", ri,
+                                [(launch_begin, 0.0)] + [(e, 0.0) for e in core_ends])
+                    self.launches.append((rank, launch_begin, end))
+                    prev_launch_end = end
+                continue
+            if i in folded:
+                continue
+            c = cores[core]
+            add = g.add
+            if kind == "gm_read":
+                nb = int(x.get("nbytes", 0))
+                preds = [(c.frontier, 0.0), (c.pipes.get("MTE2", -1), 0.0)]
+                if core.startswith("AIC"):
+                    if not c.in_load_group:
+                        if c.last_mmad >= 0:
+                            c.groups_done.append(c.last_mmad)
+                            del c.groups_done[:-L1_BUFFER_DEPTH]
+                        c.in_load_group = True
+                    if len(c.groups_done) >= L1_BUFFER_DEPTH:
+                        preds.append((c.groups_done[-L1_BUFFER_DEPTH], 0.0))
+                n = add(m.mte_s(nb, act_aic if core.startswith("AIC") else act_aiv), Cat.MTE2, rank, core,
+                        f"load {r.obj} {nb} B", ri, preds)
+                c.pipes["MTE2"] = n
+            elif kind == "gm_write":
+                if core.startswith("AIC"):
+                    continue   # the fixpipe's own store (its FIXPIPE event carries the cost)
+                nb = int(x.get("nbytes", 0))
+                n = add(m.mte_s(nb, act_aiv), Cat.MTE3, rank, core, f"store {r.obj} {nb} B", ri,
+                        [(c.frontier, 0.0), (c.pipes.get("MTE3", -1), 0.0), (c.pipes.get("MTE2", -1), 0.0)])
+                c.pipes["MTE3"] = n
+            elif kind == "mmad":
+                mm, nn, kk = (int(v) for v in r.value[:3])
+                n = add(m.mmad_s(mm, nn, kk, x.get("aType")), Cat.MMAD, rank, core, f"mmad {mm}x{nn}x{kk}", ri,
+                        [(c.frontier, 0.0), (c.pipes.get("M", -1), 0.0), (c.pipes.get("MTE2", -1), 0.0)])
+                c.pipes["M"] = n
+                c.last_mmad = n
+                c.in_load_group = False
+            elif kind == "fixpipe":
+                mm, nn = (int(v) for v in r.value[-2:])
+                n = add(m.fixpipe_s(mm, nn, x.get("dtype"), act_aic), Cat.FIXPIPE, rank, core, f"fixpipe {mm}x{nn}",
+                        ri,
+                        [(c.frontier, 0.0), (c.pipes.get("FIX", -1), 0.0), (c.pipes.get("M", -1), 0.0)])
+                c.pipes["FIX"] = n
+            elif kind == "flag_set":
+                p = _pipe(x.get("pipe"))
+                n = add(0.0, Cat.SYNC, rank, core, f"set {r.obj}", ri, [(c.frontier, 0.0), (c.pipes.get(p, -1), 0.0)])
+                g.keyed[("set", rank, x.get("set_id"))].append(n)
+            elif kind == "flag_raise":
+                if x.get("consumed"):
+                    n = add(0.0, Cat.WAIT, rank, core, f"wait {r.obj}", ri, [(c.frontier, 0.0)])
+                    if x.get("token") is not None:
+                        g.pending.append((n, ("tok", rank, x["token"]), 0.0))
+                    c.frontier = n
+                else:
+                    n = add(m.flag_latency_s, Cat.SYNC, rank, core, f"raise {r.obj}", ri)
+                    for src in x.get("sources") or ():
+                        g.pending.append((n, ("set", rank, src[1]), 0.0))
+                    g.keyed[("tok", rank, x.get("token"))].append(n)
+                continue
+            elif kind == "sync_all_end" and r.obj == "SyncAll(soft)":
+                c.soft_syncs += 1
+                j = g.join(("soft", rank, _DIGITS.sub("", core), c.soft_syncs), m.barrier_latency_s, rank,
+                           "soft SyncAll")
+                g.edge(c.frontier, j)
+                c.frontier = add(0.0, Cat.WAIT, rank, core, "SyncAll(soft)", ri, [(j, 0.0)])
+            elif kind in ("put", "get"):
+                self._put(rank, c, core, r, ri)
+            elif kind == "quiet":
+                n = add(0.0, Cat.WAIT, rank, core, "quiet", ri,
+                        [(c.frontier, 0.0)] + [(t, m.put_latency_s) for t in c.outstanding])
+                c.outstanding = []
+                c.frontier = n
+            elif kind == "signal":
+                self._signal(rank, c, core, r, ri)
+            elif kind == "barrier":
+                obj = r.obj
+                if obj.startswith("TeamBarrier.store("):
+                    c.cnt = int(x.get("store", r.value or 0))
+                    n = add(0.0, Cat.SYNC, rank, core, obj, ri, [(c.frontier, 0.0)])
+                    g.keyed[("tb", rank, x.get("barrier"), x.get("slot"), c.cnt)].append(n)
+                    c.frontier = n
+                elif obj.startswith("TeamBarrier.observe("):
+                    n = add(0.0, Cat.WAIT, rank, core, obj, ri, [(c.frontier, 0.0)])
+                    g.pending.append((n, ("tb", x.get("peer"), x.get("barrier"), x.get("slot"), c.cnt),
+                                      m.put_latency_s))
+                    c.frontier = n
+                elif obj.startswith("TeamBarrier.CrossCore("):
+                    j = g.join(("crosscore", rank, r.value), m.barrier_latency_s, rank, obj)
+                    g.edge(c.frontier, j)
+                    c.frontier = add(0.0, Cat.WAIT, rank, core, obj, ri, [(j, 0.0)])
+                elif obj == "barrier_all":
+                    balls += 1
+                    j = g.join(("barrier_all", balls), m.barrier_latency_s, rank, "barrier_all")
+                    g.edge(c.frontier, j)
+                    for t in c.outstanding:
+                        g.edge(t, j, m.put_latency_s)
+                    c.outstanding = []
+                    c.frontier = add(0.0, Cat.WAIT, rank, core, obj, ri, [(j, 0.0)])
+            elif kind == "hccl":
+                self._hccl(rank, c, core, r, ri)
+            elif kind == "core_begin":
+                c.frontier = add(0.0, Cat.MARK, rank, core, f"kernel {r.obj}", ri, [(launch_begin, 0.0)])
+                c.pipes = {}
+                c.groups_done = []
+                c.in_load_group = False
+                c.last_mmad = -1
+                c.nodes = []
+            elif kind == "core_end":
+                n = add(0.0, Cat.MARK, rank, core, f"kernel end {r.obj}", ri,
+                        [(c.frontier, 0.0)] + [(p, 0.0) for p in c.pipes.values()]
+                        + [(t, m.put_latency_s) for t in c.outstanding])
+                c.outstanding = []
+                core_ends.append(n)
+                c.frontier = n
+
+    def _put(self, rank: int, c: _Core, core: str, r: TraceRecord, ri: int) -> None:
+        m, g, x = self.m, self.g, r.extra
+        nb = int(x.get("nbytes", r.value or 0) or 0)
+        pe = int(x.get("pe", rank))
+        server = x.get("handle") is not None and x.get("repeat") is not None
+        issue = g.add(m.put_issue_s, Cat.ISSUE, rank, core, f"{r.kind} issue -> {pe}", ri, [(c.frontier, 0.0)])
+        if server:
+            g.pending.append((issue, ("commit", rank, x.get("session"), x.get("handle"), int(x["repeat"]) + 1),
+                              m.hccl_commit_latency_s))
+        c.frontier = issue
+        src, dst = (pe, rank) if r.kind == "get" else (rank, pe)
+        if pe == rank:
+            t = g.add(m.local_copy_s(nb, self.active.get("AIV") or None), Cat.MTE2, rank, core, f"local copy {nb} B",
+                      ri, [(issue, 0.0)])
+        else:
+            t = g.add(m.link_s(nb), Cat.LINK, rank, core, f"{r.kind} {src}->{dst} {nb} B", ri,
+                      [(issue, 0.0), (self.egress_last.get(src, -1), 0.0)])
+            self.egress_last[src] = t
+            self.ingress[dst].append((self.wall[ri], t))
+        if server:
+            g.keyed[("hput", pe, x.get("session"), x.get("handle"), int(x["repeat"]))].append(t)
+        else:
+            c.outstanding.append(t)
+
+    def _signal(self, rank: int, c: _Core, core: str, r: TraceRecord, ri: int) -> None:
+        m, g, x = self.m, self.g, r.extra
+        window, offset = x.get("window"), x.get("offset")
+        if str(x.get("role", "")).upper() == "WAIT":
+            n = g.add(0.0, Cat.WAIT, rank, core, f"signal wait {r.obj}", ri, [(c.frontier, 0.0)])
+            self.sig_waits.append((self.wall[ri], (rank, window, offset), n))
+        else:
+            n = g.add(m.put_issue_s, Cat.ISSUE, rank, core, f"signal post {r.obj}", ri,
+                      [(c.frontier, 0.0)] + [(t, m.put_latency_s) for t in c.outstanding])
+            self.posts[(x.get("pe"), window, offset)].append((self.wall[ri], n))
+        c.frontier = n
+
+    def _hccl(self, rank: int, c: _Core, core: str, r: TraceRecord, ri: int) -> None:
+        m, g, x = self.m, self.g, r.extra
+        call = str(r.value).upper()
+        if core.startswith("AIC") or core.startswith("AIV"):
+            if "session" in x:
+                c.session = x["session"]
+            n = g.add(m.hccl_call_s, Cat.ISSUE, rank, core, f"hccl {call} {r.obj}", ri, [(c.frontier, 0.0)])
+            if call == HCCL_COMMIT and _WORKING.match(core):
+                g.keyed[("commit", rank, c.session, x.get("handle"), x.get("commits"))].append(n)
+            elif call == HCCL_WAIT and x.get("rc", HCCL_SUCCESS) == HCCL_SUCCESS and x.get("waits") is not None:
+                n = g.add(0.0, Cat.WAIT, rank, core, f"hccl wait {r.obj}", ri, [(n, 0.0)])
+                if x.get("follows_working"):
+                    g.pending.append((n, ("hwait", rank, c.session, x.get("total")), 0.0))
+                else:
+                    g.pending.append((n, ("hput", rank, c.session, x.get("handle"), int(x["waits"]) - 1),
+                                      m.put_latency_s))
+                    if _WORKING.match(core):
+                        g.keyed[("hwait", rank, c.session, x.get("total"))].append(n)
+            c.frontier = n
+
+    # -- cross-rank edges, then timing ---------------------------------------------------------------------
+    def finish(self) -> None:
+        g = self.g
+        for lst in self.ingress.values():
+            lst.sort()
+            for (_, a), (_, b) in itertools.pairwise(lst):
+                g.edge(a, b)
+        for lst in self.posts.values():
+            lst.sort()
+        for t, (pe, window, offset), n in self.sig_waits:
+            best = -1
+            for tp, p in self.posts.get((pe, window, offset), ()):
+                if tp > t:
+                    break
+                best = p
+            g.edge(best, n, self.m.put_latency_s)
+        for n, key, w in g.pending:
+            for src in g.keyed.get(key, ()):
+                g.edge(src, n, w)
+
+
+def _evaluate(g: _Graph) -> tuple[list[float], list[float], list[int]]:
+    """Start, end and critical predecessor of every node (Kahn's order over the predecessor lists)."""
+    n = len(g.dur)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for v, ps in enumerate(g.preds):
+        indeg[v] = len(ps)
+        for p, _ in ps:
+            succ[p].append(v)
+    start = [0.0] * n
+    end = [0.0] * n
+    crit = [-1] * n
+    ready = [v for v in range(n) if indeg[v] == 0]
+    done = 0
+    dur, preds = g.dur, g.preds
+    while ready:
+        v = ready.pop()
+        done += 1
+        s, best = 0.0, -1
+        for p, w in preds[v]:
+            t = end[p] + w
+            if t > s or best < 0:
+                s, best = max(s, t), p
+        start[v] = s
+        end[v] = s + dur[v]
+        crit[v] = best
+        for u in succ[v]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                ready.append(u)
+    if done != n:
+        stuck = next(v for v in range(n) if indeg[v] > 0)
+        raise ReplayError(f"the recorded dependencies contain a cycle (e.g. rank {g.rank[stuck]} {g.core[stuck]} "
+                          f"'{g.what[stuck]}'): records of different runs mixed, or a record missing")
+    return start, end, crit
+
+
+def _union(iv: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(i for i in iv if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _length(iv: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in iv)
+
+
+def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    i = j = 0
+    tot = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            tot += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tot
+
+
+def replay(per_rank: Mapping[int, tuple[int, Sequence[TraceRecord]] | Sequence[TraceRecord]],
+           model: CostModel = DEFAULT_COST_MODEL, *, timeline: bool = False) -> Prediction:
+    """Predict the device time of the recorded run. `per_rank[r]` is rank r's records, or (its clock offset
+    in ns, its records) as `mc2emu.predict.records.gather_records` returns them. `timeline=True` keeps
+    every node's modelled times (for the virtual-time trace)."""
+    if not per_rank:
+        raise ReplayError("no records to replay")
+    b = _Builder(model)
+    for rank in sorted(per_rank):
+        item = per_rank[rank]
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], int):
+            offset, recs = item
+        else:
+            offset, recs = 0, item
+        b.rank(rank, offset, recs)
+    b.finish()
+    g = b.g
+    if not b.launches:
+        raise ReplayError("the records hold no launch (LAUNCH_BEGIN / LAUNCH_END of the host)")
+    start, end, crit = _evaluate(g)
+    t0 = min(start[bg] for _, bg, _ in b.launches)
+    t_end = max(end[e] for _, _, e in b.launches)
+    per_rank_s: dict[int, float] = defaultdict(float)
+    for rank, _, e in b.launches:
+        per_rank_s[rank] = max(per_rank_s[rank], end[e] - t0)
+    # critical path: back from the last launch end
+    last = max((e for _, _, e in b.launches), key=lambda e: end[e])
+    path: list[PathStep] = []
+    by_cat: dict[str, float] = defaultdict(float)
+    v = last
+    while v >= 0:
+        p = crit[v]
+        w = 0.0
+        if p >= 0:
+            w = max(0.0, start[v] - end[p])
+        path.append(PathStep(g.rank[v], g.core[v], g.what[v], g.cat[v], start[v] - t0, end[v] - t0, w))
+        # the launch barrier before the kernel time starts is not part of it
+        by_cat[g.cat[v]] += max(0.0, end[v] - max(start[v], t0))
+        if w > 0:
+            by_cat["latency"] += w
+        v = p
+    path.reverse()
+    # overlap of communication with compute, per rank
+    comm_iv: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    cube_iv: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    busy: dict[tuple[int, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for v in range(len(g.dur)):
+        cat = g.cat[v]
+        if cat == Cat.LINK:
+            comm_iv[g.rank[v]].append((start[v], end[v]))
+        elif cat == Cat.MMAD:
+            cube_iv[g.rank[v]].append((start[v], end[v]))
+        if cat in Cat.COMPUTE or cat in (Cat.LINK, Cat.ISSUE):
+            busy[(g.rank[v], g.core[v])][cat] += g.dur[v]
+    comm = hidden = 0.0
+    for rank, iv in comm_iv.items():
+        u = _union(iv)
+        comm += _length(u)
+        hidden += _intersect(u, _union(cube_iv.get(rank, [])))
+    total = t_end - t0
+    cores = []
+    for (rank, core), cats in sorted(busy.items()):
+        main = cats.get(Cat.MMAD, 0.0) if core.startswith("AIC") else cats.get(Cat.MTE2, 0.0) + cats.get(Cat.MTE3, 0.0)
+        cores.append(CoreUse(rank, core, dict(cats), main / total if total > 0 else 0.0))
+    tl = [Span(g.rec[v], g.rank[v], g.core[v], g.cat[v], g.what[v], start[v] - t0, end[v] - t0)
+          for v in range(len(g.dur))] if timeline else []
+    counts: dict[str, int] = defaultdict(int)
+    for cat in g.cat:
+        counts[cat] += 1
+    return Prediction(total, dict(per_rank_s), path, dict(by_cat), comm, hidden, comm - hidden, cores, len(g.dur),
+                      b.n_events, model, dict(counts), tl, b.records if timeline else [])

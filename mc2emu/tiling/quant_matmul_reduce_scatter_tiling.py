@@ -1,0 +1,166 @@
+"""Host tiling of quant_matmul_reduce_scatter: the rounds of the design-spec kernel, the SWAT matmul tilings,
+and the operator's constraints.
+
+Sources:
+- the cannbot MC2 skill, scenario `compute-first-reduce-scatter` (`design.md` §3.3 T derivation, §3.4 flags;
+  `development.md` §3.1 the nine host checks, §3.2 T derivation, §5.6 headMSize calibration, §5.7 tiling
+  fields). Read through the public code index (file ids 67045480779 and 60671537757: two versions of
+  design.md; 60509613752: development.md); the index does not name their repository or commit.
+- the shipped ST host `mc2/common/op_kernel/apace/tests/st/quant_matmul_reduce_scatter/ubmem/src/main.cpp`
+  (hicann/ops-transformer 0f2296ba3e): M % R == 0, K % 32 == 0, CeilDiv(K, 64) even; the SWAT tiling of
+  (M, N, K) with `SetOptimizeEnable(false)`, `SetMTailAlignEnable(true)`.
+
+Rounds (`impl="rounds"`): mSeg = M / R rows per rank segment; T = headCnt + tailCnt rounds of headMSize rows
+(one tail round of mSeg % headMSize rows, 16-aligned, allowed). Round t covers rows [t * headMSize, + curTileM)
+of every rank segment, so the AIC's FragmentTensor problem of round t is R * curTileM rows.
+headMSize default (development.md §5.6, an example calibration the doc says to re-tune): 512 for R <= 2, 128
+for R >= 4 (256 for R = 3, between the two), capped at mSeg, raised to >= ceil(mSeg / 15) (T <= 15) and to
+>= ceil(mSeg / floor(32 / R)) (R * T <= 32), rounded up to 16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mc2emu.arch.platform import DAV_3510, PlatformSpec
+from mc2emu.numerics import ElemFormat
+from mc2emu.numerics.constants import MX_GROUP_SIZE, MXFP_DIVISOR_SIZE
+from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat
+
+if TYPE_CHECKING:
+    from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData
+
+# design.md §3.4 / development.md §3.1 #5: a flag counter holds at most 15 pending Sets and the AIC, which
+# waits for nothing, may run T rounds ahead of its AIVs: T <= 15.
+MAX_ROUNDS = 15
+# development.md §3.1 #8: R * T <= 32 (MAX_FRAGMENT_COUNT of the FragmentTensor).
+MAX_RANK_ROUNDS = 32
+# development.md §5.6: row granularity of headMSize and of a tail round (Blaze's minimum row granule).
+ROW_ALIGN = 16
+# development.md §3.1 #7: one round's chunk to one peer must stay <= 512 KiB (UDMA intermittent FAIL above).
+MAX_ROUND_CHUNK_BYTES = 512 * 1024
+# development.md §5.6 example calibration: large tiles for few ranks, small tiles for many.
+HEAD_M_FEW_RANKS = 512
+HEAD_M_THREE_RANKS = 256
+HEAD_M_MANY_RANKS = 128
+# The shipped kernel (comm_resource_builder.h): HCCL_MTE_MAX_RANK_NUM.
+MAX_RANKS = 64
+# bf16 staging / output (the only CType of both kernels).
+C_BYTES = 2
+
+
+@dataclass(frozen=True)
+class RsCommTiling:
+    """`commTilingData` of the rounds kernel (development.md §5.7), in rows of one rank segment."""
+
+    mSeg: int
+    headMSize: int
+    headCnt: int
+    tailMSize: int
+    tailCnt: int
+
+    @property
+    def commTurn(self) -> int:
+        return self.headCnt + self.tailCnt
+
+    def tile_m(self, t: int) -> int:
+        """`GetTileM(t)`: rows of every rank segment in round t."""
+        return self.headMSize if t < self.headCnt else self.tailMSize
+
+    def tile_m_offset(self, t: int) -> int:
+        """`GetTileMOffset(t)`: first row of round t inside a rank segment."""
+        return t * self.headMSize if t < self.headCnt else self.headCnt * self.headMSize
+
+
+def default_head_m_size(m_seg: int, rank_size: int) -> int:
+    """The host choice of headMSize (module docstring)."""
+    base = HEAD_M_FEW_RANKS if rank_size <= 2 else HEAD_M_THREE_RANKS if rank_size == 3 else HEAD_M_MANY_RANKS
+    head = min(base, m_seg)
+    head = max(head, CeilDiv(m_seg, MAX_ROUNDS), CeilDiv(m_seg, max(1, MAX_RANK_ROUNDS // rank_size)))
+    if head >= m_seg:
+        return m_seg
+    return min(m_seg, CeilDiv(head, ROW_ALIGN) * ROW_ALIGN)
+
+
+def make_rs_comm_tiling(m: int, rank_size: int, head_m_size: int | None) -> RsCommTiling:
+    m_seg = m // rank_size
+    head = default_head_m_size(m_seg, rank_size) if head_m_size is None else int(head_m_size)
+    if head <= 0:
+        return RsCommTiling(m_seg, head, 0, 0, 0)
+    head = min(head, m_seg)
+    head_cnt = m_seg // head
+    tail = m_seg % head
+    return RsCommTiling(m_seg, head, head_cnt, tail, 1 if tail else 0)
+
+
+def rs_round_tiling(rows: int, n: int, k: int, elem: ElemFormat, b_elem: ElemFormat,
+                    platform: PlatformSpec = DAV_3510, aic_num: int | None = None) -> QuantMatmulTilingData:
+    """The SWAT tiling of one round's problem (rows = R * curTileM; development.md §5.5 subMm / tailMm)."""
+    swat = QuantMatmulTilingSwat(platform, aic_num=aic_num, isOpenOptimize=False, enableMTailAlign=True)
+    return swat.GetTilingData(rows, n, k, False, True, elem, b_elem)
+
+
+def qmrs_shape_violations(m: int, k: int, n: int, rank_size: int) -> list[tuple[str, str]]:
+    """Rules both kernels share (the shipped ST host's ParseArgs; seed 000 §4.7)."""
+    out: list[tuple[str, str]] = []
+    if min(m, k, n) <= 0:
+        return [("QMRS-0 m, k, n > 0", f"M = {m}, K = {k}, N = {n}")]
+    if m % rank_size:
+        out.append(("QMRS-1 M % R == 0", f"M = {m} is not divisible by R = {rank_size}: the output is split along "
+                                         f"M into R equal segments (seed 000 §4.7)"))
+    if k % MX_GROUP_SIZE:
+        out.append(("QMRS-2 K % 32 == 0", f"K = {k} is not a multiple of {MX_GROUP_SIZE} (one E8M0 scale per 32 "
+                                          f"elements; the ST host refuses it)"))
+    if CeilDiv(k, MXFP_DIVISOR_SIZE) % 2:
+        out.append(("QMRS-3 ceil(K/64) even", f"ceil(K / 64) = {CeilDiv(k, MXFP_DIVISOR_SIZE)} is odd (the ST host "
+                                              f"refuses it; the MXFP8 scale alignment of one matmul's K)"))
+    if rank_size > MAX_RANKS:
+        out.append(("QMRS-4 R <= 64", f"{rank_size} ranks: HCCL_MTE_MAX_RANK_NUM is {MAX_RANKS}"))
+    return out
+
+
+def rounds_violations(ct: RsCommTiling, n: int, rank_size: int, used: int | None,
+                      platform: PlatformSpec = DAV_3510) -> list[tuple[str, str]]:
+    """The design-spec kernel's host checks (development.md §3.1) on a derived tiling."""
+    out: list[tuple[str, str]] = []
+    if ct.headMSize <= 0:
+        return [("RS-1 head_m_size > 0", f"head_m_size = {ct.headMSize}")]
+    if ct.commTurn > 1 and ct.headMSize % ROW_ALIGN:
+        out.append(("RS-2 head_m_size % 16 == 0", f"headMSize = {ct.headMSize} rows with T = {ct.commTurn} rounds: "
+                                                  f"a round's rows must be whole 16-row blocks"))
+    if ct.tailCnt and ct.tailMSize % ROW_ALIGN:
+        out.append(("RS-3 tail % 16 == 0", f"mSeg = {ct.mSeg} = {ct.headCnt} x {ct.headMSize} + {ct.tailMSize}: the "
+                                           f"tail round's rows must be 16-aligned (development.md §5.6)"))
+    if ct.commTurn > MAX_ROUNDS:
+        out.append(("RS-4 T <= 15", f"T = {ct.commTurn} rounds: the AIC may run T flag Sets ahead of its AIV and a "
+                                    f"counter holds {MAX_ROUNDS}; use headMSize >= ceil(mSeg / 15) = "
+                                    f"{CeilDiv(ct.mSeg, MAX_ROUNDS)}"))
+    if rank_size * ct.commTurn > MAX_RANK_ROUNDS:
+        out.append(("RS-5 R * T <= 32", f"R = {rank_size} x T = {ct.commTurn} > {MAX_RANK_ROUNDS} "
+                                        f"(MAX_FRAGMENT_COUNT)"))
+    chunk = ct.headMSize * n * C_BYTES
+    if chunk > MAX_ROUND_CHUNK_BYTES:
+        out.append(("RS-6 tileM * N * 2 <= 512 KiB", f"one round's chunk to one peer is {ct.headMSize} x {n} x 2 = "
+                                                      f"{chunk} B > {MAX_ROUND_CHUNK_BYTES} B"))
+    if used is not None:
+        if used < rank_size + 1:
+            out.append(("RS-7 block_dim >= R + 1", f"block_dim {used} with R = {rank_size}: the last R AIVs "
+                                                   f"communicate and at least one more must reduce"))
+        if used > platform.aic_count:
+            out.append(("RS-8 block_dim <= AIC count", f"block_dim {used} > {platform.aic_count} AICs"))
+    return out
+
+
+def per_block_violations(rank_size: int, used: int, platform: PlatformSpec = DAV_3510) -> list[tuple[str, str]]:
+    """The shipped kernel's launch rules: AIV blocks 0 .. R - 1 run the status handshake (one per peer), so the
+    2 * block_dim AIVs of MIX_AIC_1_2 must cover R; block_dim at most the AIC count."""
+    out: list[tuple[str, str]] = []
+    if 2 * used < rank_size:
+        out.append(("PB-1 2 * block_dim >= R", f"block_dim {used} gives {2 * used} AIVs for R = {rank_size}: AIV v "
+                                                f"handshakes with rank v, so ranks >= {2 * used} would never be "
+                                                f"waited for"))
+    if used > platform.aic_count:
+        out.append(("PB-2 block_dim <= AIC count", f"block_dim {used} > {platform.aic_count} AICs"))
+    return out

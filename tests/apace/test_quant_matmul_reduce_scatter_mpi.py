@@ -1,0 +1,259 @@
+"""quant_matmul_reduce_scatter at every world size, against the golden bit for bit: the design-spec kernel
+(impl "rounds") with one round and with several rounds plus a tail round, a ragged N (rows not whole 32-byte
+blocks), signed inputs with cancellation across ranks (the FP32 order over ranks matters: goldens that sum in
+another order, or without the bf16 staging, differ), bitwise reproducibility under seeded perturbation,
+refusals on every rank, and the reproduced hazards with what each report names."""
+
+import numpy as np
+import pytest
+
+from mc2emu.ops.quant_matmul_reduce_scatter_golden import (
+    gen_qmrs_signed_inputs,
+    gen_qmrs_st_inputs,
+    golden_qmrs_partial,
+    golden_quant_matmul_reduce_scatter,
+    golden_reduce_scatter,
+)
+from mc2emu.ops.quant_matmul_reduce_scatter_op import quant_matmul_reduce_scatter
+from mc2emu.runtime import ConstraintError, HazardError, PerturbPolicy
+
+TIMEOUT = 60.0
+
+
+def world():
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def run(inp, **kw):
+    kw.setdefault("timeout", TIMEOUT)
+    kw.setdefault("block_dim", world().Get_size() + 2)
+    return quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], **kw)
+
+
+def gathered(comm, inp):
+    return {key: comm.allgather(v) for key, v in inp.items()}
+
+
+def golden(comm, inp, **kw):
+    al = gathered(comm, inp)
+    return golden_quant_matmul_reduce_scatter(al["x1"], al["x1_scale"], al["x2"], al["x2_scale"], comm.Get_rank(), **kw)
+
+
+def bits(a):
+    return np.asarray(a).view(np.uint16)
+
+
+def assert_all_ranks(comm, ok, what):
+    flags = comm.allgather(bool(ok))
+    assert all(flags), f"{what}: failed on ranks {[r for r, f in enumerate(flags) if not f]}"
+
+
+# (rows per rank segment, K, N, head_m_size) -> T
+CASES = {
+    "one_round": (32, 128, 48, None),              # mSeg 32 <= head: T = 1
+    "rounds_and_tail_ragged_n": (48, 128, 40, 32),  # T = 2: one 32-row round + a 16-row tail; N * 2 = 80 B rows
+    "three_rounds": (48, 256, 64, 16),              # T = 3, K of two scale pairs
+}
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("case", list(CASES))
+def test_rounds_kernel_matches_the_golden_bitwise(case):
+    comm = world()
+    R = comm.Get_size()
+    seg, k, n, head = CASES[case]
+    inp = gen_qmrs_st_inputs(R * seg, k, n, comm.Get_rank())
+    stats = {}
+    y = run(inp, head_m_size=head, stats=stats)
+    assert y.shape == (seg, n)
+    g = golden(comm, inp)
+    bad = int((bits(y) != bits(g)).sum())
+    assert_all_ranks(comm, bad == 0, f"{case}: {bad} elements differ from the golden")
+    ct = stats["launch"].comm_tiling
+    expect_t = {"one_round": 1, "rounds_and_tail_ragged_n": 2, "three_rounds": 3}[case]
+    assert ct.commTurn == expect_t and ct.mSeg == seg
+    if case == "rounds_and_tail_ragged_n":
+        assert (ct.headMSize, ct.headCnt, ct.tailMSize, ct.tailCnt) == (32, 1, 16, 1)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_signed_cancellation_follows_the_ascending_fp32_order():
+    """Even ranks carry 2^20 scales, odd ranks 2^0: the FP32 sum over ranks drops low bits. The kernel equals
+    the golden that rounds each C_j to bf16 and sums ranks 0, 1, ..., R - 1; the golden of unrounded FP32
+    partials differs (every R), and so does the reversed order (R >= 3), so this test can fail."""
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    seg, k, n = 32, 128, 48
+    inp = gen_qmrs_signed_inputs(R * seg, k, n, rank)
+    y = run(inp, head_m_size=16)
+    al = gathered(comm, inp)
+    g = golden_quant_matmul_reduce_scatter(al["x1"], al["x1_scale"], al["x2"], al["x2_scale"], rank)
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(g)), "ascending golden")
+    f32 = [golden_qmrs_partial(al["x1"][j], al["x1_scale"][j], al["x2"][j], al["x2_scale"][j], out_dtype="float32")
+           for j in range(R)]
+    unrounded = golden_reduce_scatter(f32, rank)
+    differs = comm.allgather(int((bits(unrounded) != bits(y)).sum()))
+    assert sum(differs) > 0, "the unrounded-partials golden should differ from the kernel somewhere"
+    if R >= 3:
+        rev = golden_quant_matmul_reduce_scatter(al["x1"], al["x1_scale"], al["x2"], al["x2_scale"], rank,
+                                                 order=list(range(R - 1, -1, -1)))
+        differs = comm.allgather(int((bits(rev) != bits(y)).sum()))
+        assert sum(differs) > 0, "the reversed-order golden should differ from the kernel somewhere"
+
+
+@pytest.mark.mpi(min_size=2)
+def test_bitwise_identical_across_perturbation_seeds():
+    comm = world()
+    R = comm.Get_size()
+    inp = gen_qmrs_signed_inputs(R * 32, 128, 40, comm.Get_rank())
+    ref = run(inp, head_m_size=16)
+    for seed in (7,):
+        out = run(inp, head_m_size=16, perturb=PerturbPolicy(seed, max_delay_s=1e-3))
+        assert_all_ranks(comm, np.array_equal(bits(out), bits(ref)), f"perturbation seed {seed}")
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize(("shape", "kwargs", "rule"), [
+    ((1, 128, 32), {}, "QMRS-1 M % R == 0"),                           # M = R * 16 + 1
+    ((16, 192, 32), {}, "QMRS-3 ceil(K/64) even"),
+    ((16, 192, 32), {"split": "k"}, "QMRS-TP ceil(k/R/64) even"),
+    ((256, 128, 32), {"head_m_size": 16}, "RS-4 T <= 15"),             # mSeg 256 / 16 = 16 rounds
+    ((48, 128, 32), {"head_m_size": 24}, "RS-2 head_m_size % 16 == 0"),
+    ((16, 128, 32), {"bias": np.zeros(32, np.float32)}, "bias"),
+    ((16, 128, 32), {"out_dtype": "float16"}, "out_dtype"),
+    ((16, 128, 32), {"impl": "nope"}, "impl"),
+])
+def test_bad_input_is_refused_on_every_rank(shape, kwargs, rule):
+    comm = world()
+    R = comm.Get_size()
+    seg, k, n = shape
+    m = R * 16 + 1 if seg == 1 else R * seg
+    inp = gen_qmrs_st_inputs(m, k, n, comm.Get_rank())
+    with pytest.raises(ConstraintError) as info:
+        run(inp, **kwargs)
+    assert info.value.rule == rule
+
+
+@pytest.mark.mpi(min_size=2)
+def test_too_few_cores_for_a_reduce_core_is_refused():
+    comm = world()
+    R = comm.Get_size()
+    inp = gen_qmrs_st_inputs(R * 16, 128, 32, comm.Get_rank())
+    with pytest.raises(ConstraintError) as info:
+        run(inp, block_dim=R)
+    assert info.value.rule == "RS-7 block_dim >= R + 1"
+
+
+@pytest.mark.mpi(min_size=2)
+def test_templated_wait_reads_unfinished_staging_and_is_reported():
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    seg, n = 32, 40
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
+    with pytest.raises(HazardError) as info:
+        run(inp, head_m_size=16, kernel_variant="templated_wait")
+    reps = [h for h in info.value.hazards if h.hazard.value == "READ_BEFORE_WAIT"]
+    # every comm core but the one serving the own rank reads early, once per round (T = 2)
+    assert len(reps) == (R - 1) * 2
+    block_dim = R + 2
+    for h in reps:
+        d = h.details
+        target = d["target"]
+        assert h.core == f"AIV{block_dim - 1 - target}" and target != rank
+        assert d["flag"] == 0 and d["buffer"] == "staging"
+        row0 = target * seg + d["round"] * 16
+        assert d["range"] == (row0 * n * 2, (row0 + 16) * n * 2)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_rounded_tail_copy_overruns_the_neighbour_and_is_reported():
+    """Three reduce cores share a 16-row round: 6, 5, 5 rows of 80 bytes. 480 B is whole 32-byte blocks,
+    400 B is not: the last two cores' copies overrun by 16 bytes (the next core's row, or past y's end). The
+    source's DataCopyPad (exact bytes) gives the golden with the same shapes."""
+    comm = world()
+    R = comm.Get_size()
+    seg, n = 32, 40
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, comm.Get_rank())
+    y = run(inp, head_m_size=16, block_dim=R + 3)
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), "exact-byte copies")
+    with pytest.raises(HazardError) as info:
+        run(inp, head_m_size=16, block_dim=R + 3, kernel_variant="tail_copy_rounded")
+    reps = [h for h in info.value.hazards if h.hazard.value == "TAIL_COPY_OVERRUN"]
+    assert sorted(h.core for h in reps) == ["AIV1", "AIV1", "AIV2", "AIV2"]   # two rounds each
+    for h in reps:
+        assert h.details["overrun"] == 16 and h.details["buffer"] == "y"
+        lo, hi = h.details["range"]
+        assert hi - lo == 416
+        start = {"AIV1": 6, "AIV2": 11}[h.core] + 16 * h.details["round"]
+        assert lo == start * n * 2
+
+
+# -- impl "per_block": the shipped kernel --------------------------------------------------------------------------
+PB_CASES = {
+    "st_one_n_tile": ("st", 32, 128, 48),
+    "st_ragged_two_n_tiles": ("st", 16, 128, 300),     # baseN 256: blocks of 256 + 44 columns, rows put one by one
+    "signed_cancellation": ("signed", 32, 128, 48),
+}
+
+
+def pb_block_dim(R):
+    return R // 2 + 1      # 2 * block_dim AIVs >= R: AIV v runs the status handshake with rank v
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("case", list(PB_CASES))
+def test_per_block_matches_the_golden_and_reports_the_leftover_flag_9(case):
+    """The single-batch path returns before the final CrossCoreWaitFlag(9): each AIC that ran a block ends with
+    one unconsumed flag-9 round (the only hazard); y is the golden bit for bit. The final_wait variant (the
+    multi-batch path's wait) runs clean and gives the same y."""
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    kind, seg, k, n = PB_CASES[case]
+    gen = gen_qmrs_st_inputs if kind == "st" else gen_qmrs_signed_inputs
+    inp = gen(R * seg, k, n, rank)
+    stats = {}
+    with pytest.raises(HazardError) as info:
+        run(inp, impl="per_block", block_dim=pb_block_dim(R), stats=stats)
+    y = info.value.output
+    g = golden(comm, inp)
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(g)), f"{case}: per_block y")
+    reps = info.value.hazards
+    assert {h.hazard.value for h in reps} == {"UNCONSUMED_FLAG"}
+    ran = stats["launch"].tiles
+    assert all("flag id 9 holds 1 unconsumed" in h.message and h.core.startswith("AIC") for h in reps)
+    assert len(reps) == min(pb_block_dim(R), ran)
+    clean = run(inp, impl="per_block", block_dim=pb_block_dim(R), kernel_variant="final_wait")
+    assert_all_ranks(comm, np.array_equal(bits(clean), bits(g)), f"{case}: final_wait y")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_per_block_acc_times_zero_keeps_stale_nan_and_is_reported():
+    """With UB holding NaN from an earlier kernel, `sum * 0.0f` does not clear it: the AIVs whose UB the epilogue
+    and the status words did not overwrite put NaN into their y rows; each report names the row and the count,
+    and exactly that many elements of that y row are NaN."""
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    seg, n = 16, 48
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
+    with pytest.raises(HazardError) as info:
+        run(inp, impl="per_block", block_dim=pb_block_dim(R), kernel_variant="ub_stale_nan")
+    y = info.value.output.astype(np.float32)
+    reps = [h for h in info.value.hazards if h.hazard.value == "MUL_ZERO_KEEPS_NAN"]
+    rows = {h.details["row"] for h in reps}
+    for h in reps:
+        assert int(np.isnan(y[h.details["row"]]).sum()) == h.details["count"] > 0
+    clean_rows = [r for r in range(seg) if r not in rows]
+    assert not np.isnan(y[clean_rows]).any()
+    assert sum(comm.allgather(len(reps))) > 0, "some AIV ran no epilogue sub-tile and kept the stale NaN"
+
+
+@pytest.mark.mpi(min_size=3)
+def test_per_block_needs_an_aiv_per_peer():
+    comm = world()
+    R = comm.Get_size()
+    inp = gen_qmrs_st_inputs(R * 16, 128, 32, comm.Get_rank())
+    with pytest.raises(ConstraintError) as info:
+        run(inp, impl="per_block", block_dim=1)
+    assert info.value.rule == "PB-1 2 * block_dim >= R"

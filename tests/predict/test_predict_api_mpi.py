@@ -1,0 +1,57 @@
+"""`predict_operator` (the API behind `--predict`) over a real A2A sweep, and the virtual-time trace of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from mc2emu.cli.operators.all_to_all import SPEC, A2AMode
+from mc2emu.cli.options import Impl
+from mc2emu.cli.predict import predict_operator
+from mc2emu.cli.scenarios import Knob, Shape
+from mc2emu.predict.virtual_trace import WALL_PID_BASE, virtual_trace
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+
+SHAPE = Shape(32, 128, 64)
+
+
+def world():
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+@pytest.mark.mpi(min_size=2)
+def test_predict_a2a_sweep_and_its_virtual_trace():
+    comm = world()
+    size = comm.Get_size()
+    bd = max(4, size)
+    knobs = [Knob(A2AMode(Impl.UDMA, 0, WaitOrder.IN_ORDER, comm_tiles=2), bd, {"localMatmul": 0, "head tile": 16}),
+             Knob(A2AMode(Impl.UDMA, 1, WaitOrder.IN_ORDER, comm_tiles=2), bd, {"localMatmul": 1, "head tile": 16}),
+             Knob(A2AMode(Impl.UDMA, 0, WaitOrder.IN_ORDER, comm_tiles=2), size - 1,
+                  {"localMatmul": 0, "head tile": 16, "block_dim": size - 1})]
+    t = predict_operator(SPEC, SHAPE, comm=comm, knobs=knobs, timeout=30.0, keep_records=True)
+    rows = comm.allgather([(r.total_s, r.refused) for r in t.rows])
+    assert all(x == rows[0] for x in rows)                       # every rank returns the same table
+    ok, bad = t.rows[:2], t.rows[2]
+    assert all(r.ok and r.total_s > 0 for r in ok)
+    assert not bad.ok and bad.refused.startswith("A2A-5")       # R ranks need R AIV blocks
+    # localMatmul 1 moves the same bytes: per rank, (R - 1) peers x 32 rows x (128 + 4) bytes
+    sent = size * (size - 1) * 32 * (128 + 4)
+    for r in ok:
+        assert r.comm_s == pytest.approx(sent / t.model.link_bw, rel=1e-9)
+    assert t.best() in (0, 1)
+    if comm.Get_rank() == 0:
+        best = t.best()
+        pred, recs = t.predictions[best], t.records[best]
+        trace = virtual_trace(pred, recs, "test")
+        ev = trace["traceEvents"]
+        model_spans = [e for e in ev if e["ph"] == "X" and e["pid"] < WALL_PID_BASE]
+        mmads = sum(1 for _, rs in recs.values() for x in rs if x.kind == "mmad")
+        assert sum(1 for e in model_spans if e["cat"] == "mmad") == mmads
+        end = max(e["ts"] + e["dur"] for e in model_spans if e["cat"] != "critical")
+        assert end == pytest.approx(pred.total_s * 1e6, abs=0.01)
+        names = {e["args"]["name"] for e in ev if e["name"] == "process_name"}
+        assert {f"rank {r} · device model" for r in range(size)} <= names
+        assert {f"rank {r} · emulator wall time" for r in range(size)} <= names
+        crit = [e for e in model_spans if e["cat"] == "critical"]
+        assert len(crit) == len(pred.critical_path)

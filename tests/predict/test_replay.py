@@ -1,0 +1,172 @@
+"""The virtual-time replay: self-consistency on records of a real QBMM run (one NPU, in process) and on
+synthetic UDMA all-to-all records (several ranks, no MPI)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mc2emu.ops import quant_batch_matmul_mx
+from mc2emu.predict import CostModel, PredictRecorder, ReplayError, replay
+from mc2emu.predict.synthetic import synthetic_a2a
+from mc2emu.trace.chrome_trace import TraceRecord
+
+MODEL = CostModel()
+INSTANT = MODEL.with_overrides(gm_bw=1e30, mte_port_bytes_per_cycle=1e30, link_bw=1e30, put_latency_s=0.0,
+                               put_issue_s=0.0, flag_latency_s=0.0,
+                               barrier_latency_s=0.0, hccl_commit_latency_s=0.0, hccl_call_s=0.0)
+
+
+@pytest.fixture(scope="module")
+def qbmm_records():
+    """QBMM 96x80x256 on 3 blocks: 2 x 2 tiles of baseM/baseN (tails), 2 K steps each."""
+    m, n, k = 96, 80, 256
+    rng = np.random.default_rng(0)
+    x1 = rng.integers(0x30, 0x50, (m, k), dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
+    x2 = rng.integers(0x30, 0x50, (k, n), dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
+    s1 = np.full((m, k // 64, 2), 127, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    s2 = np.full((k // 64, n, 2), 127, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    rec = PredictRecorder()
+    quant_batch_matmul_mx(x1, s1, x2, s2, block_dim=3, observers=(rec,))
+    return {0: rec.records()}
+
+
+def _mmad_cycles_per_core(records):
+    """Fractal steps per AIC, counted here from the MMAD shapes (16 x 32 x 16 per cycle for e4m3)."""
+    out = {}
+    for r in records:
+        if r.kind == "mmad":
+            m, n, k = r.value
+            out[r.core] = out.get(r.core, 0) + (-(-m // 16)) * (-(-n // 16)) * (-(-k // 32))
+    return out
+
+
+def test_no_communication_schedule_is_its_compute_critical_path(qbmm_records):
+    """With every byte and latency free, a schedule without communication takes exactly its busiest cube
+    core's MMAD time (mmads of one core serialize on its M pipe; cores are independent)."""
+    per_core = _mmad_cycles_per_core(qbmm_records[0])
+    assert len(per_core) == 3 and min(per_core.values()) > 0
+    p = replay(qbmm_records, INSTANT)
+    assert p.total_s == pytest.approx(max(per_core.values()) / MODEL.clock_hz, rel=1e-9)
+    assert p.comm_s == 0 and p.hidden_share is None
+    assert p.critical_by_cat.get("mmad", 0) == pytest.approx(p.total_s, rel=1e-9)
+    (on_path,) = {s.core for s in p.critical_path if s.cat == "mmad"}
+    assert per_core[on_path] == max(per_core.values())
+
+
+def test_loads_and_mmads_overlap_but_never_beyond_their_sum(qbmm_records):
+    """Per core, time lies between max(load, cube, fixpipe work) and their sum (double-buffered pipes)."""
+    p = replay(qbmm_records, MODEL)
+    per_core = {c.core: c.busy_s for c in p.cores}
+    lo = max(max(b.get("mmad", 0), b.get("mte2", 0), b.get("fixpipe", 0)) for b in per_core.values())
+    hi = max(sum(b.values()) for b in per_core.values())
+    assert lo <= p.total_s <= hi + 1e-12
+    assert lo < hi   # the shape really has both kinds of work
+
+
+@pytest.mark.parametrize("gm, link", [(2, 1), (1, 2), (2, 2), (8, 1)])
+def test_more_bandwidth_never_slows(qbmm_records, gm, link):
+    for recs in (qbmm_records, synthetic_a2a(4, 3)):
+        base = replay(recs, MODEL)
+        fast = replay(recs, MODEL.scaled(gm=gm, link=link))
+        assert fast.total_s <= base.total_s
+        assert fast.comm_s <= base.comm_s
+
+
+def _scale_puts(per_rank, factor):
+    return {r: [dataclasses.replace(x, extra={**x.extra, "nbytes": x.extra["nbytes"] * factor})
+                if x.kind in ("put", "gm_read") and "nbytes" in x.extra else x for x in recs]
+            for r, recs in per_rank.items()}
+
+
+def test_monotone_in_bytes():
+    recs = synthetic_a2a(4, 3, put_bytes=1 << 16)
+    times = [replay(_scale_puts(recs, f), MODEL).total_s for f in (1, 2, 4, 16)]
+    assert times == sorted(times) and times[-1] > times[0]
+
+
+def test_synthetic_a2a_values():
+    """4 ranks, 3 rounds, 64 KiB per peer per round: every rank sends 3 x 3 puts; its egress serializes them,
+    so its communication time is exactly its bytes over the link bandwidth."""
+    recs = synthetic_a2a(4, 3, put_bytes=1 << 16)
+    p = replay(recs, MODEL)
+    assert p.comm_s == pytest.approx(4 * 9 * (1 << 16) / MODEL.link_bw, rel=1e-9)
+    assert p.hidden_s + p.exposed_s == pytest.approx(p.comm_s)
+    assert p.critical_path[0].what.startswith("launch barrier") and p.critical_path[-1].what.startswith("launch end")
+    assert p.total_s == max(p.per_rank_s.values())
+    # the critical path accounts for every moment of the kernel time exactly once
+    assert sum(p.critical_by_cat.values()) == pytest.approx(p.total_s, rel=1e-9)
+    # the last round's three-hop chain (put -> quiet -> barrier observe) pays the put latency at least 3 times
+    assert p.critical_by_cat.get("latency", 0) >= 3 * MODEL.put_latency_s
+
+
+def test_latency_bound_chain_scales_with_the_latency():
+    recs = synthetic_a2a(2, 4)
+    a = replay(recs, MODEL.with_overrides(put_latency_s=1e-6)).total_s
+    b = replay(recs, MODEL.with_overrides(put_latency_s=3e-6)).total_s
+    # each of 4 rounds orders put -> quiet (1 latency) -> store -> the peer's observe (1 latency)
+    assert b - a >= 4 * 2 * 2e-6 - 1e-12
+
+
+def test_bad_records_are_named():
+    with pytest.raises(ReplayError, match="no records"):
+        replay({})
+    with pytest.raises(ReplayError, match="no launch"):
+        replay({0: [TraceRecord("mmad", 0, "AIC0", 1, 1, "mmad", [16, 16, 64])]})
+
+
+def _core_program(ops):
+    """One launch, one AIC running `ops`: ("load", bytes) or ("mmad", m, n, k)."""
+    recs = [TraceRecord("launch_begin", 0, "host", 1, 1, "k", 1), TraceRecord("core_begin", 0, "AIC0", 2, 2, "k")]
+    for i, op in enumerate(ops):
+        if op[0] == "load":
+            recs.append(TraceRecord("gm_read", 0, "AIC0", 10 + i, 10 + i, "x", None, {"nbytes": op[1]}))
+        else:
+            recs.append(TraceRecord("mmad", 0, "AIC0", 10 + i, 10 + i, "mmad", list(op[1:]), {"aType": "e4m3"}))
+    recs += [TraceRecord("core_end", 0, "AIC0", 1000, 1000, "k"), TraceRecord("launch_end", 0, "host", 1001, 1001, "k")]
+    return {0: recs}
+
+
+def test_l1_double_buffering():
+    """Load groups rotate through 2 L1 buffers: group 2 starts when group 0's MMAD has ended (not when the
+    MTE2 pipe is free), and runs under group 1's MMAD."""
+    load = int(MODEL.core_gm_bw_of(1) * 1e-6)              # ~1 us: one core alone runs at its MTE port
+    t_load = load / MODEL.core_gm_bw_of(1)
+    mm = ("mmad", 256, 256, 512)                            # 16 * 16 * 16 steps = 2.15 us
+    p = replay(_core_program([("load", load), mm, ("load", load), mm, ("load", load), mm]), MODEL, timeline=True)
+    loads = [(x.start_s, x.end_s) for x in p.timeline if x.cat == "mte2"]
+    mmads = [(x.start_s, x.end_s) for x in p.timeline if x.cat == "mmad"]
+    t_mm = MODEL.mmad_s(256, 256, 512)
+    assert loads[1] == pytest.approx((t_load, 2 * t_load))   # group 1 loads under MMAD 0
+    assert loads[2][0] == pytest.approx(mmads[0][1])         # group 2 waits for MMAD 0's buffer
+    assert mmads[2][0] == pytest.approx(t_load + 2 * t_mm)   # the cube never waits for a load after the first
+    assert p.total_s == pytest.approx(t_load + 3 * t_mm)
+
+
+def test_the_cube_waits_for_the_data():
+    """In the synthetic A2A every AIC waits for its flag, raised after the AIVs' puts landed (quiet) and the
+    peers' TeamBarrier slots were observed: no MMAD starts before put end + 2 put latencies."""
+    p = replay(synthetic_a2a(4, 2), MODEL, timeline=True)
+    first_put_end = min(x.end_s for x in p.timeline if x.cat == "link")
+    first_mmad = min(x.start_s for x in p.timeline if x.cat == "mmad")
+    assert first_mmad >= first_put_end + 2 * MODEL.put_latency_s
+
+
+def test_a_bf16_cube_is_costed_at_the_bf16_rate():
+    """weight_quant_matmul's AIC multiplies dequantized bf16: its MMAD events name bfloat16, and the replay
+    costs them at 16 x 16 x 16 MACs per cycle (half the MXFP8 rate)."""
+    from mc2emu.ops import weight_quant_matmul
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((32, 128)).astype(ml_dtypes.bfloat16)
+    w = rng.integers(-8, 8, (128, 64)).astype(np.int8)
+    rec = PredictRecorder()
+    weight_quant_matmul(x, w, np.full(64, 0.01, ml_dtypes.bfloat16), block_dim=1, observers=(rec,))
+    mmads = [r for r in rec.records() if r.kind == "mmad"]
+    assert mmads and {r.extra.get("aType") for r in mmads} == {"bfloat16"}
+    steps = sum(-(-m // 16) * -(-n // 16) * -(-k // 16) for m, n, k in (r.value for r in mmads))
+    p = replay({0: rec.records()}, INSTANT)
+    assert p.total_s == pytest.approx(steps / MODEL.clock_hz, rel=1e-9)
