@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-COPIED = ("mc2emu", "tests", "pyproject.toml")
+COPIED = ("mc2emu", "tests", "launch", "pyproject.toml")   # launch: the stress driver the stress tests load
 # A mutant whose tests run longer than this is counted as killed by timeout (the suite's own deadlines are
 # seconds; a hang past this is still a failure the user would see).
 RUN_TIMEOUT_S = 900
@@ -226,6 +226,36 @@ MUTANTS: list[Mutant] = [
     Mutant("AG: UpdateAddrList-before-wait check removed", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
            "        if dep not in self._waitedIds:", "        if False:",
            mpi=(AG_MPI,)),
+    Mutant("AG L2: B streams without the full-M gate", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
+           "            gmB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if fullMBlock and bAlignForL2Stream",
+           "            gmB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if bAlignForL2Stream",
+           mpi=(AG_MPI,)),
+    Mutant("AG: the wait_tile fault hook skips nothing", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
+           "            if faults.fault is Fault.SKIP_WAIT_TILE:\n                return",
+           "            if faults.fault is Fault.SKIP_WAIT_TILE:\n                pass",
+           serial=("tests/check/test_stress_jobs.py::test_ag_fault_is_caught",)),
+    Mutant("AG stress: a skipped AG wait is expected clean", "mc2emu/check/stress_model.py",
+           "    if inj in (Injection.EXTRA_SET_FLAG, Injection.SKIP_WAIT_TILE):\n        return \"UNCONSUMED_FLAG\"",
+           "    if inj is Injection.EXTRA_SET_FLAG:\n        return \"UNCONSUMED_FLAG\"",
+           serial=("tests/check/test_stress_units.py",)),
+    Mutant("AG stress: kernel variants judged as unfired faults", "mc2emu/check/stress_model.py",
+           "    if expected is not None and (fired or s.injection is Injection.NONE or s.injection in AG_VARIANTS):",
+           "    if expected is not None and (fired or s.injection is Injection.NONE):",
+           serial=("tests/check/test_stress_units.py",)),
+    Mutant("AG CLI: crossing prediction misses the first lost row", "mc2emu/cli/operators/all_gather.py",
+           "        for row in range(region_end, end):", "        for row in range(region_end + 1, end):",
+           serial=("tests/cli/test_cli_units.py",)),
+    Mutant("CLI: an expected hazard's predicted damage is not compared", "mc2emu/cli/report.py",
+           "            if exp.compare:", "            if False:",
+           serial=("tests/cli/test_cli_units.py",)),
+    # -- happens-before content records ------------------------------------------------------------------------
+    Mutant("HB: a read record shared without comparing its bytes", "mc2emu/check/happens_before.py",
+           "        if last is not None and last.same_bytes(raw):", "        if last is not None:",
+           serial=("tests/checkers/test_read_content.py",)),
+    Mutant("HB: a read inside a put compared against nothing", "mc2emu/check/happens_before.py",
+           "            return int(np.count_nonzero(now != self.data)), int(self.data.size), lo, hi",
+           "            return 0, int(self.data.size), lo, hi",
+           serial=("tests/checkers/test_read_content.py",), mpi=("tests/checkers/test_put_visibility_mpi.py",)),
     # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
     Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,
            "            for j in range(a.rankSize):", "            for j in reversed(range(a.rankSize)):",

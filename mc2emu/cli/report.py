@@ -116,6 +116,12 @@ def judge(case: Case, results: Sequence[RankResult], *, check: bool) -> tuple[St
         if exp.deadlock and not deadlock:
             missing.append("DEADLOCK")
         if not missing or (exp.hang_ok and deadlock):
+            if exp.compare:
+                bad = [r for r in results if r.comparison is None or not r.comparison.ok]
+                if bad:
+                    notes = sorted({r.comparison.note for r in bad if r.comparison and r.comparison.note})
+                    return Status.MISMATCH, (f"reported {seen}, but ranks {_ranks(bad)} differ from the golden's "
+                                             f"prediction of its damage" + (f" ({'; '.join(notes)})" if notes else ""))
             return Status.EXPECTED, f"reported {seen}"
         if exp.optional and not hazards and not deadlock and Raised.MC2EMU not in raised:
             return _numerics_verdict(results, f"{exp.label()}: did not happen in this run")

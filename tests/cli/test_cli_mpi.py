@@ -256,9 +256,17 @@ def test_all_gather_modes_and_hazard_showcase_at_two_ranks():
     assert sorted(passed) == ["in_order", "mask"], proc.stdout
     expected = sorted(r[6] for r in rows if r[6].startswith("EXPECTED"))
     assert len(expected) == len(ALL_GATHER_QUANT_MATMUL.hazard_modes)
-    assert expected == ["EXPECTED ADDR_LIST_UPDATED_EARLY", "EXPECTED UNCONSUMED_FLAG", "EXPECTED UNCONSUMED_FLAG"]
+    assert expected == ["EXPECTED ADDR_LIST_UPDATED_EARLY", "EXPECTED FRAGMENT_OUT_OF_RANGE",
+                        "EXPECTED UNCONSUMED_FLAG", "EXPECTED UNCONSUMED_FLAG"]
     assert "flag id 0 holds 1 unconsumed round(s)" in proc.stdout
     assert re.search(r"before CrossCoreWaitFlag\(\d+\)", proc.stdout), proc.stdout
+    # blocks=crossing (quick shape, R 2: 2 AICs give baseM 128 over the 64-row HEAD): the block starting in HEAD
+    # names the fragment it cannot reach, and its result is checked against the golden's prediction (the 64
+    # MAIN rows of the other rank never written, every other row within the AG ST rule): EXPECTED, not MISMATCH
+    crossing = [r for r in rows if "blocks=crossing" in r[2]]
+    assert len(crossing) == 1 and crossing[0][6] == "EXPECTED FRAGMENT_OUT_OF_RANGE", crossing
+    assert re.search(r"headFrag\w+ slice \(0, 0\) \(128, \d+\): piece 1 reads fragment 1 of 1", proc.stdout), \
+        proc.stdout
 
 
 def test_quant_matmul_reduce_scatter_modes_and_hazard_showcase_at_two_ranks():
