@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-COPIED = ("mc2emu", "tests", "pyproject.toml")
+COPIED = ("mc2emu", "tests", "launch", "pyproject.toml")   # launch: the stress driver the stress tests load
 # A mutant whose tests run longer than this is counted as killed by timeout (the suite's own deadlines are
 # seconds; a hang past this is still a failure the user would see).
 RUN_TIMEOUT_S = 900
@@ -226,6 +226,36 @@ MUTANTS: list[Mutant] = [
     Mutant("AG: UpdateAddrList-before-wait check removed", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
            "        if dep not in self._waitedIds:", "        if False:",
            mpi=(AG_MPI,)),
+    Mutant("AG L2: B streams without the full-M gate", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
+           "            gmB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if fullMBlock and bAlignForL2Stream",
+           "            gmB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if bAlignForL2Stream",
+           mpi=(AG_MPI,)),
+    Mutant("AG: the wait_tile fault hook skips nothing", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
+           "            if faults.fault is Fault.SKIP_WAIT_TILE:\n                return",
+           "            if faults.fault is Fault.SKIP_WAIT_TILE:\n                pass",
+           serial=("tests/check/test_stress_jobs.py::test_ag_fault_is_caught",)),
+    Mutant("AG stress: a skipped AG wait is expected clean", "mc2emu/check/stress_model.py",
+           "    if inj in (Injection.EXTRA_SET_FLAG, Injection.SKIP_WAIT_TILE):\n        return \"UNCONSUMED_FLAG\"",
+           "    if inj is Injection.EXTRA_SET_FLAG:\n        return \"UNCONSUMED_FLAG\"",
+           serial=("tests/check/test_stress_units.py",)),
+    Mutant("AG stress: kernel variants judged as unfired faults", "mc2emu/check/stress_model.py",
+           "    if expected is not None and (fired or s.injection is Injection.NONE or s.injection in AG_VARIANTS):",
+           "    if expected is not None and (fired or s.injection is Injection.NONE):",
+           serial=("tests/check/test_stress_units.py",)),
+    Mutant("AG CLI: crossing prediction misses the first lost row", "mc2emu/cli/operators/all_gather.py",
+           "        for row in range(region_end, end):", "        for row in range(region_end + 1, end):",
+           serial=("tests/cli/test_cli_units.py",)),
+    Mutant("CLI: an expected hazard's predicted damage is not compared", "mc2emu/cli/report.py",
+           "            if exp.compare:", "            if False:",
+           serial=("tests/cli/test_cli_units.py",)),
+    # -- happens-before content records ------------------------------------------------------------------------
+    Mutant("HB: a read record shared without comparing its bytes", "mc2emu/check/happens_before.py",
+           "        if last is not None and last.same_bytes(raw):", "        if last is not None:",
+           serial=("tests/checkers/test_read_content.py",)),
+    Mutant("HB: a read inside a put compared against nothing", "mc2emu/check/happens_before.py",
+           "            return int(np.count_nonzero(now != self.data)), int(self.data.size), lo, hi",
+           "            return 0, int(self.data.size), lo, hi",
+           serial=("tests/checkers/test_read_content.py",), mpi=("tests/checkers/test_put_visibility_mpi.py",)),
     # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
     Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,
            "            for j in range(a.rankSize):", "            for j in reversed(range(a.rankSize)):",
@@ -376,6 +406,34 @@ MUTANTS: list[Mutant] = [
            "        validM = min(mTile, CeilDiv(singleCoreM, singleCoreMSplit)) if singleCoreMSplit else mTile",
            "        validM = mTile",
            serial=(WQ_SCHED,)),
+    # -- host harness and CLI table (issue 13 item 4; the agreed host barriers) ------------------------------
+    Mutant("host barrier: the agreement round's verdict ignored", "mc2emu/comm/world.py",
+           "        if any(outcome):", "        if False:",
+           mpi=("tests/comm/test_comm_world.py::test_a_barrier_one_rank_gave_up_on_fails_on_every_rank",),
+           why="a late rank walks on from a barrier another rank gave up on"),
+    Mutant("harness: a rank leaving the call does not post its failure", "mc2emu/host/harness.py",
+           '            self.world.fail(f"{what} {where}")', "            pass",
+           mpi=("tests/host/test_harness_mpi.py::test_a_rank_leaving_before_a_window_stops_every_rank_there",),
+           why="the peers wait out the host deadline instead of stopping at the next barrier with the verdict"),
+    Mutant("left-behind: frees calls some rank did not keep", "mc2emu/host/harness.py",
+           "        common = sorted(set.intersection(*kept))", "        common = sorted(set.union(*kept))",
+           mpi=("tests/host/test_harness_mpi.py::test_divergent_left_behind_lists_free_only_the_calls_every_rank_kept",)),
+    Mutant("a freed failed world keeps its MPI progress thread", "mc2emu/comm/world.py",
+           "            w.free()\n        self.mpi_progress.close()\n        self.closed = True",
+           "            w.free()\n        pass\n        self.closed = True",
+           mpi=("tests/host/test_harness_mpi.py::test_many_calls_grow_neither_windows_nor_threads_nor_memory",)),
+    Mutant("CLI table: launch notes not marked", "mc2emu/cli/report.py",
+           '                     " ".join(f"[{numbers[n]}]" for n in rep.notes)))', '                     ""))',
+           serial=("tests/cli/test_cli_units.py::test_launch_notes_are_numbered_once_in_the_table_and_listed_under_it",
+                   "tests/cli/test_runner.py::test_launch_option_reaches_the_operator_and_its_notes_reach_the_table")),
+    Mutant("A2A CLI entry drops the launch note", "mc2emu/cli/operators/all_to_all.py",
+           "            ctx.notes.append(info.note)", "            pass",
+           mpi=("tests/apace/test_a2a_source_fidelity_mpi.py::"
+                "test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused",)),
+    Mutant("A2A CLI entry ignores --launch", "mc2emu/cli/operators/all_to_all.py",
+           "            stats=stats, launch=ctx.launch or LaunchMode.CONVENIENT)", "            stats=stats)",
+           mpi=("tests/apace/test_a2a_source_fidelity_mpi.py::"
+                "test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused",)),
 ]
 
 

@@ -1,14 +1,18 @@
 """Fault-injection stress of all_to_all_quant_matmul: N seeded iterations, one MPI job each, every one judged
 against the diagnosis its fault must produce (mc2emu.check.stress).
 
-    python launch/stress.py [--family all|deadlock|pairing] [--iterations 12] [--seed 0] [--max-ranks 4]
+    python launch/stress.py [--family all|deadlock|pairing|ag] [--iterations 12] [--seed 0] [--max-ranks 4]
                             [--time-limit 300] [--hard-timeout 90] [--timeout 2]
 
 Families: "deadlock", the faults that hang (drop_set_flag; skip_wait_tile on hcomm/CCU; kill_rank; the
 source's hcomm localMatmul 2 under CCU); "pairing", the faults that unbalance pairs or break ordering
 (extra_set_flag; skip_wait_tile on UDMA and on hcomm/AICPU; wrong_splitk; swap_wait_order; hcomm
 localMatmul 2 under AICPU; no_atomic_add; aiv_joins_aic_kernel) and clean runs (delay_rank, seeded
-perturbation) whose C must equal an unperturbed run's bitwise and the golden within 1 ULP.
+perturbation) whose C must equal an unperturbed run's bitwise and the golden within 1 ULP. "ag", the same
+for all_gather_quant_matmul (`StressOp.AG`): drop_set_flag and kill_rank (DEADLOCK), extra_set_flag and
+skip_wait_tile (UNCONSUMED_FLAG), the kernel's reproduced hazards skip_flag0_wait (UNCONSUMED_FLAG) and
+update_addr_before_wait (ADDR_LIST_UPDATED_EARLY), delay_rank and perturbation (clean, bitwise, golden),
+both wait orders, shapes of one to three communication rounds (a ragged tail or none).
 `stress_deadlock.py` / `stress_pairing.py` are this driver with the family fixed. Kinds run in a shuffled
 round robin, each with a random valid configuration (impl, localMatmul, wait order, HCCL server), rank
 count (2..max), shape and fault seed.
@@ -39,6 +43,7 @@ from mc2emu.check.stress_model import (
     JobRun,
     Outcome,
     Scenario,
+    StressOp,
     Tally,
     expected_diagnosis,
     failures,
@@ -81,6 +86,7 @@ class Kind:
     name: str
     injection: Injection
     configs: tuple[Config, ...]
+    op: StressOp = StressOp.A2A
 
 
 DEADLOCK_KINDS = (
@@ -101,12 +107,31 @@ PAIRING_KINDS = (
     Kind("delay_rank", Injection.DELAY_RANK, VALID),
     Kind("perturb", Injection.PERTURB, VALID),
 )
-FAMILIES = {"deadlock": DEADLOCK_KINDS, "pairing": PAIRING_KINDS, "all": DEADLOCK_KINDS + PAIRING_KINDS}
+# all_gather_quant_matmul: UDMA only; a config names the wait order (impl, localMatmul, server are unused).
+AG_CONFIGS = tuple((Impl.UDMA, 0, wo, CCU) for wo in WaitOrder)
+AG_KINDS = tuple(Kind(f"ag/{inj.value}", inj, AG_CONFIGS, StressOp.AG) for inj in (
+    Injection.DROP_SET_FLAG, Injection.KILL_RANK, Injection.EXTRA_SET_FLAG, Injection.SKIP_WAIT_TILE,
+    Injection.SKIP_FLAG0_WAIT, Injection.UPDATE_ADDR_BEFORE_WAIT, Injection.DELAY_RANK, Injection.PERTURB))
+FAMILIES = {"deadlock": DEADLOCK_KINDS, "pairing": PAIRING_KINDS, "all": DEADLOCK_KINDS + PAIRING_KINDS,
+            "ag": AG_KINDS}
 # Shapes: 3-4 head tiles of 16 or 32 rows plus maybe a half tail (every seeded hook occurrence exists), Ka of
 # one or two scale pairs, N of one to three base columns. Small: a job is start-up and protocol, not FLOPs.
 HEAD_TILES, TILE_COUNTS, KA_CHOICES, N_CHOICES = (16, 32), (3, 4), (64, 128), (32, 64, 96)
 MIN_RANKS = 2
 EXTRA_BLOCKS = 3   # block_dim drawn from R .. R + 2 (UDMA: AIV block r serves peer r)
+# AllGather rows per rank (ST rule tileM = min(512, m)): one round; one 512-row tile + a 13-row tail; two
+# tiles + a tail (the character of the CANN cases 2061 / 4109 at reduced m). K of two or four scale pairs.
+AG_M_CHOICES, AG_K_CHOICES = (48, 525, 1037), (128, 256)
+
+
+def draw_ag(kind: Kind, rng: np.random.Generator, max_ranks: int, timeout: float) -> Scenario:
+    _, _, wo, _ = kind.configs[int(rng.integers(len(kind.configs)))]
+    ranks = int(rng.integers(MIN_RANKS, max(MIN_RANKS, max_ranks) + 1))
+    clean = expected_diagnosis(Scenario(kind.injection, ranks, op=StressOp.AG)) is None
+    return Scenario(kind.injection, ranks, wait_order=wo, ori_m=int(rng.choice(AG_M_CHOICES)),
+                    ka=int(rng.choice(AG_K_CHOICES)), n=int(rng.choice(N_CHOICES)),
+                    block_dim=ranks + int(rng.integers(EXTRA_BLOCKS)), seed=int(rng.integers(1, 2**31 - 1)),
+                    timeout=timeout, reference=clean, golden=clean, op=StressOp.AG)
 
 
 def draw_scenarios(family: str, iterations: int, seed: int, max_ranks: int = 4,
@@ -120,6 +145,9 @@ def draw_scenarios(family: str, iterations: int, seed: int, max_ranks: int = 4,
         if not order:
             order = [int(i) for i in rng.permutation(len(kinds))]
         kind = kinds[order.pop(0)]
+        if kind.op is StressOp.AG:
+            out.append(draw_ag(kind, rng, max_ranks, timeout))
+            continue
         impl, lm, wo, server = kind.configs[int(rng.integers(len(kind.configs)))]
         ranks = int(rng.integers(MIN_RANKS, max(MIN_RANKS, max_ranks) + 1))
         head = int(rng.choice(HEAD_TILES))

@@ -61,6 +61,8 @@ from mc2emu.blaze.tensor_api.layout import (
 from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
 from mc2emu.numerics.constants import C0_SIZE_B8, SCALE_C0
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
+from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -241,7 +243,14 @@ class AllGatherQbmmMxKernel:
 
     # -- waits -------------------------------------------------------------------------------------------------
     def _wait(self, flagId: int) -> None:
-        self.ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, flagId)
+        ctx = self.ctx
+        faults = ctx.device.faults
+        if faults is not None and faults.fires(FaultHook.WAIT_TILE, ctx.rank, ctx.label):
+            # the `wait_tile` fault hook (stress): SKIP_WAIT_TILE drops this wait, its round stays unconsumed
+            ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", flagId)
+            if faults.fault is Fault.SKIP_WAIT_TILE:
+                return
+        ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, flagId)
         self.waited.append(flagId)
         self._waitedIds.add(flagId)
 

@@ -106,6 +106,7 @@ class HappensBeforeChecker:
         self._local: dict[str, list[tuple[int, int]]] = {}       # the finished launch's local writes
         # Poisoned windows: name -> (bytes written since creation, local writes not folded in yet).
         self._poisoned: dict[str, tuple[np.ndarray, list[tuple]]] = {}
+        self._contents = _ReadContents()
         self._unsubscribe = device.events.subscribe(self)
 
     # -- recording -----------------------------------------------------------------------------------
@@ -118,7 +119,7 @@ class HappensBeforeChecker:
             log = self._logs[e.core]
             window = e.obj[len(WINDOW_PREFIX):]
             self._windows[window] = e.extra.get("alloc")
-            log.reads.append((len(log.sync), window, int(lo), int(hi), _read_bytes(e)))
+            log.reads.append((len(log.sync), window, int(lo), int(hi), self._contents.of(window, e)))
             x = e.extra
             alloc: Any = x.get("alloc")
             if getattr(alloc, "poisoned", False):
@@ -200,6 +201,7 @@ class HappensBeforeChecker:
         self._logs = defaultdict(_CoreLog)
         self._tokens = {}
         self._local, self._local_writes = self._local_writes, defaultdict(list)
+        self._contents = _ReadContents()
         unwaited = self._unwaited_signals(everyone)
         n = unwaited + self._check_unwritten(everyone, mine) + self._check_hccl(everyone, mine)
         if not reads:
@@ -323,21 +325,25 @@ class HappensBeforeChecker:
         return once
 
     def _check_content(self, core: str, window: str, plo: int, phi: int, pr: int, pcore: str,
-                       got: tuple[np.ndarray, np.ndarray]) -> int:
-        """The bytes a read returned inside put [plo, phi) against the window's (final) bytes there."""
+                       got: ReadContent, verdicts: dict[tuple[int, int, int], tuple[int, int, int, int]]) -> int:
+        """The bytes a read returned inside put [plo, phi) against the window's (final) bytes there. Reads that
+        returned the same bytes at the same place share one `ReadContent`, so their verdict is computed once
+        (`verdicts`) and reported for each reading core."""
         alloc = self._windows.get(window)
-        offs, data = got
-        sel = (offs >= plo) & (offs < phi)
-        if alloc is None or not sel.any() or int(offs[sel].max()) >= alloc.buf.shape[0]:
+        if alloc is None:
             return 0
-        diff = int(np.count_nonzero(alloc.buf[offs[sel]] != data[sel]))
+        key = (id(got), plo, phi)
+        verdict = verdicts.get(key)
+        if verdict is None:
+            verdict = verdicts[key] = got.compare(alloc.buf, plo, phi)
+        diff, count, lo, hi = verdict
         if not diff:
             return 0
         self.device.hazards.report(
             Hazard.READ_NOT_VISIBLE, core,
-            f"read of window '{window}' bytes [{int(offs[sel].min())}, {int(offs[sel].max()) + 1}) is ordered "
+            f"read of window '{window}' bytes [{lo}, {hi}) is ordered "
             f"after the completion of the put from rank {pr} {pcore} that writes them, yet {diff} of "
-            f"{int(sel.sum())} bytes differ from what that put wrote: the put was not visible when the "
+            f"{count} bytes differ from what that put wrote: the put was not visible when the "
             f"signal / quiet guarding it was seen (the MPI transport broke RMA ordering or completion)",
             window=window, lo=plo, hi=phi, put_rank=pr, put_core=pcore, differing=diff)
         return 1
@@ -444,6 +450,7 @@ class HappensBeforeChecker:
         reported = 0
         seen: set[tuple] = set()
         once = self._written_once(puts)
+        verdicts: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
         for core, rlist in reads.items():
             ent = (me, core)
             for sync_pos, window, lo, hi, got in rlist:
@@ -457,7 +464,7 @@ class HappensBeforeChecker:
                     src_ent = index.get((pr, pcore))
                     if quiet is not None and src_ent is not None and vc[src_ent] >= quiet + 1:
                         if got is not None and (pwin, plo, phi) in once:
-                            reported += self._check_content(core, window, plo, phi, pr, pcore, got)
+                            reported += self._check_content(core, window, plo, phi, pr, pcore, got, verdicts)
                             if reported >= MAX_REPORTS:
                                 return reported
                         continue
@@ -480,22 +487,80 @@ class HappensBeforeChecker:
         return reported
 
 
-def _read_bytes(e: Event) -> tuple[np.ndarray, np.ndarray] | None:
-    """(absolute byte offsets, bytes) of what a GM_READ event returned, or None without its data."""
-    x = e.extra
-    data, addr = x.get("data"), x.get("addr")
-    if data is None or addr is None:
-        return None
-    shape, strides, item = tuple(x["shape"]), tuple(x["strides"]), int(x["item"])
-    offs = np.full(shape, addr.offset, dtype=np.int64)
-    for axis, st in enumerate(strides):
-        idx = np.arange(shape[axis], dtype=np.int64) * int(st)
-        offs += idx.reshape([-1 if a == axis else 1 for a in range(len(shape))])
-    offs = (offs[..., None] + np.arange(item, dtype=np.int64)).reshape(-1)
-    raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-    if raw.shape != offs.shape:
-        return None
-    return offs, raw.copy()
+class ReadContent:
+    """What one GM_READ of a window returned: its geometry (byte offset, element shape and byte strides, item
+    size) and its bytes, shape (*shape, item). Offsets are computed only where a put covers part of the read."""
+
+    __slots__ = ("data", "item", "offset", "shape", "strides")
+
+    def __init__(self, offset: int, shape: tuple, strides: tuple, item: int, data: np.ndarray) -> None:
+        self.offset, self.shape, self.strides, self.item, self.data = offset, shape, strides, item, data
+
+    def span(self) -> tuple[int, int]:
+        return _span(self.offset, self.shape, self.strides, self.item)
+
+    def same_bytes(self, raw: np.ndarray) -> bool:
+        a, b = self.data.reshape(-1), raw.reshape(-1)
+        if a.size % _WORD.itemsize == 0:
+            a, b = a.view(_WORD), b.view(_WORD)
+        return bool(np.array_equal(a, b))
+
+    def offsets(self) -> np.ndarray:
+        """Absolute byte offset of every returned byte, in the order of `data`."""
+        offs = np.full(self.shape, self.offset, dtype=np.int64)
+        for axis, st in enumerate(self.strides):
+            idx = np.arange(self.shape[axis], dtype=np.int64) * int(st)
+            offs += idx.reshape([-1 if a == axis else 1 for a in range(len(self.shape))])
+        return (offs[..., None] + np.arange(self.item, dtype=np.int64)).reshape(-1)
+
+    def compare(self, buf: np.ndarray, plo: int, phi: int) -> tuple[int, int, int, int]:
+        """(differing bytes, bytes compared, lowest and one past the highest offset compared) of the returned
+        bytes inside [plo, phi) against `buf` (the window's bytes); (0, 0, 0, 0) when none lies inside."""
+        lo, hi = self.span()
+        if hi > buf.shape[0] or hi <= lo:
+            return 0, 0, 0, 0
+        if plo <= lo and hi <= phi:
+            # The whole read lies inside the put: compare through a strided view of the window, no offsets.
+            now = np.ndarray((*self.shape, self.item), dtype=np.uint8, buffer=buf, offset=self.offset,
+                             strides=(*self.strides, 1))
+            return int(np.count_nonzero(now != self.data)), int(self.data.size), lo, hi
+        offs = self.offsets()
+        sel = (offs >= plo) & (offs < phi)
+        if not sel.any():
+            return 0, 0, 0, 0
+        inside = offs[sel]
+        diff = int(np.count_nonzero(buf[inside] != self.data.reshape(-1)[sel]))
+        return diff, int(sel.sum()), int(inside.min()), int(inside.max()) + 1
+
+
+# Byte compares run over 8-byte words (as the decode memo's).
+_WORD = np.dtype(np.uint64)
+
+
+class _ReadContents:
+    """The `ReadContent`s of one launch, shared between reads of the same place that returned the same bytes
+    (cores reading one window chunk for several tiles): the bytes are kept once, the verdict computed once.
+    Sharing needs equal geometry and equal bytes, so the check sees exactly what every read returned."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple, ReadContent] = {}
+
+    def of(self, window: str, e: Event) -> ReadContent | None:
+        x = e.extra
+        data, addr = x.get("data"), x.get("addr")
+        if data is None or addr is None:
+            return None
+        shape, strides, item = tuple(x["shape"]), tuple(x["strides"]), int(x["item"])
+        raw = np.ascontiguousarray(data).view(np.uint8)
+        if raw.size != int(np.prod(shape, dtype=np.int64)) * item:
+            return None
+        key = (window, int(addr.offset), shape, strides, item)
+        last = self._last.get(key)   # dict get / set are atomic under the GIL; a lost race only costs a copy
+        if last is not None and last.same_bytes(raw):
+            return last
+        content = ReadContent(int(addr.offset), shape, strides, item, raw.reshape(*shape, item).copy())
+        self._last[key] = content
+        return content
 
 
 def _span(offset: int, shape: tuple, strides: tuple, item: int) -> tuple[int, int]:

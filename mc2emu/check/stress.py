@@ -1,5 +1,5 @@
-"""Fault-injection stress of all_to_all_quant_matmul: one seeded scenario per MPI job, judged against the
-diagnosis its fault must produce (`mc2emu.runtime.faults`).
+"""Fault-injection stress of all_to_all_quant_matmul and all_gather_quant_matmul (`--op`): one seeded scenario
+per MPI job, judged against the diagnosis its fault must produce (`mc2emu.runtime.faults`).
 
 - Pure helpers: `Scenario` (what one job runs), `expected_diagnosis` / `can_run` (what it must end in, and
   whether that is known), `fault_plan` (the seeded plan every rank builds alike), `judge` (one job's rank
@@ -50,6 +50,7 @@ from mc2emu.check.stress_model import (
     TAG_RESULT,
     Injection,
     Scenario,
+    StressOp,
     fault_plan,
 )
 from mc2emu.comm.hccl_task import HcclServerType
@@ -108,6 +109,14 @@ def output_hash(c: Any) -> str | None:
 
 def _golden_ulp(s: Scenario, rank: int, c: Any, data_seed: int) -> int:
     from mc2emu.numerics import bf16_ulp_distance
+
+    if s.op is StressOp.AG:
+        from mc2emu.ops.all_gather_quant_matmul_golden import gen_ag_st_inputs, golden_all_gather_quant_matmul
+
+        ag = [gen_ag_st_inputs(s.ori_m, s.ka, s.n, q, seed_base=data_seed) for q in range(s.ranks)]
+        ref = golden_all_gather_quant_matmul([i["x1"] for i in ag], [i["x1_scale"] for i in ag], ag[rank]["x2"],
+                                             ag[rank]["x2_scale"])
+        return int(bf16_ulp_distance(c, ref))
     from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a
 
     inps = [gen_st_inputs(q, s.ranks, s.ori_m, s.ka, s.n, seed=data_seed) for q in range(s.ranks)]
@@ -146,14 +155,24 @@ def run_rank(s: Scenario, comm: Any, data_seed: int, notify: Any = None) -> dict
     from mc2emu.runtime import EventKind, PerturbPolicy, Severity
 
     rank = comm.Get_rank()
-    inp = gen_st_inputs(rank, s.ranks, s.ori_m, s.ka, s.n, seed=data_seed)
+    if s.op is StressOp.AG:
+        from mc2emu.ops.all_gather_quant_matmul_golden import gen_ag_st_inputs
+        from mc2emu.ops.all_gather_quant_matmul_op import all_gather_quant_matmul
+
+        inp = gen_ag_st_inputs(s.ori_m, s.ka, s.n, rank, seed_base=data_seed)
+        op: Any = all_gather_quant_matmul
+        kw: dict[str, Any] = dict(wait_order=s.wait_order, block_dim=s.block_dim, timeout=s.timeout, comm=comm,
+                                  kernel_variant=s.injection.ag_variant or "source")
+    else:
+        inp = gen_st_inputs(rank, s.ranks, s.ori_m, s.ka, s.n, seed=data_seed)
+        op = all_to_all_quant_matmul
+        kw = dict(impl=s.impl, local_matmul=s.local_matmul, wait_order=s.wait_order, hccl_server=s.hccl_server,
+                  block_dim=s.block_dim, head_tile_size=s.head_tile_size, timeout=s.timeout, comm=comm)
     args = (inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"])
-    kw = dict(impl=s.impl, local_matmul=s.local_matmul, wait_order=s.wait_order, hccl_server=s.hccl_server,
-              block_dim=s.block_dim, head_tile_size=s.head_tile_size, timeout=s.timeout, comm=comm)
     rec: dict[str, Any] = {LINE_KEY: "rank", "rank": rank, "size": s.ranks, "names": [], "fired": False,
                            "t_fault": None}
     if s.reference:
-        ref = _call(rec, lambda: all_to_all_quant_matmul(*args, **kw))
+        ref = _call(rec, lambda: op(*args, **kw))
         if rec["status"] != "ok":   # the unperturbed run itself failed: that is the finding
             rec.update(phase="reference", t_start=time.time(), t_end=time.time(), sha=None)
             return rec
@@ -169,8 +188,7 @@ def run_rank(s: Scenario, comm: Any, data_seed: int, notify: Any = None) -> dict
             filed.add(e.obj)
 
     rec["t_start"] = time.time()
-    c = _call(rec, lambda: all_to_all_quant_matmul(*args, **kw, faults=plan, perturb=perturb,
-                                                   observers=(on_event,)))
+    c = _call(rec, lambda: op(*args, **kw, faults=plan, perturb=perturb, observers=(on_event,)))
     rec["t_end"] = time.time()
     if plan is not None and plan.t_fault is not None:
         rec.update(fired=True, t_fault=plan.t_fault)
@@ -244,6 +262,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="emulator wait deadline, s")
     p.add_argument("--reference", action="store_true", help="run unperturbed first; compare C bitwise")
     p.add_argument("--golden", action="store_true", help="compare a clean C with the CANN golden")
+    p.add_argument("--op", default=StressOp.A2A.value, choices=[o.value for o in StressOp],
+                   help="the operator (all_gather_quant_matmul reads --ori-m as m per rank, --ka as K)")
     return p
 
 
@@ -254,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     world = MPI.COMM_WORLD
     s = Scenario(Injection(a.injection), world.Get_size(), Impl(a.impl), a.local_matmul, WaitOrder(a.wait_order),
                  HcclServerType(a.hccl_server), a.ori_m, a.ka, a.n, a.head_tile_size, a.block_dim, a.seed,
-                 a.timeout, a.reference, a.golden)
+                 a.timeout, a.reference, a.golden, StressOp(a.op))
     gather_comm = world.Dup()   # the operator's own messages never match the gather's
     try:
         rec = run_rank(s, world, a.data_seed, notify=gather_comm)

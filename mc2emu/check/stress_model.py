@@ -1,6 +1,14 @@
 """The model of the fault-injection stress: scenarios, the diagnosis each must end in, judging a job's rank
 results, and the tally (pure: no MPI). The worker that runs one scenario on every rank is
-`mc2emu.check.stress`; the driver is `launch/stress.py`."""
+`mc2emu.check.stress`; the driver is `launch/stress.py`.
+
+Two operators (`StressOp`): all_to_all_quant_matmul (the default) and all_gather_quant_matmul. An AG scenario
+reads `ori_m` as the rows of x1 per rank (the ST tile rule then gives tileM = min(512, m), tileCnt rounds
+and maybe a tail), `ka` as K, `wait_order` as the kernel's; it ignores impl, localMatmul, the HCCL server
+and head_tile_size (the AG kernel is UDMA only). Its injections: the cross-core flag faults (every AIV Sets
+flags 0..commTurn, every AIC waits each once), skip_wait_tile (the AIC skips one of those waits), kill_rank,
+delay_rank and seeded perturbation, plus the kernel's two reproduced hazards as source variants
+(`AgKernelVariant`: skip_flag0_wait, update_addr_before_wait)."""
 
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.faults import Fault, FaultPlan
+from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations, make_ag_comm_tiling
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 # Marker key of the worker's JSON lines (any other output of the ranks is ignored).
@@ -35,8 +44,16 @@ MAX_NTH = 2
 WORKING_BLOCK = "AIC0"
 
 
+class StressOp(enum.Enum):
+    """The operator a scenario runs."""
+
+    A2A = "all_to_all_quant_matmul"
+    AG = "all_gather_quant_matmul"
+
+
 class Injection(enum.Enum):
-    """What a scenario injects: one named fault, seeded perturbation only, or nothing (a source hazard)."""
+    """What a scenario injects: one named fault, seeded perturbation only, nothing (a source hazard), or an
+    AllGather kernel variant that reproduces a hazard (`AgKernelVariant`)."""
 
     DROP_SET_FLAG = "drop_set_flag"
     EXTRA_SET_FLAG = "extra_set_flag"
@@ -49,10 +66,26 @@ class Injection(enum.Enum):
     AIV_JOINS_AIC_KERNEL = "aiv_joins_aic_kernel"
     PERTURB = "perturb"
     NONE = "none"
+    SKIP_FLAG0_WAIT = "skip_flag0_wait"                   # AG kernel variant
+    UPDATE_ADDR_BEFORE_WAIT = "update_addr_before_wait"   # AG kernel variant
 
     @property
     def fault(self) -> Fault | None:
         return next((f for f in Fault if f.value == self.value), None)
+
+    @property
+    def ag_variant(self) -> str | None:
+        """The `AgKernelVariant` value this injection runs (None: the source kernel)."""
+        return self.value if self in AG_VARIANTS else None
+
+
+# The AllGather kernel variants (source hazards reproduced by the kernel, `AgKernelVariant`) and what each
+# must end in: the AIV's pre-set flag 0 never consumed; MAIN addresses moved before their round's wait.
+AG_VARIANTS = {Injection.SKIP_FLAG0_WAIT: "UNCONSUMED_FLAG",
+               Injection.UPDATE_ADDR_BEFORE_WAIT: "ADDR_LIST_UPDATED_EARLY"}
+# The injections an AllGather scenario may carry.
+AG_INJECTIONS = frozenset({Injection.DROP_SET_FLAG, Injection.EXTRA_SET_FLAG, Injection.SKIP_WAIT_TILE,
+                           Injection.KILL_RANK, Injection.DELAY_RANK, Injection.PERTURB, *AG_VARIANTS})
 
 
 class Verdict(enum.Enum):
@@ -88,10 +121,16 @@ class Scenario:
     timeout: float = DEFAULT_TIMEOUT_S
     reference: bool = False   # run unperturbed first; the injected run must match it bitwise
     golden: bool = False      # a clean C must be within 1 bf16 ULP of the CANN golden
+    op: StressOp = StressOp.A2A
 
     @property
     def total_tiles(self) -> int:
         return CeilDiv(self.ori_m, self.head_tile_size)
+
+    @property
+    def ag_comm_turn(self) -> int:
+        """AllGather: the communication rounds of the ST tile rule (tileCnt + tailCnt)."""
+        return make_ag_comm_tiling(self.ori_m, self.ka).commTurn
 
     @property
     def hcomm_lm2(self) -> bool:
@@ -99,6 +138,9 @@ class Scenario:
         return self.impl is Impl.HCOMM and self.local_matmul == 2
 
     def label(self) -> str:
+        if self.op is StressOp.AG:
+            return (f"{'ag ' + self.injection.value:<23} R={self.ranks} {self.wait_order.value:<26} m{self.ori_m} "
+                    f"k{self.ka} n{self.n} b{self.block_dim} seed {self.seed}")
         cfg = f"{self.impl.value}/lm{self.local_matmul}/{self.wait_order.value}"
         if self.impl is Impl.HCOMM:
             cfg += f"/{self.hccl_server.value}"
@@ -112,7 +154,8 @@ class Scenario:
                "--local-matmul", str(self.local_matmul), "--wait-order", self.wait_order.value,
                "--hccl-server", self.hccl_server.value, "--ori-m", str(self.ori_m), "--ka", str(self.ka),
                "--n", str(self.n), "--head-tile-size", str(self.head_tile_size), "--block-dim",
-               str(self.block_dim), "--seed", str(self.seed), "--timeout", str(self.timeout)]
+               str(self.block_dim), "--seed", str(self.seed), "--timeout", str(self.timeout),
+               "--op", self.op.value]
         return out + (["--reference"] if self.reference else []) + (["--golden"] if self.golden else [])
 
 
@@ -130,6 +173,8 @@ def is_valid_config(impl: Impl, local_matmul: int, wait_order: WaitOrder,
 
 def expected_diagnosis(s: Scenario) -> str | None:
     """The diagnosis `s` must end in (a hazard name or DEADLOCK); None for a run that must stay clean."""
+    if s.op is StressOp.AG:
+        return _ag_expected(s)
     if s.hcomm_lm2:
         return DEADLOCK if s.hccl_server is HcclServerType.CCU else "HCCL_WAIT_BEYOND_COMMIT"
     inj = s.injection
@@ -157,8 +202,31 @@ def expected_diagnosis(s: Scenario) -> str | None:
     return None
 
 
+def _ag_expected(s: Scenario) -> str | None:
+    inj = s.injection
+    if inj in AG_VARIANTS:
+        return AG_VARIANTS[inj]
+    if inj in (Injection.DROP_SET_FLAG, Injection.KILL_RANK):
+        return DEADLOCK               # the AIC's wait on the lost round (or on the dead rank's puts) hangs
+    if inj in (Injection.EXTRA_SET_FLAG, Injection.SKIP_WAIT_TILE):
+        return "UNCONSUMED_FLAG"      # one round more than the waits consume (plus READ_BEFORE_WAIT maybe)
+    return None
+
+
+def _ag_can_run(s: Scenario) -> list[str]:
+    out = []
+    if s.injection not in AG_INJECTIONS:
+        out.append(f"{s.injection.value}: not an all_gather_quant_matmul injection")
+    violations = ag_constraint_violations(s.ori_m, s.ka, s.n, s.ranks, make_ag_comm_tiling(s.ori_m, s.ka),
+                                          s.block_dim)
+    out += [f"ag {rule}: {reason}" for rule, reason in violations]
+    return out
+
+
 def can_run(s: Scenario) -> list[str]:
     """Reasons `s` has no timing-independent expectation (empty: it is a sound stress scenario)."""
+    if s.op is StressOp.AG:
+        return _ag_can_run(s)
     out = []
     inj = s.injection
     if s.hcomm_lm2:
@@ -193,6 +261,8 @@ def hook_occurrences(s: Scenario) -> int:
     """How often (at least) the fault's hook point runs on the core it may hit, so that the seeded
     occurrence is drawn among those that happen."""
     fault = s.injection.fault
+    if s.op is StressOp.AG and fault in (Fault.DROP_SET_FLAG, Fault.EXTRA_SET_FLAG, Fault.SKIP_WAIT_TILE):
+        return s.ag_comm_turn + 1    # every AIV Sets flags 0..commTurn, every AIC waits each once
     if fault is Fault.WRONG_SPLITK:   # SetupParams once per pass: two passes when a LOCAL pass comes first
         return 2 if s.local_matmul == 1 or (s.impl is Impl.HCOMM and s.local_matmul != 0) else 1
     if fault in (Fault.DROP_SET_FLAG, Fault.EXTRA_SET_FLAG, Fault.SKIP_WAIT_TILE):
@@ -207,6 +277,8 @@ def pinned_core(s: Scenario) -> str | None:
     splitKNum or a swapped wait changes nothing on a core without output tiles (on hardware either), and
     small shapes leave the last AICs idle; the hcomm skip must hit the working block (expected_diagnosis)."""
     fault = s.injection.fault
+    if s.op is StressOp.AG:
+        return None
     if fault in (Fault.WRONG_SPLITK, Fault.SWAP_WAIT_ORDER) or (
             fault is Fault.SKIP_WAIT_TILE and s.impl is Impl.HCOMM):
         return WORKING_BLOCK
@@ -295,7 +367,7 @@ def judge(s: Scenario, run: JobRun) -> Outcome:
     if errors:
         out.note = "; ".join(errors)
         return out
-    if expected is not None and (fired or s.injection is Injection.NONE):
+    if expected is not None and (fired or s.injection is Injection.NONE or s.injection in AG_VARIANTS):
         if expected == DEADLOCK and killed:   # the report must name the killed rank as not answering
             hits = [v["t_end"] for v in survivors if set(killed) & set(v.get("unresponsive", []))]
         else:

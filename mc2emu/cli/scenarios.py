@@ -102,12 +102,17 @@ class Expect:
 
     - `hang_ok`: timing may turn the case into a hang (e.g. block 0 finalizing HCCL while another AIC
       still waits, which under AICPU then hangs): a caught deadlock also reproduces it.
-    - `optional`: whether the hazard happens at all depends on timing: a clean, correct run passes."""
+    - `optional`: whether the hazard happens at all depends on `optional_on` (timing, or the shape and
+      rank count): a clean, correct run passes.
+    - `compare`: the reported hazard's damage is predicted exactly by the operator's golden for this mode,
+      so an expected hazard must also pass the comparison (else MISMATCH)."""
 
     hazards: frozenset[Hazard] = frozenset()
     deadlock: bool = False
     hang_ok: bool = False
     optional: bool = False
+    compare: bool = False
+    optional_on: str = "timing"
 
     @property
     def hazard_names(self) -> frozenset[str]:
@@ -126,7 +131,9 @@ class Expect:
         text = ", ".join(names) or "pass"
         if self.hang_ok and not self.deadlock:
             text += " or DEADLOCK"
-        return f"{text} (if timing allows)" if self.optional else text
+        if self.compare:
+            text += " + golden"
+        return f"{text} (if {self.optional_on} allows)" if self.optional else text
 
 
 PASS = Expect()
@@ -183,6 +190,10 @@ class ExecContext:
     perturb: Any = None
     block_dim: int | None = None
     comm: Any = None
+    launch: Any = None       # `LaunchMode` of the UDMA host when block_dim is None (None: the operator's default)
+    # Facts of the launch the table must show (e.g. the host launched more blocks than the tiling's
+    # usedCoreNum): the operator's `execute` appends them, the runner carries them into the report.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,14 @@ Every rank calls it with its own inputs and gets its own C (SPEC §7.1):
 
 The kernel is the UDMA AllGather (`apace.all_gather_mx_matmul_udma_impl`), launched MIX_AIC_1_1 with the
 ST host's tiling (`tiling.all_gather_quant_matmul_tiling`). `wait_order` "mask" (the source before
-2026-08-12) or "in_order" (after); `protocol` "seed" is the only window protocol of the source (commit
-5778144076): "slot_ring" is refused. Bias is refused (the source passes isBias = false). `kernel_variant`
+2026-08-12) or "in_order" (after); `protocol` "seed" is the window protocol of the UDMA impl (commit
+5778144076): "slot_ring" is refused. The slot ring exists in a later public source, not yet emulated:
+`kernel/fusions/all_gather_quant_matmul/all_gather_mx_matmul_urma_impl.h` (AllGatherMxMatmulUrmaImpl, commit
+67a83540d75e) with `basic/buffer/buffer_channel.h` (BufferChannel: slotNum slots, flag id = slot % 11 + 1,
+FLAG_ID_MODULO 11 "avoiding SyncAll's 11-14") and `AllGatherQbmmMxKernel<..., UrmaBufferSync, true>` (the AIC
+Acquires a slot with CrossCoreWaitFlag<2, MTE2> and Releases it with CrossCoreSetFlag<2, FIX>; the AIV waits
+for the release, SyncAll, CrossDevice before reusing a slot; remote tiles packed per slot, scale not reused).
+Bias is refused (the source passes isBias = false). `kernel_variant`
 reproduces a hazard (`AgKernelVariant`). With `check=True` error-severity hazards raise `HazardError`
 (its `.output` holds C); bad input raises `ConstraintError` naming the rule on every rank.
 """
@@ -71,8 +77,9 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
     try:
         proto = protocol if isinstance(protocol, AgProtocol) else AgProtocol(str(protocol))
         if proto is AgProtocol.SLOT_RING:
-            errs.append(("protocol", "protocol 'slot_ring' is not emulated: the public source (ops-transformer "
-                                     "5778144076) has no window-reuse protocol for this operator"))
+            errs.append(("protocol", "protocol 'slot_ring' is not emulated yet: it is the URMA impl of a later "
+                                     "public source (ops-transformer 67a83540d75e, all_gather_mx_matmul_urma_impl.h "
+                                     "+ buffer_channel.h); the emulated UDMA impl (5778144076) has none"))
     except ValueError:
         errs.append(("protocol", f"protocol={protocol!r} is not one of {[p.value for p in AgProtocol]}"))
     if slot_num != 0:

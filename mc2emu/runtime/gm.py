@@ -95,6 +95,21 @@ class GmAddr:
         return self.alloc.base + self.offset
 
 
+# Unsigned integer types by item size: a strided copy of an ml_dtypes array (float8, bfloat16) runs through
+# the dtype's per-element copy (measured 4x slower than uint8 for a (256, 256) float8 block); the same bytes
+# copied as integers of the same size and viewed back are identical.
+_COPY_AS: dict[int, np.dtype] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+                                 8: np.dtype(np.uint64)}
+
+
+def _copy_out(view: np.ndarray) -> np.ndarray:
+    """A fresh C-contiguous copy of `view` with its dtype (host speed only: the bytes are the view's)."""
+    as_int = _COPY_AS.get(view.dtype.itemsize)
+    if as_int is None or view.dtype == as_int or view.dtype.hasobject:
+        return np.array(view, copy=True)
+    return np.array(view.view(as_int), copy=True).view(view.dtype)
+
+
 def _is_fp4(dtype: np.dtype) -> bool:
     return dtype in FP4_DTYPES
 
@@ -208,7 +223,7 @@ class GlobalMemory:
         lo, hi = self._span(addr, sshape, st, item, "read")
         alloc = addr.alloc
         sdtype = np.dtype(np.uint8) if _is_fp4(dtype) else dtype
-        out = np.array(self._raw(alloc.buf, addr.offset, sshape, st, sdtype), copy=True)
+        out = _copy_out(self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
         if not alloc.fully_written and alloc.written is not None and hi > lo:
             mask = np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
                               strides=(*st, 1))

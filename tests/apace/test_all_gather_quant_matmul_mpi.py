@@ -221,3 +221,59 @@ def test_st_case_table_keeps_the_cann_character():
     assert tails["full_tile_ragged_tail"].paddedTailM == 16
     assert (tails["two_tiles_no_tail"].tileCnt, tails["two_tiles_no_tail"].tailCnt) == (2, 0)
     assert (tails["two_tiles_tail"].tileCnt, tails["two_tiles_tail"].tailM) == (2, 13)
+
+
+# (m, k, n) -> L2 hints that must be among those recorded (every tile is checked against the AG rule of
+# SetL2Cache: SPEC §5 "AG", the source gating B by the full-M test too). With block_dim = R these give M blocks
+# covering all of logical M (baseM = R * 16 at every R; at 2080 columns tail tiles may split along M).
+L2_CASES = {
+    (16, 128, 2048): {"B": {"CACHE_MODE_DISABLE"}, "scaleB": {"CACHE_MODE_DISABLE"}},
+    (16, 96, 2048): {"B": {"CACHE_MODE_NORMAL"}, "scaleB": {"CACHE_MODE_DISABLE"}},    # K 96: not 128-B aligned
+    (16, 128, 2080): {"B": {"CACHE_MODE_DISABLE"}, "scaleB": {"CACHE_MODE_NORMAL"}},   # N * 2 = 4160: not aligned
+}
+CACHE_LINE_MASK = 0x7F   # kCacheLineAlignMask of the kernel (FP8)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_l2_hints_are_recorded_per_tile_by_the_ag_rule():
+    """Every AIC tile records two L2_HINT events (B, scaleB) before its mmad, decided with the tile's own
+    extents (the FIXPIPE that follows names them): B streams (DISABLE) iff the tile covers all of logical M and
+    K is 128-byte aligned; scaleB iff it covers all of M and N * 2 and curN * 2 are 128-byte aligned. A tile
+    covering all of logical M also spans HEAD and MAIN (R >= 2): in this kernel the DISABLE hints fire only on
+    a block that crosses a region boundary, which the FragmentSliceCopy reports (FRAGMENT_OUT_OF_RANGE)."""
+    from mc2emu.runtime import EventKind, EventRecorder
+
+    comm = world()
+    size = comm.Get_size()
+    for (m, k, n), want in L2_CASES.items():
+        rec = EventRecorder()
+        inp = gen_ag_st_inputs(m, k, n, comm.Get_rank())
+        stats = {}
+        try:
+            run(inp, wait_order="in_order", block_dim=size, observers=(rec,), stats=stats)
+            names = set()
+        except HazardError as exc:
+            names = set(exc.names())
+        M = stats["launch"].comm_tiling.total_logical_m(size)
+        seen = {"B": set(), "scaleB": set()}
+        tiles = 0
+        pending = {}
+        for e in rec.events:
+            if e.kind is EventKind.L2_HINT:
+                pending.setdefault(e.core, []).append(e)
+            elif e.kind is EventKind.FIXPIPE:
+                cur_m, cur_n = e.value[-2:]
+                hints = {h.obj: h.value for h in pending.pop(e.core, [])}
+                assert set(hints) == {"B", "scaleB"}, (e.core, hints)
+                full = cur_m >= M
+                b_stream = full and (k & CACHE_LINE_MASK) == 0
+                s_stream = full and (n * 2 & CACHE_LINE_MASK) == 0 and (cur_n * 2 & CACHE_LINE_MASK) == 0
+                assert hints["B"] == ("CACHE_MODE_DISABLE" if b_stream else "CACHE_MODE_NORMAL"), (e.core, cur_m, M)
+                assert hints["scaleB"] == ("CACHE_MODE_DISABLE" if s_stream else "CACHE_MODE_NORMAL"), (e.core, cur_n)
+                for name, mode in hints.items():
+                    seen[name].add(mode)
+                tiles += 1
+        assert tiles == stats["launch"].tiles and not pending, (tiles, pending)
+        assert_all_ranks(comm, all(want[t] <= seen[t] for t in want), f"{(m, k, n)}: hints {seen}, expected {want}")
+        # a tile covering all of logical M spans HEAD and MAIN: the crossing is reported
+        assert_all_ranks(comm, names == {"FRAGMENT_OUT_OF_RANGE"}, f"{(m, k, n)}: {names}")

@@ -18,6 +18,7 @@ from mc2emu.check.stress_model import (
     WORKING_BLOCK,
     Injection,
     Scenario,
+    StressOp,
     Verdict,
     expected_diagnosis,
     fault_plan,
@@ -245,3 +246,30 @@ def test_hcomm_aicpu_with_several_aics_may_hang_and_is_then_diagnosed(driver):
         job = run(driver, s)
         assert {v["status"] for v in job.results.values()} <= {"ok", "hazard", "deadlock"}
         assert {n for v in job.results.values() for n in v["names"]} <= {"HCCL_FINALIZE_WHILE_WAITING", DEADLOCK}
+
+
+# -- all_gather_quant_matmul ------------------------------------------------------------------------------------
+AG_SMALL = dict(op=StressOp.AG, ori_m=525, ka=128, n=64, block_dim=2, timeout=TIMEOUT_S)   # tile + tail: 2 rounds
+
+
+@pytest.mark.parametrize("scenario", [
+    Scenario(Injection.DROP_SET_FLAG, 2, wait_order=WaitOrder.IN_ORDER, seed=31, **AG_SMALL),
+    Scenario(Injection.SKIP_WAIT_TILE, 2, wait_order=WaitOrder.MASK, seed=32, **AG_SMALL),
+], ids=["ag_drop_set_flag", "ag_skip_wait_tile"])
+def test_ag_fault_is_caught(driver, scenario):
+    """The AG family (`launch/stress.py --family ag`) in CI size: a lost AIV Set hangs its AIC's wait and every
+    rank stops with the deadlock report; an AIC that skips one round's wait leaves that round unconsumed, and
+    the hit rank reports it. Both counted as caught by the stress verdict."""
+    job = run(driver, scenario)
+    plan = fault_plan(scenario)
+    hit = job.results[plan.rank]
+    assert hit["fired"], hit
+    assert judge(scenario, job).verdict is Verdict.DETECTED, judge(scenario, job).line()
+    if scenario.injection is Injection.DROP_SET_FLAG:
+        assert all(v["status"] == "deadlock" for v in job.results.values()), {r: v["status"] for r, v in
+                                                                               job.results.items()}
+        assert any(not v["declared_elsewhere"] and "DEADLOCK report" in v["message"] for v in job.results.values())
+        assert_ended_in_time(scenario, job)
+    else:
+        assert hit["status"] == "hazard" and "UNCONSUMED_FLAG" in hit["names"], hit.get("message")
+        assert "flag id" in hit["message"] and "AIC" in hit["message"], hit["message"]

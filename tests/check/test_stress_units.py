@@ -14,6 +14,7 @@ from mc2emu.check.stress_model import (
     Injection,
     JobRun,
     Scenario,
+    StressOp,
     Tally,
     Verdict,
     can_run,
@@ -176,12 +177,67 @@ def test_scenario_argv_round_trips_through_the_worker_parser():
     a = _parser().parse_args(argv[2:])
     back = Scenario(Injection(a.injection), 3, Impl(a.impl), a.local_matmul, WaitOrder(a.wait_order),
                     HcclServerType(a.hccl_server), a.ori_m, a.ka, a.n, a.head_tile_size, a.block_dim, a.seed,
-                    a.timeout, a.reference, a.golden)
+                    a.timeout, a.reference, a.golden, StressOp(a.op))
     assert back == s
+    ag = Scenario(Injection.SKIP_FLAG0_WAIT, 2, wait_order=WaitOrder.IN_ORDER, ori_m=525, op=StressOp.AG)
+    assert _parser().parse_args(ag.argv()[2:]).op == StressOp.AG.value
+
+
+# -- all_gather_quant_matmul scenarios -------------------------------------------------------------------------
+AG = dict(op=StressOp.AG, ori_m=525, ka=128, n=64, block_dim=2)
+
+
+@pytest.mark.parametrize("injection, expected", [
+    (Injection.DROP_SET_FLAG, DEADLOCK),
+    (Injection.KILL_RANK, DEADLOCK),
+    (Injection.EXTRA_SET_FLAG, "UNCONSUMED_FLAG"),
+    (Injection.SKIP_WAIT_TILE, "UNCONSUMED_FLAG"),
+    (Injection.SKIP_FLAG0_WAIT, "UNCONSUMED_FLAG"),
+    (Injection.UPDATE_ADDR_BEFORE_WAIT, "ADDR_LIST_UPDATED_EARLY"),
+    (Injection.DELAY_RANK, None),
+    (Injection.PERTURB, None),
+])
+def test_ag_expected_diagnosis(injection, expected):
+    s = Scenario(injection, 2, **AG)
+    assert expected_diagnosis(s) == expected
+    assert can_run(s) == []
+    assert s.injection.ag_variant == (injection.value if "UPDATE" in injection.name or "FLAG0" in injection.name
+                                      else None)
+
+
+@pytest.mark.parametrize("scenario, reason", [
+    (Scenario(Injection.WRONG_SPLITK, 2, **AG), "not an all_gather_quant_matmul injection"),
+    (Scenario(Injection.NONE, 2, **AG), "not an all_gather_quant_matmul injection"),
+    (Scenario(Injection.DROP_SET_FLAG, 4, **dict(AG, block_dim=3)), "AG-5"),
+    (Scenario(Injection.DROP_SET_FLAG, 2, **dict(AG, ka=192)), "AG-2"),
+    (Scenario(Injection.DROP_SET_FLAG, 2, **dict(AG, ori_m=16 * 512)), "AG-4"),
+])
+def test_ag_scenarios_without_a_sound_expectation_are_refused(scenario, reason):
+    assert any(reason in r for r in can_run(scenario)), can_run(scenario)
+
+
+def test_judge_ag_kernel_variants_need_no_fired_fault():
+    """A source variant (no fault plan) is judged on its diagnosis: reported -> DETECTED, else MISSED."""
+    s = Scenario(Injection.UPDATE_ADDR_BEFORE_WAIT, 2, **AG)
+    base = {"status": "hazard", "fired": False, "t_start": 100.0, "t_end": 101.0, "t_exit": 101.5}
+    hit = JobRun({0: dict(base, names=["ADDR_LIST_UPDATED_EARLY"]), 1: dict(base, names=[])}, 1, 5.0)
+    assert judge(s, hit).verdict is Verdict.DETECTED
+    miss = JobRun({0: dict(base, status="ok", names=[]), 1: dict(base, status="ok", names=[])}, 0, 5.0)
+    assert judge(s, miss).verdict is Verdict.MISSED
+
+
+def test_ag_hook_occurrences_follow_the_communication_rounds():
+    """Flags 0..commTurn: 525 rows = one 512-row tile + a tail (commTurn 2), 48 rows one round, 1037 three."""
+    for m, turns in ((525, 2), (48, 1), (1037, 3)):
+        s = Scenario(Injection.SKIP_WAIT_TILE, 2, **dict(AG, ori_m=m))
+        assert s.ag_comm_turn == turns and hook_occurrences(s) == turns + 1
+    for seed in range(40):
+        p = fault_plan(Scenario(Injection.DROP_SET_FLAG, 3, **dict(AG, ori_m=48, block_dim=3), seed=seed))
+        assert p.core is None and p.nth <= 1, "commTurn 1: two Sets per AIV, the drawn one exists"
 
 
 # -- the seeded draw (launch/stress.py) ------------------------------------------------------------------------
-@pytest.mark.parametrize("family", ["deadlock", "pairing", "all"])
+@pytest.mark.parametrize("family", ["deadlock", "pairing", "all", "ag"])
 def test_draw_is_replayable_sound_and_covers_every_kind(driver, family):
     kinds = driver.FAMILIES[family]
     a = driver.draw_scenarios(family, 3 * len(kinds), seed=7, max_ranks=5)

@@ -24,6 +24,7 @@ from mc2emu.cli.report import (
     format_table,
     judge,
     make_report,
+    note_lines,
     progress_line,
 )
 from mc2emu.cli.scenarios import (
@@ -55,7 +56,7 @@ def registry():
     (["--wait-order", "random"], "--wait-order"), (["--hccl-server", "x"], "--hccl-server"),
     (["--dtype", "fp32"], "--dtype"), (["--timeout", "-1"], "--timeout"), (["--np", "0"], "--np"),
     (["--bogus"], "unrecognized"), (["--k", "abc"], "--k"), (["--inputs", "/nonexistent/dir"], "--inputs"),
-    (["--perturb", "-3"], "--perturb")])
+    (["--perturb", "-3"], "--perturb"), (["--launch", "exact"], "--launch")])
 def test_bad_options_raise_one_clear_error(argv, needle):
     with pytest.raises(OptionError) as ei:
         parse_options(argv)
@@ -228,6 +229,49 @@ def test_judge_expected_hazards():
     assert judge(hang, [RankResult(0, comparison=OK)], check=True)[0] is Status.MISSING
 
 
+def test_judge_expected_hazard_with_predicted_damage():
+    """Expect(compare=True): the hazard must be reported AND the output must match the golden's prediction."""
+    crossing = dataclasses.replace(CASE, expect=Expect(frozenset({Hazard.FRAGMENT_OUT_OF_RANGE}), optional=True,
+                                                       compare=True, optional_on="the shape"))
+    seen = (Raised.HAZARD, ("FRAGMENT_OUT_OF_RANGE",))
+    assert judge(crossing, [RankResult(0, *seen, comparison=OK)], check=True)[0] is Status.EXPECTED
+    status, detail = judge(crossing, [RankResult(0, *seen, comparison=OK),
+                                      RankResult(1, *seen, comparison=Comparison(False, note="3 rows written"))],
+                           check=True)
+    assert status is Status.MISMATCH and "ranks 1" in detail and "3 rows written" in detail
+    assert judge(crossing, [RankResult(0, *seen)], check=True)[0] is Status.MISMATCH   # no comparison at all
+    assert judge(crossing, [RankResult(0, comparison=OK)], check=True)[0] is Status.PASS  # no crossing block
+    assert crossing.expect.label() == "FRAGMENT_OUT_OF_RANGE + golden (if the shape allows)"
+
+
+def test_ag_crossing_prediction_from_the_tiling_alone():
+    """Quick shape 64x128x128, R 2, 2 AICs: baseM 128 over HEAD [0, 64) + MAIN round 0 [64, 128): the one M
+    block starts in HEAD, so the MAIN rows (the other rank's 64 rows of C) are never written; R 3 and the
+    default 525-row shape: the crossing AIC count and the lost rows of blocks straddling HEAD / MAIN / TAIL."""
+    from mc2emu.cli.operators.all_gather import ag_lost_rows, crossing_block_dim
+    from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_matmul_tiling, make_ag_comm_tiling
+
+    quick = Shape(64, 128, 128)
+    assert crossing_block_dim(quick, 2) == 2
+    for rank, other in ((0, 1), (1, 0)):
+        lost = ag_lost_rows(quick, 2, rank, 2)
+        assert lost.shape == (128,) and np.flatnonzero(lost).tolist() == list(range(other * 64, other * 64 + 64))
+    shape = Shape(525, 256, 512)
+    b = crossing_block_dim(shape, 3)
+    ct = make_ag_comm_tiling(525, 256)
+    base_m = ag_matmul_tiling(ct, 3, 512, ElemFormat.E4M3, aic_num=b).baseM
+    assert b == 15 and base_m == 240   # the first AIC count whose baseM does not divide 512
+    lost = ag_lost_rows(shape, 3, 1, b)
+    # HEAD [0, 512): blocks at 0, 240, 480 -> the one at 480 loses logical rows 512..719 (MAIN round 0: rank 0's
+    # rows 0..207); MAIN [512, 1536) -> the block at 1440 loses 1536..1583 (TAIL: 16 padded rows per rank)
+    expect = np.zeros(3 * 525, dtype=bool)
+    expect[0:208] = True                                   # rank 0, rows 0..207 of its first tile
+    for frag in range(3):                                  # TAIL rows 1536..1583: fragments of 16 (13 real)
+        expect[frag * 525 + 512: frag * 525 + 525] = True
+    assert np.array_equal(lost, expect), np.flatnonzero(lost ^ expect)
+    assert crossing_block_dim(shape, 8) is None            # baseM 256 at every AIC count: no crossing
+
+
 def test_exit_code_is_the_worst_case():
     def rep(status):
         return CaseReport(1, 1, CASE, 2, status, "", (), CaseStats())
@@ -265,6 +309,23 @@ def test_table_progress_and_errors_text():
                                   for r in (0, 1, 2, 5)], check=True)
     assert error_lines(hz) == ["    SPLITK_SEQUENCE: 8 report(s) on rank(s) 0-2,5; e.g. [SPLITK_SEQUENCE] rank 0 "
                                "AIC0: x"]
+
+
+def test_launch_notes_are_numbered_once_in_the_table_and_listed_under_it():
+    results = [RankResult(r, comparison=Comparison(True, 0.0, 0), notes=("note A",)) for r in range(2)]
+    a = make_report(1, 3, CASE, results, check=True)
+    b = make_report(2, 3, dataclasses.replace(CASE, seed=7), [RankResult(0, comparison=Comparison(True, 0.0, 0),
+                                                                         notes=("note B", "note A"))], check=True)
+    plain = make_report(3, 3, CASE, [RankResult(0, comparison=Comparison(True, 0.0, 0))], check=True)
+    assert a.notes == ("note A",)                       # two ranks, one note
+    header, _, row_a, row_b, row_plain = format_table([a, b, plain]).splitlines()
+    assert header.endswith("note")
+    assert " PASS " in row_a and row_a.endswith("[1]")
+    assert row_b.endswith("[2] [1]") and not row_plain.endswith("]")
+    title = "all_to_all_quant_matmul udma lm0 mask 32x128x128"
+    assert note_lines([a, b, plain]) == ["", "notes:", f"  [1] note A (2 case(s): {title}; {title})",
+                                         f"  [2] note B (1 case(s): {title})"]
+    assert note_lines([plain]) == []
 
 
 # -- dump files --------------------------------------------------------------------------------------------------

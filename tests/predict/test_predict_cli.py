@@ -86,3 +86,23 @@ def test_plot_is_an_optional_extra(tmp_path):
     else:
         out = write_plot(t, tmp_path / "p.svg")
         assert out.read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_run_predict_refusals():
+    """Refused before any collective work, identically on every rank (here: one)."""
+    from mpi4py import MPI
+
+    from mc2emu.cli.operators import default_registry
+    from mc2emu.cli.predict import run_predict
+
+    reg = default_registry()
+    said = []
+    with pytest.raises(OptionError, match="offers no knobs to compare"):
+        run_predict(parse_options(["--predict", "--op", "selfcheck"]), reg, MPI.COMM_SELF, said.append)
+    with pytest.raises(OptionError, match="leave no knob of all_to_all_quant_matmul"):
+        run_predict(parse_options(["--predict", "--op", "all_to_all_quant_matmul", "--wait-order", "mask"]), reg,
+                    MPI.COMM_SELF, said.append)
+    with pytest.raises(OptionError, match="--cost"):
+        run_predict(parse_options(["--predict", "--op", "all_to_all_quant_matmul", "--cost", "link_bw"]), reg,
+                    MPI.COMM_SELF, said.append)
+    assert said == []

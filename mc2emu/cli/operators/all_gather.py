@@ -12,11 +12,20 @@ baseM 256, which divides the 512-row tiles; the reduced default shape keeps that
 
 Modes (`AGMode`): the two wait orders. Hazard showcase (`--hazards`): the kernel without its flag-0 wait
 (UNCONSUMED_FLAG) and with UpdateAddrList before the wait (ADDR_LIST_UPDATED_EARLY); the mode's `variant`
-names the reproduced kernel variant (`AgKernelVariant`).
+names the reproduced kernel variant (`AgKernelVariant`); and a block crossing a region boundary
+(`blocks=crossing`): the launch takes the first AIC count (R .. 32, `--block-dim` does not apply) whose SWAT
+tiling (AdjustBasicBlock) gives a baseM that does not divide a region (HEAD, a MAIN round, TAIL). The kernel
+resolves such a block by its first row, as the source does: the FragmentSliceCopy of its rows past that
+region finds no fragment (FRAGMENT_OUT_OF_RANGE) and those C rows are never written. The case is checked
+against the golden: `ag_lost_rows` predicts the lost C rows from the tiling alone (block starts every baseM
+logical rows, the region map of SPEC §7.1), every other row must pass the AG ST rule and every lost row must
+hold the never-written pattern (poison 0xFF bytes with checks on, zeros with --no-check). A shape and rank
+count with no crossing block runs as a clean case.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -39,28 +48,42 @@ from mc2emu.cli.scenarios import (
 )
 from mc2emu.numerics import ElemFormat, bf16_ulp_distance
 from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gather_quant_matmul
+from mc2emu.runtime.gm import POISON_BYTE
 from mc2emu.runtime.hazards import Hazard
-from mc2emu.tiling.all_gather_quant_matmul_tiling import MAX_RANKS
+from mc2emu.tiling.all_gather_quant_matmul_tiling import MAX_RANKS, ag_matmul_tiling, make_ag_comm_tiling
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+
+
+class AgBlocks(enum.Enum):
+    """How many AICs the launch gets (module docstring)."""
+
+    ST = "st"              # --block-dim, else max(8, R): baseM 256 divides the 512-row tiles
+    CROSSING = "crossing"  # the first AIC count whose tiling makes a block cross a region boundary
 
 
 @dataclass(frozen=True)
 class AGMode(OperatorMode):
-    """wait order, and the kernel variant (the source, or a reproduced hazard)."""
+    """wait order, the kernel variant (the source, or a reproduced hazard) and the launch's block count."""
 
-    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"wait_order": WaitOrder, "variant": AgKernelVariant}
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"wait_order": WaitOrder, "variant": AgKernelVariant,
+                                                             "blocks": AgBlocks}
 
     wait_order: WaitOrder = WaitOrder.MASK
     variant: AgKernelVariant = AgKernelVariant.SOURCE
+    blocks: AgBlocks = AgBlocks.ST
 
     def label_parts(self) -> list[str]:
         parts = [self.wait_order.value]
         if self.variant is not AgKernelVariant.SOURCE:
             parts.append(self.variant.value)
+        if self.blocks is not AgBlocks.ST:
+            parts.append(f"blocks={self.blocks.value}")
         return parts
 
 
 MIN_BLOCK_DIM = 8
+# The AIC count of the 950PR the crossing search goes up to (the tiling's default core count).
+MAX_AIC = 32
 # One full 512-row tile + a 13-row tail (the CANN m = 2061 character); quick: one 64-row tile.
 DEFAULT_SHAPE = Shape(m=525, k=256, n=512)
 QUICK_SHAPE = Shape(m=64, k=128, n=128)
@@ -68,14 +91,87 @@ QUICK_SHAPE = Shape(m=64, k=128, n=128)
 MODES = tuple(AGMode(wo) for wo in WaitOrder)
 HAZARD_MODES = (AGMode(WaitOrder.IN_ORDER, AgKernelVariant.SKIP_FLAG0_WAIT),
                 AGMode(WaitOrder.MASK, AgKernelVariant.SKIP_FLAG0_WAIT),
-                AGMode(WaitOrder.IN_ORDER, AgKernelVariant.UPDATE_ADDR_BEFORE_WAIT))
+                AGMode(WaitOrder.IN_ORDER, AgKernelVariant.UPDATE_ADDR_BEFORE_WAIT),
+                AGMode(WaitOrder.IN_ORDER, blocks=AgBlocks.CROSSING))
 RULES = (
     ModeRule({"variant": AgKernelVariant.SKIP_FLAG0_WAIT}, Expect(hazards=frozenset({Hazard.UNCONSUMED_FLAG})),
              "the AIV pre-sets flag 0 before its loop; a kernel that never waits it leaves one round per AIC"),
     ModeRule({"variant": AgKernelVariant.UPDATE_ADDR_BEFORE_WAIT},
              Expect(hazards=frozenset({Hazard.ADDR_LIST_UPDATED_EARLY})),
              "the MAIN addresses move to the next round before that round's flag is waited"),
+    ModeRule({"blocks": AgBlocks.CROSSING},
+             Expect(hazards=frozenset({Hazard.FRAGMENT_OUT_OF_RANGE}), optional=True, compare=True,
+                    optional_on="the shape"),
+             "a block is resolved by its first row: its rows past that region have no fragment and are lost"),
 )
+
+
+def _region_bounds(m: int, k: int, size: int) -> list[int]:
+    """The logical-M starts of the regions after HEAD (every MAIN round, TAIL) and the end of logical M."""
+    ct = make_ag_comm_tiling(m, k)
+    main = (size - 1) * ct.tileM
+    return [ct.headRows + r * main for r in range(ct.tileCnt + 1)] + [ct.total_logical_m(size)]
+
+
+def crossing_block_dim(shape: Shape, size: int) -> int | None:
+    """The first AIC count in [R, 32] whose tiling puts a block across a region boundary (None: no such)."""
+    ct = make_ag_comm_tiling(shape.m, shape.k)
+    bounds = _region_bounds(shape.m, shape.k, size)[:-1]
+    for b in range(size, MAX_AIC + 1):
+        mm = ag_matmul_tiling(ct, size, shape.n, ElemFormat.E4M3, aic_num=b)
+        if any(x % mm.baseM for x in bounds if x < ct.total_logical_m(size)):
+            return b
+    return None
+
+
+def ag_lost_rows(shape: Shape, size: int, rank: int, block_dim: int) -> np.ndarray:
+    """The C rows (of R * m, on `rank`) that no block writes at `block_dim` AICs: a block starts every baseM
+    logical rows (mTailTile 1, no merged tail: checked) and writes only the rows of the region its first row
+    lies in; logical rows map to C rows by the region map (HEAD: own rows; MAIN round r: the other ranks in
+    ascending order, tileM rows each; TAIL: every rank's tail, paddedTailM rows of which tailM are real)."""
+    m = shape.m
+    ct = make_ag_comm_tiling(m, shape.k)
+    mm = ag_matmul_tiling(ct, size, shape.n, ElemFormat.E4M3, aic_num=block_dim)
+    if mm.mTailTile != 1 or mm.mBaseTailSplitCnt != 1:
+        raise ValueError(f"ag_lost_rows: M tail splits (mTailTile {mm.mTailTile}, mBaseTailSplitCnt "
+                         f"{mm.mBaseTailSplitCnt}) are not predicted")
+    bounds = _region_bounds(m, shape.k, size)
+    total = bounds[-1]
+    main = (size - 1) * ct.tileM
+    tail_start = ct.headRows + ct.tileCnt * main
+    others = [q for q in range(size) if q != rank]
+    lost = np.zeros(size * m, dtype=bool)
+    for m_pos in range(0, total, mm.baseM):
+        end = min(m_pos + mm.baseM, total)
+        region_end = next(b for b in bounds if b > m_pos)
+        for row in range(region_end, end):
+            if row < ct.headRows:
+                lost[rank * m + row] = True
+            elif row < tail_start:
+                rel = (row - ct.headRows) % main
+                rnd = (row - ct.headRows) // main
+                lost[others[rel // ct.tileM] * m + rnd * ct.tileM + rel % ct.tileM] = True
+            else:
+                frag, r = divmod(row - tail_start, ct.paddedTailM)
+                if r < ct.tailM:
+                    lost[frag * m + ct.headRows + r] = True
+    return lost
+
+
+class AgGolden(np.ndarray):
+    """The golden of a crossing case: the CANN golden, and `lost_rows` (the C rows the source never writes)."""
+
+    lost_rows: np.ndarray
+
+
+def _block_dim(case: Case, size: int, requested: int | None) -> int:
+    mode = case.mode
+    assert isinstance(mode, AGMode)
+    if mode.blocks is AgBlocks.CROSSING:
+        crossing = crossing_block_dim(case.shape, size)
+        if crossing is not None:
+            return crossing
+    return requested if requested is not None else max(MIN_BLOCK_DIM, size)
 
 
 def make_inputs(case: Case, rank: int, size: int) -> Arrays:
@@ -83,8 +179,16 @@ def make_inputs(case: Case, rank: int, size: int) -> Arrays:
 
 
 def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
-    return golden_all_gather_quant_matmul(comm.allgather(inputs["x1"]), comm.allgather(inputs["x1_scale"]),
-                                          inputs["x2"], inputs["x2_scale"])
+    ref = golden_all_gather_quant_matmul(comm.allgather(inputs["x1"]), comm.allgather(inputs["x1_scale"]),
+                                         inputs["x2"], inputs["x2_scale"])
+    mode = case.mode
+    assert isinstance(mode, AGMode)
+    size = comm.Get_size()
+    if mode.blocks is AgBlocks.CROSSING and crossing_block_dim(case.shape, size) is not None:
+        predicted = ref.view(AgGolden)
+        predicted.lost_rows = ag_lost_rows(case.shape, size, comm.Get_rank(), _block_dim(case, size, None))
+        return predicted
+    return ref
 
 
 def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
@@ -92,7 +196,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     assert isinstance(mode, AGMode)
     return all_gather_quant_matmul(
         inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], wait_order=mode.wait_order,
-        block_dim=ctx.block_dim if ctx.block_dim is not None else max(MIN_BLOCK_DIM, ctx.size), check=ctx.check,
+        block_dim=_block_dim(case, ctx.size, ctx.block_dim), check=ctx.check,
         timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
         kernel_variant=mode.variant)
 
@@ -103,10 +207,28 @@ def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
     out = np.asarray(out)
     if out.shape != ref.shape:
         return Comparison(False, note=f"output shape {out.shape}, golden {ref.shape}")
+    lost = getattr(ref, "lost_rows", None)
+    if lost is not None:
+        return _compare_crossing(out, np.asarray(ref), lost)
     diff = np.abs(out.astype(np.float32) - ref.astype(np.float32))
     max_abs = float(np.nanmax(diff)) if diff.size and not np.all(np.isnan(diff)) else 0.0
     ulp = bf16_ulp_distance(out.astype(ml_dtypes.bfloat16), ref.astype(ml_dtypes.bfloat16)) if out.size else 0
     return Comparison(ulp <= 1, max_abs, ulp, note="AG ST rule: bit-exact or <= 1 bf16 ULP")
+
+
+def _compare_crossing(out: np.ndarray, ref: np.ndarray, lost: np.ndarray) -> Comparison:
+    """The predicted damage: the kept rows under the AG ST rule, the lost rows never written."""
+    keep = ~lost
+    kept = compare(out[keep], ref[keep]) if keep.any() else Comparison(True, 0.0, 0)
+    rows = np.ascontiguousarray(out[lost]).view(np.uint8).reshape(int(lost.sum()), -1)
+    poisoned, zero = np.all(rows == POISON_BYTE, axis=1), ~rows.any(axis=1)
+    written = int(np.count_nonzero(~(poisoned | zero)))
+    never = bool(rows.shape[0]) and (bool(poisoned.all()) or bool(zero.all()))
+    note = (f"{int(lost.sum())} C row(s) predicted lost (a block crossing a region): "
+            + ("all hold the never-written pattern" if never else f"{written} of them written")
+            + f"; the other {int(keep.sum())} row(s) {'pass' if kept.ok else 'fail'} the AG ST rule (max "
+              f"{kept.max_ulp} ULP)")
+    return Comparison(kept.ok and never, kept.max_abs, kept.max_ulp, note=note)
 
 
 def validate(case: Case, size: int) -> list[str]:
