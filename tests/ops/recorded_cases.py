@@ -1,15 +1,21 @@
-"""Recorded outputs of the two existing operators: a fixed set of cases whose output bytes are pinned by
-sha256 digest in `recorded_outputs.json` (recorded before the issue-12 refactor of ops / cli / apace).
+"""Recorded outputs of the operators: a fixed set of cases whose output bytes are pinned by sha256 digest in
+`recorded_outputs.json` (QBMM / A2A recorded before the issue-12 refactor; all_gather_quant_matmul,
+quant_matmul_reduce_scatter, grouped_matmul_mx and weight_quant_matmul added after they landed, each output
+checked against its operator's golden under that operator's own rule before it was recorded).
 
 The inputs are made here from raw codes (numpy + ml_dtypes only, no package helper), so a change to an
 input generator of the package cannot move the pins. Signed element codes and varied E8M0 scales
 exercise signs, cancellation and the K order of every accumulation: any change to the order of mmads,
 waits, atomic adds or roundings shows up as a different digest.
 
-Record (overwrites the entries of that world size; QBMM entries are world-size independent):
+Record (overwrites the entries of the named groups; default: every group of that kind; serial groups are
+world-size independent, collective ones are recorded per world size):
 
-    python tests/ops/recorded_cases.py                  # QBMM
-    mpirun -n R python tests/ops/recorded_cases.py      # A2A at R ranks (R = 2, 4, 8)
+    python tests/ops/recorded_cases.py [qbmm] [gmm] [wqmm]               # serial operators
+    mpirun -n R python tests/ops/recorded_cases.py [a2a] [ag] [qmrs]     # collective, at R = 2, 4, 8
+
+The recorder refuses to record an output that fails its golden (`check_*` below; QBMM / A2A excepted: their
+pins are the pre-refactor bytes).
 """
 
 from __future__ import annotations
@@ -209,33 +215,382 @@ def run_qbmm_case(case: QbmmCase) -> np.ndarray:
     return out
 
 
+# -- shared by the four operators added after issue 12 ------------------------------------------------------
+# E4M3 codes of the integers -8 .. 8 and E8M0 scales 2^-2 .. 2^2: every product and every FP32 sum of the
+# collective cases is exact, so the goldens (one FP32 matmul) are bit-exact whatever the K order, while the
+# bf16 roundings of the partials and the FP32 order over ranks (QMRS) still show in the digest.
+_E4M3_ALL = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+INT_E4M3_CODES = np.array([c for c in range(256) if np.isfinite(_E4M3_ALL[c]) and abs(_E4M3_ALL[c]) <= 8
+                           and _E4M3_ALL[c] == np.round(_E4M3_ALL[c])], dtype=np.uint8)
+INT_SCALE_LO, INT_SCALE_HI = 125, 129
+
+
+def _int_codes(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.choice(INT_E4M3_CODES, size=shape).view(ml_dtypes.float8_e4m3fn)
+
+
+def _int_scales(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.integers(INT_SCALE_LO, INT_SCALE_HI + 1, size=shape, dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu)
+
+
+def _bf16_ulp(a: np.ndarray, b: np.ndarray) -> int:
+    """Max raw 16-bit distance (bf16 / fp16 ULP) between two same-dtype arrays, NaN / Inf included."""
+    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
+    if a.size == 0:
+        return 0
+    d = np.abs(a.view(np.uint16).astype(np.int64) - b.view(np.uint16).astype(np.int64))
+    return int(d.max())
+
+
+def _raise_or_output(run: Any, hazards: frozenset[str], name: str) -> np.ndarray:
+    from mc2emu.runtime import HazardError
+
+    try:
+        out = run()
+    except HazardError as exc:
+        if not hazards or exc.names() != set(hazards):
+            raise
+        return np.asarray(exc.output)
+    assert not hazards, f"{name}: expected {sorted(hazards)}, the call raised nothing"
+    return np.asarray(out)
+
+
+# -- all_gather_quant_matmul ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AgCase:
+    """block_dim = R (AG-5's minimum): ceil(R * m / 256) * ceil(n / 256) >= R keeps baseM 256, which divides
+    the 512-row communication tiles, at every world size (no block straddles two regions)."""
+    name: str
+    m: int
+    k: int
+    n: int
+    wait_order: str
+
+    def inputs(self, rank: int, size: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng([15, rank, size, self.m, self.k, self.n])
+        pairs = -(-self.k // 64)
+        return {"x1": _int_codes(rng, (self.m, self.k)), "x1_scale": _int_scales(rng, (self.m, pairs, 2)),
+                "x2": _int_codes(rng, (self.n, self.k)), "x2_scale": _int_scales(rng, (self.n, pairs, 2))}
+
+
+AG_CASES: tuple[AgCase, ...] = (
+    AgCase("in_order-2tiles", 1024, 128, 64, "in_order"),     # two whole 512-row tiles per rank
+    AgCase("mask-1tile-k256", 512, 256, 48, "mask"),          # one whole tile, two scale pairs
+    AgCase("mask-tile-tail13", 525, 128, 64, "mask"),         # one tile + a 13-row tail (padded to 16)
+)
+
+
+def run_ag_case(case: AgCase, comm: Any) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    from mc2emu.ops import all_gather_quant_matmul
+
+    inp = case.inputs(comm.Get_rank(), comm.Get_size())
+    out = all_gather_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], comm=comm, timeout=TIMEOUT,
+                                  wait_order=case.wait_order, block_dim=comm.Get_size())
+    return out, inp
+
+
+def check_ag_case(out: np.ndarray, inp: dict[str, np.ndarray], comm: Any) -> str | None:
+    """AG ST verify rule: bit-exact or within 1 bf16 ULP of the golden (here exact inputs: 0 expected)."""
+    from mc2emu.ops import golden_all_gather_quant_matmul
+
+    g = golden_all_gather_quant_matmul(comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"]), inp["x2"],
+                                       inp["x2_scale"])
+    ulp = _bf16_ulp(out, g)
+    return None if ulp <= 1 else f"{ulp} ULP from the golden"
+
+
+# -- quant_matmul_reduce_scatter ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QmrsCase:
+    """`seg` rows per rank segment (M = R * seg); rounds run on R + 2 cores, per_block on R // 2 + 1."""
+    name: str
+    seg: int
+    k: int
+    n: int
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    hazards: frozenset[str] = frozenset()
+
+    def inputs(self, rank: int, size: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng([18, rank, size, self.seg, self.k, self.n])
+        pairs = -(-self.k // 64)
+        m = size * self.seg
+        return {"x1": _int_codes(rng, (m, self.k)), "x1_scale": _int_scales(rng, (m, pairs, 2)),
+                "x2": _int_codes(rng, (self.n, self.k)), "x2_scale": _int_scales(rng, (self.n, pairs, 2))}
+
+    def block_dim(self, size: int) -> int:
+        return size // 2 + 1 if self.kwargs.get("impl") == "per_block" else size + 2
+
+
+QMRS_CASES: tuple[QmrsCase, ...] = (
+    QmrsCase("rounds-T1", 32, 128, 48),
+    QmrsCase("rounds-T2-tail-ragged-n", 48, 128, 40, {"head_m_size": 32}),   # a 32-row round + a 16-row tail
+    QmrsCase("rounds-k-split", 16, 128, 48, {"split": "k"}),
+    # the shipped kernel's single-batch path: every AIC that ran a block keeps one flag-9 round unconsumed
+    QmrsCase("per_block-source", 16, 128, 300, {"impl": "per_block"}, hazards=frozenset({"UNCONSUMED_FLAG"})),
+)
+
+
+def run_qmrs_case(case: QmrsCase, comm: Any) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    from mc2emu.ops import quant_matmul_reduce_scatter
+
+    inp = case.inputs(comm.Get_rank(), comm.Get_size())
+    out = _raise_or_output(lambda: quant_matmul_reduce_scatter(
+        inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], comm=comm, timeout=TIMEOUT,
+        block_dim=case.block_dim(comm.Get_size()), **case.kwargs), case.hazards, case.name)
+    return out, inp
+
+
+def check_qmrs_case(out: np.ndarray, inp: dict[str, np.ndarray], comm: Any) -> str | None:
+    """Bit for bit the golden (bf16 partials summed in FP32 over ranks 0, 1, ..., R - 1); both splits."""
+    from mc2emu.ops.quant_matmul_reduce_scatter_golden import golden_quant_matmul_reduce_scatter
+
+    al = {key: comm.allgather(v) for key, v in inp.items()}
+    g = golden_quant_matmul_reduce_scatter(al["x1"], al["x1_scale"], al["x2"], al["x2_scale"], comm.Get_rank())
+    ulp = _bf16_ulp(out, g)
+    return None if ulp == 0 else f"{ulp} ULP from the golden (bit-exact rule)"
+
+
+# -- grouped_matmul_mx ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GmmCase:
+    """split_m: `sizes` are rows per group (or (group, rows) when sparse), weight (g, k, n) / (g, n, k);
+    split_k: `sizes` are the groups' K extents, x (K, M), scales (K / 64 + g, ., 2)."""
+    name: str
+    sizes: tuple[Any, ...]
+    k: int
+    n: int
+    m: int | None = None
+    groups: int | None = None
+    group_type: str = "split_m"
+    group_list_type: str = "count"
+    trans_b: bool = False
+    fp4: bool = False
+    bias: bool = False
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def inputs(self) -> dict[str, Any]:
+        rng = np.random.default_rng([16, self.k, self.n, len(self.sizes), self.trans_b, self.fp4])
+        elem = "e2m1" if self.fp4 else "e4m3"
+        if self.group_type == "split_k":
+            k, g = sum(self.sizes), len(self.sizes)
+            m = self.m or 0
+            rows = k // 64 + g
+            x, w = _codes(rng, (k, m), elem), _codes(rng, (k, self.n), elem)
+            sx, sw = _scales(rng, (rows, m, 2)), _scales(rng, (rows, self.n, 2))
+            ext = list(self.sizes)
+        else:
+            ext = [s for _g, s in self.sizes] if self.group_list_type == "sparse" else list(self.sizes)
+            g = self.groups if self.groups is not None else len(self.sizes)
+            m = sum(ext) if self.m is None else self.m
+            pairs = -(-self.k // 64)
+            x = _codes(rng, (m, self.k), elem)
+            w = _codes(rng, (g, self.n, self.k) if self.trans_b else (g, self.k, self.n), elem)
+            sx = _scales(rng, (m, pairs, 2))
+            sw = _scales(rng, (g, self.n, pairs, 2) if self.trans_b else (g, pairs, self.n, 2))
+        if self.group_list_type == "cumsum":
+            gl = np.cumsum(ext).astype(np.int64)
+        else:
+            gl = np.asarray(self.sizes, dtype=np.int64)
+        out: dict[str, Any] = {"x": x, "x_scale": sx, "weight": w, "weight_scale": sw, "group_list": gl}
+        if self.bias:
+            out["bias"] = rng.uniform(-4, 4, (g, self.n)).astype(np.float32)
+        return out
+
+    def attrs(self) -> dict[str, Any]:
+        return {"group_type": self.group_type, "group_list_type": self.group_list_type, "trans_b": self.trans_b,
+                **self.kwargs}
+
+
+GMM_CASES: tuple[GmmCase, ...] = (
+    GmmCase("split_m-count-empty-group-tails", (25, 0, 17, 30), 256, 96),
+    GmmCase("split_m-cumsum-nt-k320", (0, 30, 7), 320, 80, group_list_type="cumsum", trans_b=True),
+    GmmCase("split_m-bd2", (40, 33), 192, 300, kwargs={"block_dim": 2}),
+    GmmCase("split_m-sparse-stops-at-empty", ((0, 20), (2, 0), (1, 30), (3, 11)), 320, 96, m=70, groups=4,
+            group_list_type="sparse"),
+    GmmCase("split_m-fp4-bias-f32", (40, 0, 24), 256, 64, fp4=True, bias=True, kwargs={"out_dtype": "float32"}),
+    GmmCase("split_k-cumsum-zero-groups", (128, 0, 200, 0), 0, 96, m=40, group_type="split_k",
+            group_list_type="cumsum", kwargs={"trans_a": True}),
+    GmmCase("split_k-count", (64, 192), 0, 80, m=48, group_type="split_k", kwargs={"trans_a": True}),
+)
+
+
+def run_gmm_case(case: GmmCase) -> tuple[np.ndarray, dict[str, Any]]:
+    from mc2emu.ops import grouped_matmul_mx
+
+    inp = case.inputs()
+    out = grouped_matmul_mx(inp["x"], inp["x_scale"], inp["weight"], inp["weight_scale"], inp["group_list"],
+                            bias=inp.get("bias"), timeout=TIMEOUT, **case.attrs())
+    return out, inp
+
+
+def check_gmm_case(case: GmmCase, out: np.ndarray, inp: dict[str, Any]) -> str | None:
+    """The GMM tests' rule: AG ST (at most 1 ULP of the output dtype; fp32 output: rtol 1e-6, atol 1e-5)."""
+    from mc2emu.ops import golden_grouped_matmul_mx
+
+    attrs = {key: v for key, v in case.attrs().items() if key not in ("trans_a", "block_dim", "variant")}
+    g = golden_grouped_matmul_mx(inp["x"], inp["x_scale"], inp["weight"], inp["weight_scale"], inp["group_list"],
+                                 bias=inp.get("bias"), **attrs)
+    if out.dtype != g.dtype or out.shape != g.shape:
+        return f"{out.dtype}{out.shape} vs golden {g.dtype}{g.shape}"
+    if out.dtype == np.float32:
+        return None if np.allclose(out, g, rtol=1e-6, atol=1e-5) else "fp32 output off the golden"
+    ulp = _bf16_ulp(out, g)
+    return None if ulp <= 1 else f"{ulp} ULP from the golden"
+
+
+# -- weight_quant_matmul --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WqmmCase:
+    name: str
+    m: int
+    n: int
+    k: int
+    weight: str                       # "int8", "float8_e4m3fn", "float8_e5m2"
+    dtype: str = "bfloat16"           # x / scale / offset dtype
+    trans_b: bool = False
+    offset: bool = False
+    bias: bool = False
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def inputs(self) -> dict[str, Any]:
+        rng = np.random.default_rng([17, self.m, self.n, self.k, self.trans_b, self.offset, self.bias,
+                                     len(self.weight)])
+        dt = np.dtype(ml_dtypes.bfloat16) if self.dtype == "bfloat16" else np.dtype(self.dtype)
+        shape = (self.n, self.k) if self.trans_b else (self.k, self.n)
+        x = rng.integers(0, 1 << 16, size=(self.m, self.k), dtype=np.uint16)
+        x &= 0xBFFF                                       # exponent bit 14 clear: finite, |x| < 2
+        if self.weight == "int8":
+            w = rng.integers(-128, 128, size=shape, dtype=np.int8)
+        else:
+            w = _codes(rng, shape, "e4m3" if self.weight == "float8_e4m3fn" else "e5m2")
+        out: dict[str, Any] = {
+            "x": x.view(dt), "weight": w,
+            "antiquant_scale": (rng.random(self.n) * 0.02 + 0.0025).astype(dt),
+            "antiquant_offset": (rng.standard_normal(self.n) * 3).astype(dt) if self.offset else None,
+            "bias": rng.standard_normal(self.n).astype(np.float32) if self.bias else None}
+        return out
+
+
+WQMM_CASES: tuple[WqmmCase, ...] = (
+    WqmmCase("int8-nn-bf16", 70, 90, 176, "int8", kwargs={"block_dim": 3}),
+    WqmmCase("int8-nt-offset-bias-f16", 70, 96, 176, "int8", "float16", trans_b=True, offset=True, bias=True,
+             kwargs={"block_dim": 3}),
+    WqmmCase("e4m3-nt-bf16", 40, 96, 176, "float8_e4m3fn", trans_b=True, kwargs={"block_dim": 2}),
+    WqmmCase("e5m2-nn-offset-f16", 40, 64, 96, "float8_e5m2", "float16", offset=True, kwargs={"block_dim": 2}),
+    WqmmCase("e4m3-nn-offset-bias-out-f32", 40, 64, 96, "float8_e4m3fn", offset=True, bias=True,
+             kwargs={"block_dim": 2, "out_dtype": "float32"}),
+    WqmmCase("int8-nn-offset-3kl1-chunks", 100, 160, 208, "int8", offset=True, bias=True,
+             kwargs={"block_dim": 2, "tiling_overrides": {"kL1": 80, "kUbSize": 48, "baseM": 48, "baseN": 64,
+                                                          "nUbSize": 128}}),
+    WqmmCase("e4m3-nn-offset-a_only_mmad", 40, 64, 96, "float8_e4m3fn", offset=True,
+             kwargs={"block_dim": 2, "mode": "a_only_mmad"}),
+    WqmmCase("int8-nt-offset-dequant_only", 40, 96, 176, "int8", trans_b=True, offset=True,
+             kwargs={"block_dim": 2, "mode": "dequant_only"}),
+)
+
+
+def run_wqmm_case(case: WqmmCase) -> tuple[np.ndarray, dict[str, Any]]:
+    from mc2emu.ops import weight_quant_matmul
+
+    inp = case.inputs()
+    out = weight_quant_matmul(inp["x"], inp["weight"], inp["antiquant_scale"], inp["antiquant_offset"],
+                              bias=inp["bias"], trans_b=case.trans_b, timeout=TIMEOUT, **case.kwargs)
+    return out, inp
+
+
+def check_wqmm_case(case: WqmmCase, out: np.ndarray, inp: dict[str, Any]) -> str | None:
+    """The WQMM tests' rule: B_dequant (dequant_only) bit for bit; C within 1 ULP of its 16-bit dtype, or
+    rtol = atol = 1e-5 for an fp32 C."""
+    from mc2emu.ops import golden_weight_dequant, golden_weight_quant_matmul
+
+    if case.kwargs.get("mode") == "dequant_only":
+        g = golden_weight_dequant(inp["weight"], inp["antiquant_scale"], inp["antiquant_offset"], trans_b=case.trans_b)
+        return None if _bf16_ulp(out, g) == 0 else "B_dequant differs from the golden"
+    g = golden_weight_quant_matmul(inp["x"], inp["weight"], inp["antiquant_scale"], inp["antiquant_offset"],
+                                   bias=inp["bias"], trans_b=case.trans_b, out_dtype=case.kwargs.get("out_dtype"))
+    if out.dtype != g.dtype or out.shape != g.shape:
+        return f"{out.dtype}{out.shape} vs golden {g.dtype}{g.shape}"
+    if out.dtype == np.float32:
+        return None if np.allclose(out, g, rtol=1e-5, atol=1e-5) else "fp32 C off the golden"
+    ulp = _bf16_ulp(out, g)
+    return None if ulp <= 1 else f"{ulp} ULP from the golden"
+
+
 # -- the pinned digests -----------------------------------------------------------------------------------------
+SERIAL_GROUPS = ("qbmm", "gmm", "wqmm")
+COLLECTIVE_GROUPS = ("a2a", "ag", "qmrs")
+
+
 def load_digests() -> dict[str, Any]:
-    return json.loads(DIGESTS.read_text()) if DIGESTS.exists() else {"qbmm": {}, "a2a": {}}
+    data = json.loads(DIGESTS.read_text()) if DIGESTS.exists() else {}
+    for group in SERIAL_GROUPS + COLLECTIVE_GROUPS:
+        data.setdefault(group, {})
+    return data
 
 
-def _record() -> None:
+def serial_outputs(group: str) -> dict[str, np.ndarray]:
+    """Every case's output of a serial group, each checked against its golden first (not QBMM: pre-refactor)."""
+    if group == "qbmm":
+        return {c.name: run_qbmm_case(c) for c in QBMM_CASES}
+    cases: tuple[Any, ...] = GMM_CASES if group == "gmm" else WQMM_CASES
+    run = run_gmm_case if group == "gmm" else run_wqmm_case
+    check = check_gmm_case if group == "gmm" else check_wqmm_case
+    outs = {}
+    for c in cases:
+        out, inp = run(c)
+        bad = check(c, out, inp)
+        assert bad is None, f"{group} {c.name}: {bad}; not recorded"
+        outs[c.name] = out
+    return outs
+
+
+def collective_outputs(group: str, comm: Any) -> dict[str, np.ndarray]:
+    """This rank's output of every case of a collective group, each checked against its golden first on every
+    rank (not A2A: its pins are the pre-refactor bytes)."""
+    if group == "a2a":
+        return {c.name: run_a2a_case(c, comm) for c in A2A_CASES}
+    cases: tuple[Any, ...] = AG_CASES if group == "ag" else QMRS_CASES
+    run = run_ag_case if group == "ag" else run_qmrs_case
+    check = check_ag_case if group == "ag" else check_qmrs_case
+    outs = {}
+    for c in cases:
+        out, inp = run(c, comm)
+        bad = comm.allgather(check(out, inp, comm))
+        assert not any(bad), f"{group} {c.name}: {dict(enumerate(bad))}; not recorded"
+        outs[c.name] = out
+    return outs
+
+
+def _record(groups: list[str]) -> None:
     import os
 
     if "PMI_RANK" not in os.environ and "OMPI_COMM_WORLD_RANK" not in os.environ:
         data = load_digests()
-        data["qbmm"] = {c.name: digest(run_qbmm_case(c)) for c in QBMM_CASES}
+        for group in groups or SERIAL_GROUPS:
+            assert group in SERIAL_GROUPS, f"{group} is recorded under mpirun"
+            data[group] = {name: digest(out) for name, out in serial_outputs(group).items()}
+            print(f"recorded {len(data[group])} {group} digests")
         DIGESTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        print(f"recorded {len(QBMM_CASES)} QBMM digests")
         return
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    mine = {c.name: digest(run_a2a_case(c, comm)) for c in A2A_CASES}
+    mine = {}
+    for group in groups or COLLECTIVE_GROUPS:
+        assert group in COLLECTIVE_GROUPS, f"{group} is recorded without mpirun"
+        mine[group] = {name: digest(out) for name, out in collective_outputs(group, comm).items()}
     every = comm.gather(mine, root=0)
     if rank == 0:
         assert every is not None
         data = load_digests()
-        data["a2a"][str(size)] = {c.name: [every[r][c.name] for r in range(size)] for c in A2A_CASES}
+        for group, pins in mine.items():
+            data[group][str(size)] = {name: [every[r][group][name] for r in range(size)] for name in pins}
+            print(f"recorded {len(pins)} {group} cases x {size} ranks")
         DIGESTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        print(f"recorded {len(A2A_CASES)} A2A cases x {size} ranks")
 
 
 if __name__ == "__main__":
-    _record()
+    import sys
+
+    _record(sys.argv[1:])
