@@ -57,6 +57,8 @@ GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
 GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
 PREDICT_COST = "tests/predict/test_cost_model.py"
 PREDICT_REPLAY = "tests/predict/test_replay.py"
+PINS = "tests/ops/test_recorded_outputs.py"
+PINS_MPI = "tests/ops/test_recorded_outputs_mpi.py"
 
 
 @dataclass(frozen=True)
@@ -434,6 +436,27 @@ MUTANTS: list[Mutant] = [
            "            stats=stats, launch=ctx.launch or LaunchMode.CONVENIENT)", "            stats=stats)",
            mpi=("tests/apace/test_a2a_source_fidelity_mpi.py::"
                 "test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused",)),
+    # -- recorded outputs (tests/ops/recorded_outputs.json): the pins alone see a planted bug of each operator ----
+    Mutant("pins: AG TAIL C rows written at the block start", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
+           "        tailCOff = tailRowOff * params.cBytesPerM", "        tailCOff = 0",
+           mpi=(f"{PINS_MPI}::test_ag_output_bytes_are_the_recorded_ones",)),
+    Mutant("pins: QMRS per_block epilogue writes the owner's row at the global row", QMRS_EPILOGUE,
+           "                row0 = self.rankId_ * self.tpSizeM_ + globalRow % self.tpSizeM_",
+           "                row0 = globalRow % self.tpSizeM_",
+           mpi=(f"{PINS_MPI}::test_qmrs_output_bytes_are_the_recorded_ones",),
+           why="the per_block pin is of HazardError.output (the source's flag-9 report)"),
+    Mutant("pins: GMM split-M A offset ignores the group's first row", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "off[IDX_A_OFFSET] = ((pre - m) * k) >> shift", "off[IDX_A_OFFSET] = (pre * k) >> shift",
+           serial=(f"{PINS}::test_gmm_output_bytes_are_the_recorded_ones",)),
+    Mutant("pins: GMM cmatrixInitVal also with bias", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "initCMatrix = kL0Offset == 0 and not self.isBias_", "initCMatrix = kL0Offset == 0",
+           serial=(f"{PINS}::test_gmm_output_bytes_are_the_recorded_ones",),
+           why="a value-only change (the split-M offset mutant above is mostly caught as an out-of-range GM read)"),
+    Mutant("pins: WQMM AIV1 writes its K half at AIV0's rows", "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
+           "            store_nz(nz_view(self.l1, offset, dt, curKL1, curN, f\"B{ubBufId}\"), "
+           "subBlockIdx * kHalf, bOut)",
+           "            store_nz(nz_view(self.l1, offset, dt, curKL1, curN, f\"B{ubBufId}\"), 0, bOut)",
+           serial=(f"{PINS}::test_wqmm_output_bytes_are_the_recorded_ones",)),
 ]
 
 
