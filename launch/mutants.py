@@ -406,6 +406,34 @@ MUTANTS: list[Mutant] = [
            "        validM = min(mTile, CeilDiv(singleCoreM, singleCoreMSplit)) if singleCoreMSplit else mTile",
            "        validM = mTile",
            serial=(WQ_SCHED,)),
+    # -- host harness and CLI table (issue 13 item 4; the agreed host barriers) ------------------------------
+    Mutant("host barrier: the agreement round's verdict ignored", "mc2emu/comm/world.py",
+           "        if any(outcome):", "        if False:",
+           mpi=("tests/comm/test_comm_world.py::test_a_barrier_one_rank_gave_up_on_fails_on_every_rank",),
+           why="a late rank walks on from a barrier another rank gave up on"),
+    Mutant("harness: a rank leaving the call does not post its failure", "mc2emu/host/harness.py",
+           '            self.world.fail(f"{what} {where}")', "            pass",
+           mpi=("tests/host/test_harness_mpi.py::test_a_rank_leaving_before_a_window_stops_every_rank_there",),
+           why="the peers wait out the host deadline instead of stopping at the next barrier with the verdict"),
+    Mutant("left-behind: frees calls some rank did not keep", "mc2emu/host/harness.py",
+           "        common = sorted(set.intersection(*kept))", "        common = sorted(set.union(*kept))",
+           mpi=("tests/host/test_harness_mpi.py::test_divergent_left_behind_lists_free_only_the_calls_every_rank_kept",)),
+    Mutant("a freed failed world keeps its MPI progress thread", "mc2emu/comm/world.py",
+           "            w.free()\n        self.mpi_progress.close()\n        self.closed = True",
+           "            w.free()\n        pass\n        self.closed = True",
+           mpi=("tests/host/test_harness_mpi.py::test_many_calls_grow_neither_windows_nor_threads_nor_memory",)),
+    Mutant("CLI table: launch notes not marked", "mc2emu/cli/report.py",
+           '                     " ".join(f"[{numbers[n]}]" for n in rep.notes)))', '                     ""))',
+           serial=("tests/cli/test_cli_units.py::test_launch_notes_are_numbered_once_in_the_table_and_listed_under_it",
+                   "tests/cli/test_runner.py::test_launch_option_reaches_the_operator_and_its_notes_reach_the_table")),
+    Mutant("A2A CLI entry drops the launch note", "mc2emu/cli/operators/all_to_all.py",
+           "            ctx.notes.append(info.note)", "            pass",
+           mpi=("tests/apace/test_a2a_source_fidelity_mpi.py::"
+                "test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused",)),
+    Mutant("A2A CLI entry ignores --launch", "mc2emu/cli/operators/all_to_all.py",
+           "            stats=stats, launch=ctx.launch or LaunchMode.CONVENIENT)", "            stats=stats)",
+           mpi=("tests/apace/test_a2a_source_fidelity_mpi.py::"
+                "test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused",)),
 ]
 
 

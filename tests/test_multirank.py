@@ -54,7 +54,7 @@ def test_multirank_suite(np_, pytestconfig):
     tests_dir = os.path.dirname(os.path.abspath(__file__))
     files = mpi_test_files(tests_dir)
     assert files, f"no multi-rank test file under {tests_dir}"
-    cmd, env = mpiexec_command(np_, ["-m", "pytest", "--only-mpi", "-q",
+    cmd, env = mpiexec_command(np_, ["-m", "pytest", "--only-mpi", "-q", "--color=no",
                                      "-o", f"faulthandler_timeout={PER_TEST_TIMEOUT_S}", "-x", *files])
     if np_ == NETWORK_PATH_SIZE and mpiexec_flavor(find_mpiexec()) is MpiFlavor.MPICH:
         env.setdefault("MPIR_CVAR_NOLOCAL", "1")
@@ -62,9 +62,44 @@ def test_multirank_suite(np_, pytestconfig):
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=MPI_RUN_TIMEOUT_S,
                           check=False)
     out = proc.stdout + proc.stderr
-    # every rank prints its own closing line (they may interleave): show one
-    counts = re.findall(r"\d+ (?:passed|failed)[\w, ]*? in [\d.]+s", out)
     summaries = pytestconfig.__dict__.setdefault("_mc2emu_mpi_summaries", [])
     path = " (MPICH network path)" if env.get("MPIR_CVAR_NOLOCAL") == "1" else ""
-    summaries.append(f"mpirun -n {np_}{path}: {counts[-1] if counts else 'no summary line'}")
-    assert proc.returncode == 0, f"mpirun -n {np_} exited {proc.returncode}:\n{out[-12000:]}"
+    summaries.append(f"mpirun -n {np_}{path}: {summary_line(out) or 'no summary line'}")
+    assert proc.returncode == 0, f"mpirun -n {np_} exited {proc.returncode}:\n{strip_ansi(out)[-12000:]}"
+
+
+# SGR colour sequences: Open MPI's launcher gives each rank a pseudo-terminal, so pytest colours its output
+# there even when the launcher's own output is a pipe ("6 passed\x1b[0m\x1b[32m in 43.47s"); MPICH's does not.
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+# pytest's closing counts: "12 passed, 3 skipped, 1 warning in 4.20s" (also "(0:01:25)" after the seconds).
+SUMMARY = re.compile(r"\d+ (?:passed|failed|skipped|errors?|deselected)[\w, ]*? in [\d.]+s")
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI_ESCAPE.sub("", text)
+
+
+def summary_line(out: str) -> str | None:
+    """The last rank's closing counts in the ranks' combined output (every rank prints its own closing line;
+    they may interleave), or None."""
+    counts = SUMMARY.findall(strip_ansi(out))
+    return counts[-1] if counts else None
+
+
+# What the two launchers' ranks print at the end, as captured from 2-rank runs (tests/comm/test_comm_world.py
+# under MPICH; a pass-skip-skip file under Open MPI 5.0.11).
+MPICH_TAIL = "......" + " " * 67 + "[100%]\n6 passed in 43.47s\n"
+OPEN_MPI_TAIL = ("\x1b[32m.\x1b[0m\x1b[33ms\x1b[0m\x1b[33ms\x1b[0m\x1b[32m" + " " * 70 + "[100%]\x1b[0m\n"
+                 "MPI vendor: Open MPI 5.0.11\n"
+                 "\x1b[32m\x1b[32m\x1b[1m1 passed\x1b[0m, \x1b[33m2 skipped\x1b[0m\x1b[32m in 18.93s\x1b[0m\x1b[0m\n"
+                 "\x1b[32m\x1b[32m\x1b[1m1 passed\x1b[0m, \x1b[33m2 skipped\x1b[0m\x1b[32m in 18.66s\x1b[0m\x1b[0m\n")
+
+
+@pytest.mark.parametrize(("out", "line"), [
+    (MPICH_TAIL, "6 passed in 43.47s"),
+    (OPEN_MPI_TAIL, "1 passed, 2 skipped in 18.66s"),
+    ("3 failed, 5 passed in 9.01s (0:00:09)", "3 failed, 5 passed in 9.01s"),
+    ("rank 0: aborting all ranks\n", None),
+])
+def test_summary_line_reads_both_launchers_output(out, line):
+    assert summary_line(out) == line

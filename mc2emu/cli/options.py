@@ -15,7 +15,7 @@ from typing import ClassVar, NoReturn
 
 from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics.formats import ElemFormat
-from mc2emu.ops.all_to_all_quant_matmul_op import Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl, LaunchMode
 from mc2emu.runtime.hazards import EXIT_BAD_INPUT
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -46,6 +46,7 @@ class RunOptions:
     dtype: ElemFormat | None = None
     seed: int = DEFAULT_SEED
     block_dim: int | None = None
+    launch: LaunchMode = LaunchMode.CONVENIENT
     check: bool = True
     perturb: int | None = None
     timeout: float | None = None
@@ -190,6 +191,9 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     shp.add_argument("--inputs", type=Path, metavar="DIR", help="replay inputs written by --dump DIR")
     run = ap.add_argument_group("execution")
     run.add_argument("--block-dim", type=_int_at_least(1, "--block-dim"), help="blocks per launch (default: tiling)")
+    run.add_argument("--launch", type=_enum_type(LaunchMode, "--launch"), default=LaunchMode.CONVENIENT,
+                     help="UDMA blocks without --block-dim: convenient (usedCoreNum, raised to R and noted) | "
+                          "source (usedCoreNum exactly, as the ST host: A2A-5 when below R)")
     run.add_argument("--check", dest="check", action="store_true", default=True, help="hazard checkers on (default)")
     run.add_argument("--no-check", dest="check", action="store_false", help="hazard checkers off")
     run.add_argument("--perturb", type=_int_at_least(0, "--perturb"), metavar="SEED",

@@ -64,6 +64,7 @@ class RankResult:
     stats: CaseStats = field(default_factory=CaseStats)
     replay_diff: int | None = None   # elements differing from the dumped output (None: nothing to compare)
     replay_same_case: bool = False
+    notes: tuple[str, ...] = ()      # facts of the launch the table shows (ExecContext.notes)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,11 @@ class CaseReport:
         if any(math.isnan(v) for v in vals):
             return float("nan")
         return max(vals) if vals else None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Every rank's launch notes, each once, in rank order."""
+        return tuple(dict.fromkeys(n for r in self.results for n in r.notes))
 
     @property
     def max_ulp(self) -> int | None:
@@ -208,7 +214,7 @@ def progress_line(rep: CaseReport) -> str:
 
 
 TABLE_HEADER = ("operator", "impl", "mode", "shape", "dtype", "R", "result", "max|err|", "ulp", "wall s",
-                "tiles", "waits", "puts", "bytes", "hidden")
+                "tiles", "waits", "puts", "bytes", "hidden", "note")
 
 
 def reproduced(rep: CaseReport) -> str:
@@ -220,8 +226,18 @@ def reproduced(rep: CaseReport) -> str:
     return ", ".join(names) or rep.case.expect.label()
 
 
+def numbered_notes(reports: Sequence[CaseReport]) -> dict[str, int]:
+    """Every distinct launch note of the run, numbered from 1 in order of first appearance."""
+    numbers: dict[str, int] = {}
+    for rep in reports:
+        for note in rep.notes:
+            numbers.setdefault(note, len(numbers) + 1)
+    return numbers
+
+
 def table_rows(reports: Sequence[CaseReport]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
+    numbers = numbered_notes(reports)
     for rep in reports:
         c, s = rep.case, rep.stats
         result = rep.status.label
@@ -232,8 +248,21 @@ def table_rows(reports: Sequence[CaseReport]) -> list[tuple[str, ...]]:
                   else ("-", "-", "-", "-"))
         rows.append((c.op, c.mode.impl_name() or "-", c.mode.label(), c.shape.label(),
                      c.dtype.value if c.dtype else "-", str(rep.ranks), result, _fmt_err(rep.max_abs),
-                     "-" if rep.max_ulp is None else str(rep.max_ulp), f"{rep.wall_s:.2f}", *counts, _fmt_share(s)))
+                     "-" if rep.max_ulp is None else str(rep.max_ulp), f"{rep.wall_s:.2f}", *counts, _fmt_share(s),
+                     " ".join(f"[{numbers[n]}]" for n in rep.notes)))
     return rows
+
+
+def note_lines(reports: Sequence[CaseReport]) -> list[str]:
+    """The notes the table's last column points to (nothing when no case has one), after a blank line."""
+    numbers = numbered_notes(reports)
+    if not numbers:
+        return []
+    lines = ["", "notes:"]
+    for note, n in numbers.items():
+        cases = [case_title(rep.case) for rep in reports if note in rep.notes]
+        lines.append(f"  [{n}] {note} ({len(cases)} case(s): {'; '.join(cases)})")
+    return lines
 
 
 def format_table(reports: Sequence[CaseReport]) -> str:

@@ -39,6 +39,7 @@ from mc2emu.cli.report import (
     exit_code,
     format_table,
     make_report,
+    note_lines,
     progress_line,
     summary_line,
 )
@@ -295,7 +296,7 @@ class CaseRunner:
 
         recorder = ChromeTraceRecorder()
         ctx = ExecContext(rank=self.rank, size=self.size, observers=(recorder,), check=self.opts.check,
-                          timeout=case.timeout, block_dim=self.opts.block_dim,
+                          timeout=case.timeout, block_dim=self.opts.block_dim, launch=self.opts.launch,
                           perturb=PerturbPolicy(self.opts.perturb) if self.opts.perturb is not None else None)
         quiet_barrier(self.comm)
         out: np.ndarray | None = None
@@ -333,7 +334,7 @@ class CaseRunner:
             self._dump(case, inputs, out, golden, total)
         hazards = tuple(sorted(set(hazards) | _hazard_events(recorder.events)))
         result = RankResult(self.rank, raised, hazards, message, hazard_reports, comparison, (t1 - t0) / 1e9, stats,
-                            replay_diff, same_case)
+                            replay_diff, same_case, notes=tuple(ctx.notes))
         return self._conclude(index, total, case, [result], gathered=False)
 
     def _replay_diff(self, case: Case, out: np.ndarray | None, dumped: CaseFile | None) -> tuple[int | None, bool]:
@@ -399,6 +400,8 @@ class CaseRunner:
         if self.rank == 0:
             self.say("")
             self.say(format_table(self.state.reports))
+            for line in note_lines(self.state.reports):
+                self.say(line)
             self.say(summary_line(self.state.reports))
             if aborting:
                 self.say("an unexpected deadlock: the operator state of the ranks is undefined; aborting every "

@@ -190,6 +190,10 @@ class ExecContext:
     perturb: Any = None
     block_dim: int | None = None
     comm: Any = None
+    launch: Any = None       # `LaunchMode` of the UDMA host when block_dim is None (None: the operator's default)
+    # Facts of the launch the table must show (e.g. the host launched more blocks than the tiling's
+    # usedCoreNum): the operator's `execute` appends them, the runner carries them into the report.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

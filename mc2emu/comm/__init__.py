@@ -4,7 +4,7 @@ TeamBarrier and the HCCL device client with its per-rank server (SPEC §3).
 Layering: comm uses the runtime (device, GM, the wait primitive, events, hazards) and nothing above it.
 """
 
-from mc2emu.comm.errors import CommClosedError, SymmetryError, WindowError
+from mc2emu.comm.errors import CommClosedError, HostBarrierFailed, SymmetryError, WindowError
 from mc2emu.comm.hccl import Hccl, HcclCall
 from mc2emu.comm.hccl_server import HcclServer
 from mc2emu.comm.hccl_session import HcclSessionFailed
@@ -25,6 +25,6 @@ from mc2emu.comm.world import CommWorld
 __all__ = [
     "HCCL_FAILED", "HCCL_MAX_HANDLE_ID", "HCCL_SUCCESS", "INVALID_HANDLE_ID", "BarrierMode", "Cmp",
     "CommClosedError", "CommWorld", "Hccl", "HcclCMDType", "HcclCall", "HcclReduceOp", "HcclServer",
-    "HcclServerType", "HcclSessionFailed", "RemoteAddr", "Shmem", "SignalOp", "SignalRead", "SignalRole",
-    "SymmetryError", "TeamBarrier", "Window", "WindowError",
+    "HcclServerType", "HcclSessionFailed", "HostBarrierFailed", "RemoteAddr", "Shmem", "SignalOp", "SignalRead",
+    "SignalRole", "SymmetryError", "TeamBarrier", "Window", "WindowError",
 ]

@@ -6,7 +6,7 @@ exit codes like every other mc2emu error.
 
 from __future__ import annotations
 
-from mc2emu.runtime.hazards import ConstraintError, KernelError, Mc2EmuError
+from mc2emu.runtime.hazards import ConstraintError, DeadlockError, KernelError, Mc2EmuError
 
 
 class WindowError(KernelError):
@@ -28,3 +28,12 @@ class CommClosedError(KernelError):
 class TransportError(Mc2EmuError):
     """The MPI transport broke a window protocol in the transport check (`mc2emu.comm.transport_check`):
     bytes differ from what was put, or a peer's RMA did not complete without the target polling."""
+
+
+class HostBarrierFailed(DeadlockError):
+    """A host barrier's agreement round showed that some rank left the call or gave up waiting in it
+    (`mc2emu.comm.world`): every rank leaves the call at that barrier. This rank did not hang, nothing
+    waits on it: no deadlock diagnosis to linger for."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, [], None, declared_elsewhere=True)

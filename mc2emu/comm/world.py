@@ -18,19 +18,45 @@ Lifetime rules:
 - Window memory is adopted into GM as written (zero-filled): a remote put cannot update this rank's
   written-byte mask, so "read of never-written window data" is left to the happens-before checker, which
   sees every put as an event.
-- A host barrier that passes its deadline raises `DeadlockError` and leaves its request pending; it is
-  kept (freeing an active collective request is erroneous in MPI) and completes when the other ranks
-  arrive, so a test that recovers by calling `barrier()` on every rank stays matched.
+- A host barrier is agreed: every rank leaves it with the same outcome, whatever the timing (table
+  below). A deadline on a plain barrier cannot give that: a rank whose wait passes its deadline gives up
+  while a late peer's barrier then completes at once (every rank posted it), and the late peer would walk
+  into the next blocking collective (a window's `Allocate`, the next `allgather`) that the rank that gave
+  up never joins. So every barrier is two nonblocking collectives on `comm`, posted by every rank in
+  every round whatever happens to it:
+
+  | phase | each rank posts | completes when |
+  |---|---|---|
+  | arrival | `Ibarrier`, on reaching `barrier()` or in `fail()` | every rank posted it |
+  | agreement | `Iallgather` of its status (`Agreement`, below) | every rank posted it |
+
+  Status `OK`: its arrival completed; `TIMED_OUT`: its arrival deadline passed, or a deadlock declared
+  elsewhere stopped it (it raises `DeadlockError`); `LEFT`: it left the world (`fail()`).
+
+  The agreement round completes within the ranks' own arrival deadlines, never waiting on a kernel. A
+  rank that saw every status `OK` returns; every other rank raises `HostBarrierFailed` (a `DeadlockError`)
+  naming the ranks that left or timed out.
+
+  A rank that leaves between barriers (its host code or its kernel raised) calls `fail()`: it posts the
+  next round as `LEFT` and never uses `comm` again, so the peers' next barrier ends at once, with the
+  verdict, instead of at its deadline. Every other collective on `comm` (a window's shape agreement and
+  `Allocate`, `close()`'s frees) directly follows a barrier that every rank passed, so a failed world
+  is failed on every rank at the same round and its windows are the same everywhere. Requests of a failed
+  round are kept (freeing an active collective request is erroneous in MPI) and complete when the other
+  ranks post theirs.
+- Host barriers take at least `host_timeout` seconds (the harness passes its host-barrier deadline; a
+  kernel's short deadline must not decide the host's ordering).
 """
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from mpi4py import MPI
 
-from mc2emu.comm.errors import CommClosedError, SymmetryError, WindowError
+from mc2emu.comm.errors import CommClosedError, HostBarrierFailed, SymmetryError, WindowError
 from mc2emu.comm.progress_engine import PROGRESS_INTERVAL_S, MpiProgress
 from mc2emu.comm.progress_probe import PROBE_REUSE_S, PROGRESS_WINDOW_BYTES, GlobalProgressProbe
 from mc2emu.comm.window import Window
@@ -46,6 +72,14 @@ if TYPE_CHECKING:
 HOST_CORE = "host"
 
 
+class Agreement(IntEnum):
+    """What one rank contributes to a host barrier's agreement round (see the module docstring)."""
+
+    OK = 0          # it passed the arrival phase
+    TIMED_OUT = 1   # its arrival wait passed the deadline, or a deadlock declared elsewhere stopped it
+    LEFT = 2        # it left the world between barriers (`fail()`: its host code or kernel raised)
+
+
 class CommWorld:
     """Per-rank communication context. Owns a private duplicate of `comm` (so its collectives never
     match the caller's), a second one for `barrier_all` from core threads, every window, and the global
@@ -53,7 +87,11 @@ class CommWorld:
 
     def __init__(self, device: Device, comm: MPI.Comm | None = None, *,
                  probe_reuse_s: float = PROBE_REUSE_S,
-                 progress_interval_s: float = PROGRESS_INTERVAL_S) -> None:
+                 progress_interval_s: float = PROGRESS_INTERVAL_S,
+                 host_timeout: float | None = None, open_barrier: bool = True) -> None:
+        """`host_timeout`: the least deadline of the host barriers (None: the device's). `open_barrier`
+        False leaves the opening barrier to the caller (`barrier()`), so that a failed one still leaves
+        the world (and its progress window) in the caller's hands."""
         base = MPI.COMM_WORLD if comm is None else comm
         if device.rank != base.Get_rank():
             raise ConstraintError("device.rank", f"Device(rank={device.rank}) runs on MPI rank "
@@ -68,16 +106,21 @@ class CommWorld:
         self.size = self.comm.Get_size()
         self.windows: list[Window] = []
         self._by_alloc: dict[int, Window] = {}
-        self._abandoned: list[MPI.Request] = []
+        self._abandoned: list[Any] = []   # requests of failed rounds (with their buffers): never freed active
         self._close_hooks: list[Callable[[], None]] = []
         self.closed = False
+        # Why this rank left the world (a failed barrier round or `fail()`); no collective on `comm` after.
+        self.failed: str | None = None
+        self.host_timeout = host_timeout
         # Peers' passive-target RMA into this rank completes only while it calls into MPI (MPI-4.1
         # §12.7.3): polled waits `poke` it, a thread covers the rest (mc2emu.comm.progress_engine).
         self.mpi_progress = MpiProgress(self.comm, self.rank, progress_interval_s)
-        probe_win = self._create(PROGRESS_WINDOW_BYTES, "progress", adopt=False)
+        # The first collectives of a new world: every rank that constructs it is here, none can have left.
+        probe_win = self._create(PROGRESS_WINDOW_BYTES, "progress", adopt=False, agreed=True)
         self.probe = GlobalProgressProbe(device, probe_win, probe_reuse_s)
         self.probe.install()
-        self.barrier()
+        if open_barrier:
+            self.barrier()
 
     # -- windows -------------------------------------------------------------------------------------
     def window(self, nbytes: int, name: str) -> Window:
@@ -87,10 +130,14 @@ class CommWorld:
         self.barrier()                  # nobody puts into a window before every rank zeroed its memory
         return win
 
-    def _create(self, nbytes: int, name: str, *, adopt: bool) -> Window:
+    def _create(self, nbytes: int, name: str, *, adopt: bool, agreed: bool = False) -> Window:
+        """`agreed`: every rank is known to be here (else a barrier first: `allgather` and `Allocate` block,
+        and a rank that left the world would never join them)."""
         self._check_open()
         if nbytes <= 0:
             raise ConstraintError("window size", f"window '{name}' needs a positive size, got {nbytes}")
+        if not agreed:
+            self.barrier()
         shapes = self.comm.allgather((name, nbytes))
         if any(s != shapes[0] for s in shapes):
             raise SymmetryError(f"windows must be created with the same name and size in the same order on "
@@ -130,12 +177,62 @@ class CommWorld:
 
     # -- host collectives --------------------------------------------------------------------------------
     def barrier(self, core: str = HOST_CORE, timeout: float | None = None) -> None:
-        """Synchronize all ranks; raises `DeadlockError` after the wait deadline (the device's, or
-        `timeout` seconds without progress anywhere) instead of hanging."""
+        """Synchronize all ranks, with the same outcome on every rank (the module docstring's table):
+        returns on every rank, or raises `DeadlockError` on every rank, never hangs. The deadline is
+        `timeout` seconds without progress anywhere (the device's when None), at least `host_timeout`."""
         self._check_open()
-        self.wait_request(self.comm.Ibarrier(), core=core, obj="host barrier",
-                          expected=f"all {self.size} ranks in barrier()",
-                          setter="every rank's CommWorld.barrier()", timeout=timeout)
+        self._check_not_failed()
+        limit = self._host_limit(timeout)
+        try:
+            self.wait_request(self.comm.Ibarrier(), core=core, obj="host barrier",
+                              expected=f"all {self.size} ranks in barrier()",
+                              setter="every rank's CommWorld.barrier()", timeout=limit)
+        except BaseException as exc:
+            self._post_agreement(Agreement.TIMED_OUT, f"its host barrier ended: {type(exc).__name__}")
+            raise
+        statuses = self._post_agreement(Agreement.OK, None)
+        try:
+            self.device.waiter.wait_until(Doorbell(), statuses[1].Test, core=core, obj="host barrier agreement",
+                                          expected=f"all {self.size} ranks' outcomes of the barrier",
+                                          setter="every rank's CommWorld.barrier() or fail()", poll=True,
+                                          timeout=limit, stoppable=False)
+        except BaseException:
+            self.failed = "its host barrier agreement ended without every rank's outcome"
+            raise
+        self._abandoned = [e for e in self._abandoned if e is not statuses]
+        outcome = statuses[2]
+        if any(outcome):
+            left = [r for r in range(self.size) if outcome[r] == Agreement.LEFT]
+            timed = [r for r in range(self.size) if outcome[r] == Agreement.TIMED_OUT]
+            parts = ([f"rank(s) {left} left the call (a failure in their host code or kernel)"] if left else []) + \
+                    ([f"rank(s) {timed} gave up waiting in it"] if timed else [])
+            self.failed = f"the host barrier failed: {'; '.join(parts)}"
+            raise HostBarrierFailed(f"rank {self.rank} {core}: host barrier: {'; '.join(parts)}; every rank "
+                                    f"leaves the call at this barrier")
+
+    def fail(self, reason: str) -> None:
+        """This rank leaves the world between barriers (its host code or kernel raised): post the next
+        barrier round as LEFT, never blocking, so every peer's next barrier ends with that verdict. No
+        collective on `comm` follows. No-op on a closed or already failed world."""
+        if self.closed or self.failed is not None:
+            return
+        self._abandoned.append(self.comm.Ibarrier())
+        self._post_agreement(Agreement.LEFT, reason)
+
+    def _post_agreement(self, status: Agreement, reason: str | None) -> tuple[Any, Any, np.ndarray]:
+        """Post this rank's status in the current round's agreement (`Iallgather`); kept with its buffers
+        until it completes. A non-OK status marks the world failed."""
+        mine = np.array([int(status)], dtype=np.int32)
+        everyone = np.full(self.size, -1, dtype=np.int32)
+        entry = (mine, self.comm.Iallgather(mine, everyone), everyone)
+        self._abandoned.append(entry)
+        if reason is not None:
+            self.failed = reason
+        return entry
+
+    def _host_limit(self, timeout: float | None) -> float | None:
+        limit = self.device.waiter.timeout if timeout is None else timeout
+        return limit if self.host_timeout is None else max(limit, self.host_timeout)
 
     def wait_request(self, req: MPI.Request, *, core: str, obj: str, expected: str, setter: str,
                      timeout: float | None = None) -> None:
@@ -154,26 +251,47 @@ class CommWorld:
 
     def close(self, barrier_timeout: float | None = None) -> None:
         """Free every window (collective: call on every rank at op end). Safe to call twice. If the
-        preceding barrier passes its deadline (`barrier_timeout`, else the device's), `DeadlockError`
-        propagates and nothing is freed (freeing is collective and would hang)."""
+        preceding barrier fails (`barrier_timeout`, else the device's deadline, or a rank left), it fails
+        on every rank: `DeadlockError` propagates and nothing is freed; a later `close()` of the failed
+        world frees it without a barrier (`release`)."""
         if self.closed:
             return
-        self.barrier(timeout=barrier_timeout)
+        if self.failed is not None:
+            self.release()
+            return
+        self.barrier(timeout=barrier_timeout)   # agreed: every rank frees below, or none does
         hooks, self._close_hooks = self._close_hooks, []
         for hook in reversed(hooks):
             hook()
         self.probe.uninstall()
         for w in reversed(self.windows):
             w.free()
-        self._abandoned = [r for r in self._abandoned if not r.Test()]
+        self._abandoned = [r for r in self._abandoned if not _request(r).Test()]
         self.mpi_progress.close()
         self.kernel_comm.Free()
         self.comm.Free()
         self.closed = True
 
+    def release(self) -> None:
+        """Free a failed world's windows and stop its progress thread (collective over the world's ranks,
+        the same worlds in the same order everywhere: `mc2emu.host.harness` frees left-behind worlds so).
+        Its communicators may hold requests of failed rounds: they are left to MPI."""
+        if self.closed:
+            return
+        self.probe.uninstall()
+        for w in reversed(self.windows):
+            w.free()
+        self.mpi_progress.close()
+        self.closed = True
+
     def _check_open(self) -> None:
         if self.closed:
             raise CommClosedError("CommWorld used after close()")
+
+    def _check_not_failed(self) -> None:
+        if self.failed is not None:
+            raise CommClosedError(f"rank {self.rank}: CommWorld used after this rank left it ({self.failed}); "
+                                  f"its windows are freed by the next call")
 
     def __enter__(self) -> CommWorld:
         return self
@@ -184,3 +302,8 @@ class CommWorld:
 
     def __repr__(self) -> str:
         return f"<CommWorld rank {self.rank}/{self.size}, {len(self.windows)} windows>"
+
+
+def _request(entry: Any) -> MPI.Request:
+    """The request of an abandoned entry (a bare request, or an agreement round with its buffers)."""
+    return entry[1] if isinstance(entry, tuple) else entry

@@ -25,11 +25,17 @@ What the harness owns, in order ("comm" = only for communicating calls):
 5. exit on any other failure: the windows are left behind (the peers sit in a deadline-guarded wait);
 6. always: diagnosis and checker closed, observers unsubscribed.
 
-Windows left behind never leak into the next call: they are kept with the communicator they were made on
-and freed at the start of the next call on it (every rank is then back in step: the operator's input
-agreement, a collective on `comm`, came first) or, at the latest, at interpreter exit behind a
-deadline-guarded barrier, before MPI finalizes (MPICH's UCX layer otherwise prints one "destroying
-inuse region" warning per window key).
+Every rank leaves a call the same way: the world's host barriers are agreed (`mc2emu.comm.world`), and a
+rank that fails between them posts its failure into the next one (`CommWorld.fail`), so the peers stop
+there with that verdict instead of walking into a collective (a window's `Allocate`) it never joins. The
+set-up's blocking collectives (the communicator duplicates of the world, the diagnosis and the checker)
+all come before the first barrier that can fail.
+
+Windows left behind never leak into the next call: they are kept with the communicator they were made on,
+under the call's number, and freed at the start of the next call on it (every rank is then back in step:
+the operator's input agreement, a collective on `comm`, came first; only calls every rank kept are freed)
+or, at the latest, at interpreter exit behind an agreed, deadline-guarded barrier, before MPI finalizes
+(MPICH's UCX layer otherwise prints one "destroying inuse region" warning per window key).
 
 The checkers are attached here, not in an operator: operator modules (`mc2emu.ops`) never import
 `mc2emu.check`.
@@ -51,6 +57,7 @@ from mc2emu.arch.platform import DAV_3510, PlatformSpec
 from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
 from mc2emu.check.happens_before import HappensBeforeChecker
 from mc2emu.check.write_count import WriteCountChecker
+from mc2emu.comm.errors import HostBarrierFailed
 from mc2emu.comm.world import CommWorld
 from mc2emu.runtime.device import Device, LaunchResult
 from mc2emu.runtime.faults import FaultHook
@@ -108,17 +115,31 @@ class HarnessLaunch:
 class _LeftBehind:
     """Worlds whose windows a failed call could not free, per base communicator (MPI handle), freed by the
     next call on that communicator or at interpreter exit. One instance per process: it tracks MPI
-    resources, which are per process."""
+    resources, which are per process.
+
+    Each world is kept under its call number on `base` (`next_call`: every rank makes the same calls on
+    `base` in the same order, so call n is the same call everywhere). The agreed host barriers
+    (`mc2emu.comm.world`) make every rank keep the same calls; should ranks still disagree, only the calls
+    kept by every rank are freed (Win_free is collective: freeing different worlds on two ranks hangs both),
+    in call order, and the rest stay until a later free or the exit."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._worlds: dict[int, tuple[Any, list[CommWorld]]] = {}
+        self._worlds: dict[int, tuple[Any, dict[int, CommWorld]]] = {}
+        self._calls: dict[int, int] = {}
         self._exit_hook = False
 
-    def keep(self, base: Any, world: CommWorld, reason: str) -> None:
+    def next_call(self, base: Any) -> int:
+        """The number of the call starting now on `base` (0, 1, ... per base communicator)."""
+        with self._lock:
+            n = self._calls.get(base.py2f(), 0)
+            self._calls[base.py2f()] = n + 1
+        return n
+
+    def keep(self, base: Any, call: int, world: CommWorld, reason: str) -> None:
         world.left_reason = reason   # type: ignore[attr-defined]
         with self._lock:
-            self._worlds.setdefault(base.py2f(), (base, []))[1].append(world)
+            self._worlds.setdefault(base.py2f(), (base, {}))[1][call] = world
             if not self._exit_hook:
                 # Registered after mpi4py's own: runs before MPI finalizes.
                 atexit.register(self.free_at_exit)
@@ -129,18 +150,25 @@ class _LeftBehind:
             entry = self._worlds.get(base.py2f())
         return len(entry[1]) if entry else 0
 
+    def calls(self, base: Any) -> list[int]:
+        """The call numbers whose worlds this rank keeps on `base`."""
+        with self._lock:
+            entry = self._worlds.get(base.py2f())
+        return sorted(entry[1]) if entry else []
+
     def free(self, base: Any) -> None:
-        """Collective on `base`: every rank frees what it left behind, in the same order. Ranks that left
-        different numbers of worlds (one failed outside the launch) free the common prefix."""
+        """Collective on `base` (blocking: every rank is at the start of the same call): every rank frees
+        the worlds of the calls that every rank kept, in call order."""
         with self._lock:
             entry = self._worlds.pop(base.py2f(), None)
-        mine = entry[1] if entry else []
-        common = min(base.allgather(len(mine)))
-        for world in mine[:common]:
-            _free_windows(world)
-        if mine[common:]:
+        mine = entry[1] if entry else {}
+        kept = [set(calls) for calls in base.allgather(sorted(mine))]
+        common = sorted(set.intersection(*kept))
+        for call in common:
+            mine.pop(call).release()
+        if mine:
             with self._lock:
-                self._worlds[base.py2f()] = (base, mine[common:])
+                self._worlds[base.py2f()] = (base, mine)
 
     def free_at_exit(self) -> None:
         from mpi4py import MPI
@@ -151,24 +179,25 @@ class _LeftBehind:
             entries, self._worlds = list(self._worlds.values()), {}
         for base, worlds in entries:
             with contextlib.suppress(Exception):
-                req = base.Ibarrier()
-                deadline = time.monotonic() + EXIT_AGREEMENT_S
-                while not req.Test():
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(EXIT_POLL_S)   # host teardown, no kernel core waits here
-                else:
-                    for world in worlds:
-                        _free_windows(world)
+                # Agreed as a host barrier is: a rank that gives up on the arrival still posts its verdict,
+                # so no rank frees unless every rank does (and keeps the same calls).
+                mine = np.array([1, len(worlds), hash(tuple(sorted(worlds))) & 0x7FFFFFFF], dtype=np.int64)
+                if not _exit_wait(base.Ibarrier()):
+                    mine[0] = 0
+                everyone = np.zeros((base.Get_size(), 3), dtype=np.int64)
+                if _exit_wait(base.Iallgather(mine, everyone)) and (everyone == mine).all():
+                    for call in sorted(worlds):
+                        worlds[call].release()
 
 
-def _free_windows(world: CommWorld) -> None:
-    """Free a failed call's windows (collective over the world's ranks, same order everywhere). Its
-    communicators may hold abandoned barrier requests: they are left to MPI."""
-    world.probe.uninstall()
-    for w in reversed(world.windows):
-        w.free()
-    world.closed = True
+def _exit_wait(req: Any) -> bool:
+    """Wait for an MPI request at interpreter exit, at most EXIT_AGREEMENT_S (no device: no kernel waits)."""
+    deadline = time.monotonic() + EXIT_AGREEMENT_S
+    while not req.Test():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(EXIT_POLL_S)   # host teardown, no kernel core waits here
+    return True
 
 
 LEFT_BEHIND = _LeftBehind()
@@ -201,8 +230,10 @@ class LaunchHarness:
         self.name = name
         self.opts = opts
         self.base = comm
+        self.call = -1
         if comm is not None:
             LEFT_BEHIND.free(comm)
+            self.call = LEFT_BEHIND.next_call(comm)
             rank = comm.Get_rank()
         self.device = Device(rank or 0, platform, check=opts.check, timeout=opts.timeout, perturb=opts.perturb,
                              faults=opts.faults)
@@ -214,12 +245,16 @@ class LaunchHarness:
         self.hazards: list[HazardReport] = []
         try:
             if comm is not None:
-                self.world = CommWorld(self.device, comm)
+                # Every blocking collective of the set-up first (each duplicates `comm`: every rank makes
+                # them), then the opening barrier, agreed: a failure from here on is every rank's.
+                self.world = CommWorld(self.device, comm, host_timeout=HOST_BARRIER_MIN_S, open_barrier=False)
                 self._diag = DeadlockDiagnosis(self.device, comm)
                 self._diag.attach()
                 if opts.check:
                     self._hb = HappensBeforeChecker(self.device, comm)
-        except BaseException:
+                self.world.barrier(timeout=host_barrier_timeout(opts.timeout))
+        except BaseException as exc:
+            self._leave(exc, "opening the call")
             self._close_observers(deadlocked=False)
             raise
 
@@ -261,13 +296,13 @@ class LaunchHarness:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        deadlocked = isinstance(exc, DeadlockError)
+        deadlocked = _hung(exc)
         try:
             if exc is None:
                 try:
                     self._finish()
                 except BaseException as late:
-                    deadlocked = isinstance(late, DeadlockError)
+                    deadlocked = _hung(late)
                     self._leave(late, "at the end of the call")
                     raise
             else:
@@ -292,7 +327,8 @@ class LaunchHarness:
         they sit in a deadline-guarded wait); a deadlock carries the hazards filed before the hang."""
         if self.world is not None and not self.world.closed:
             what = "a deadlock" if isinstance(exc, DeadlockError) else type(exc).__name__
-            LEFT_BEHIND.keep(self.base, self.world, f"{what} {where}")
+            self.world.fail(f"{what} {where}")    # the peers' next host barrier ends with this verdict
+            LEFT_BEHIND.keep(self.base, self.call, self.world, f"{what} {where}")
         if isinstance(exc, DeadlockError):
             exc.hazards = self.device.hazards.take()
 
@@ -305,3 +341,9 @@ class LaunchHarness:
             wc.close()
         for u in self._unsubscribe:
             u()
+
+
+def _hung(exc: BaseException | None) -> bool:
+    """A wait of this rank passed its deadline (its diagnosis then lingers for the peers' reports); a host
+    barrier that failed by agreement (`HostBarrierFailed`) hung nowhere."""
+    return isinstance(exc, DeadlockError) and not isinstance(exc, HostBarrierFailed)

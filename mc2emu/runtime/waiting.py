@@ -151,10 +151,12 @@ class Waiter:
     def wait_until(self, bell: Doorbell, pred: Callable[[], bool], *, core: str, obj: str,
                    expected: str = "", setter: str = "", current: Callable[[], Any] | None = None,
                    poll: bool = False, timeout: float | None = None,
-                   waits_for: tuple[tuple[int | None, str], ...] = ()) -> None:
+                   waits_for: tuple[tuple[int | None, str], ...] = (), stoppable: bool = True) -> None:
         """Block until `pred()` holds. `pred` is evaluated with `bell.guard` held; whoever changes what it
         reads rings the bell under the same guard. `poll=True` also re-tests with backoff, for objects
-        another process changes (peer windows)."""
+        another process changes (peer windows). `stoppable=False`: neither a launch abort nor a deadlock
+        declared elsewhere ends the wait, only its own deadline (a wait whose outcome every rank must
+        learn, such as the agreement round of a host barrier)."""
         guard = bell.guard
         with guard:
             if pred():
@@ -172,7 +174,7 @@ class Waiter:
         last_progress = last_global = now
         backoff = POLL_BACKOFF_MIN_S
         tries = 0
-        abort = self.abort_event
+        abort = self.abort_event if stoppable else None
         try:
             while True:
                 if poll:
@@ -188,7 +190,7 @@ class Waiter:
                     bell.arm()
                 if abort is not None and abort.is_set():
                     raise LaunchAborted(f"rank {self.rank} {core}: launch aborted while waiting on {obj}")
-                if self.declared is not None:
+                if stoppable and self.declared is not None:
                     self._deadline(rec, limit, declared=self.declared)
                 now = time.monotonic()
                 if progress.count != seen_local:

@@ -162,7 +162,7 @@ def a2a_tiling(platform: PlatformSpec, *, ori_m: int, ka: int, n: int, rank_size
     note = ""
     if aiv_served and block_dim is None and used < rank_size and not source_launch:
         note = (f"launched {rank_size} blocks where the tiling's usedCoreNum is {used}: AIV block r serves peer "
-                f"r; the source host launches usedCoreNum (launch='source' refuses this with A2A-5)")
+                f"r; the source host launches usedCoreNum (launch='source', CLI --launch source: refused by A2A-5)")
         used = rank_size
     aiv_blocks = used if aiv_served else None
     head = head_tile_size or st_head_tile_size(used, n, mm.baseM, mm.baseN)

@@ -88,6 +88,19 @@ def test_quick_suite_at_two_ranks():
     assert proc.stdout.count("mc2emu: ") == 1  # the header line, printed by rank 0 only
 
 
+def test_udma_launch_above_the_tiling_is_noted_in_the_table():
+    """16 x 16 output, one tile: usedCoreNum 1 < R = 2. By default the UDMA host launches R blocks and the
+    table says so: the note column points to the note printed under the table. (--launch source, refused with
+    A2A-5 on every rank, is tested through the CLI entry in tests/apace/test_a2a_source_fidelity_mpi.py.)"""
+    proc = run_cli(2, *A2A_UDMA_LM0, "--m", "16", "--k", "64", "--n", "16")
+    rows = _check_run(proc, 2)
+    assert len(rows) == 1 and rows[0][-1] == "[1]", proc.stdout
+    notes = proc.stdout.split("\nnotes:\n", 1)[1].splitlines()
+    assert notes[0].startswith("  [1] launched 2 blocks where the tiling's usedCoreNum is 1: AIV block r serves "
+                               "peer r"), proc.stdout
+    assert "--launch source: refused by A2A-5" in notes[0] and "16x64x16" in notes[0]
+
+
 def test_relaunches_itself_without_mpirun():
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
     env.update(OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")

@@ -24,6 +24,7 @@ from mc2emu.cli.report import (
     format_table,
     judge,
     make_report,
+    note_lines,
     progress_line,
 )
 from mc2emu.cli.scenarios import (
@@ -55,7 +56,7 @@ def registry():
     (["--wait-order", "random"], "--wait-order"), (["--hccl-server", "x"], "--hccl-server"),
     (["--dtype", "fp32"], "--dtype"), (["--timeout", "-1"], "--timeout"), (["--np", "0"], "--np"),
     (["--bogus"], "unrecognized"), (["--k", "abc"], "--k"), (["--inputs", "/nonexistent/dir"], "--inputs"),
-    (["--perturb", "-3"], "--perturb")])
+    (["--perturb", "-3"], "--perturb"), (["--launch", "exact"], "--launch")])
 def test_bad_options_raise_one_clear_error(argv, needle):
     with pytest.raises(OptionError) as ei:
         parse_options(argv)
@@ -308,6 +309,23 @@ def test_table_progress_and_errors_text():
                                   for r in (0, 1, 2, 5)], check=True)
     assert error_lines(hz) == ["    SPLITK_SEQUENCE: 8 report(s) on rank(s) 0-2,5; e.g. [SPLITK_SEQUENCE] rank 0 "
                                "AIC0: x"]
+
+
+def test_launch_notes_are_numbered_once_in_the_table_and_listed_under_it():
+    results = [RankResult(r, comparison=Comparison(True, 0.0, 0), notes=("note A",)) for r in range(2)]
+    a = make_report(1, 3, CASE, results, check=True)
+    b = make_report(2, 3, dataclasses.replace(CASE, seed=7), [RankResult(0, comparison=Comparison(True, 0.0, 0),
+                                                                         notes=("note B", "note A"))], check=True)
+    plain = make_report(3, 3, CASE, [RankResult(0, comparison=Comparison(True, 0.0, 0))], check=True)
+    assert a.notes == ("note A",)                       # two ranks, one note
+    header, _, row_a, row_b, row_plain = format_table([a, b, plain]).splitlines()
+    assert header.endswith("note")
+    assert " PASS " in row_a and row_a.endswith("[1]")
+    assert row_b.endswith("[2] [1]") and not row_plain.endswith("]")
+    title = "all_to_all_quant_matmul udma lm0 mask 32x128x128"
+    assert note_lines([a, b, plain]) == ["", "notes:", f"  [1] note A (2 case(s): {title}; {title})",
+                                         f"  [2] note B (1 case(s): {title})"]
+    assert note_lines([plain]) == []
 
 
 # -- dump files --------------------------------------------------------------------------------------------------

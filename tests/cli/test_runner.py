@@ -201,3 +201,33 @@ def test_options_reach_the_operator(argv):
     assert code == 0 and seen["observers"] == 1
     assert seen["check"] == ("--no-check" not in argv)
     assert (seen["perturb"] is not None) == ("--perturb" in argv)
+
+
+@pytest.mark.parametrize("argv", [[], ["--launch", "source"]])
+def test_launch_option_reaches_the_operator_and_its_notes_reach_the_table(argv):
+    """What `execute` appends to ctx.notes (the A2A UDMA host's "launched R blocks where the tiling's
+    usedCoreNum is ..." note) is marked in the table's last column and listed under it."""
+    from mc2emu.ops.all_to_all_quant_matmul_op import LaunchMode
+
+    seen = {}
+    note = "launched 8 blocks where the tiling's usedCoreNum is 1: synthetic"
+
+    def execute(case, inputs, ctx):
+        seen["launch"] = ctx.launch
+        if case.mode.local_matmul == 0:
+            ctx.notes.append(note)
+        return inputs["x"] * 2
+
+    spec = dataclasses.replace(_spec([FakeMode(local_matmul=0), FakeMode(local_matmul=5)]), execute=execute)
+    code, _, out, _ = _run(spec, argv)
+    assert code == 0
+    assert seen["launch"] is (LaunchMode.SOURCE if argv else LaunchMode.CONVENIENT)
+    lines = out.splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.startswith("operator "))
+    assert lines[header].split()[-1] == "note"
+    noted, plain = lines[header + 2], lines[header + 3]
+    assert "lm0" in noted and noted.endswith("[1]")
+    assert "lm5" in plain and not plain.rstrip().endswith("]")
+    assert lines[header + 4] == "" and lines[header + 5] == "notes:"
+    assert lines[header + 6] == f"  [1] {note} (1 case(s): fake lm0 4)"
+    assert lines[header + 7].startswith("2 case(s): 2 pass")

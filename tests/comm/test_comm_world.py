@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from comm_cases import HANG_TIMEOUT_S, RESYNC_TIMEOUT_S
 from mpi4py import MPI
 
-from mc2emu.comm import CommClosedError, RemoteAddr, SymmetryError, WindowError
+from mc2emu.comm import CommClosedError, HostBarrierFailed, RemoteAddr, SymmetryError, WindowError
 
 pytestmark = pytest.mark.mpi(min_size=2)
 
@@ -74,3 +75,34 @@ def test_device_rank_must_match_the_mpi_rank():
     rank = MPI.COMM_WORLD.Get_rank()
     with pytest.raises(ConstraintError, match=r"device\.rank"):
         CommWorld(Device(rank=rank + 1))
+
+
+def test_a_barrier_one_rank_gave_up_on_fails_on_every_rank(make_world):
+    """Rank 0's deadline passes before rank 1 arrives (rank 1 is held until rank 0 has given up); rank 1's
+    barrier then completes at once, as every rank posted it. Every rank must still leave with the same
+    outcome: rank 1 (and every other rank) raises too, naming rank 0, instead of walking on alone into
+    the next collective."""
+    from mc2emu.runtime import DeadlockError
+
+    world = make_world()
+    base = MPI.COMM_WORLD
+    with pytest.raises(DeadlockError) as info:
+        if world.rank == 0:
+            try:
+                world.barrier(timeout=HANG_TIMEOUT_S)
+            finally:
+                base.send("gave up", dest=1, tag=77)
+        else:
+            if world.rank == 1:
+                assert base.recv(source=0, tag=77) == "gave up"
+            world.barrier(timeout=RESYNC_TIMEOUT_S)
+    msg = str(info.value)
+    if world.rank == 0:
+        assert "no progress" in msg and "host barrier" in msg
+    elif world.rank == 1:
+        assert isinstance(info.value, HostBarrierFailed) and info.value.declared_elsewhere
+        assert "host barrier: rank(s) [0] gave up waiting in it" in msg, msg
+    assert world.failed is not None
+    with pytest.raises(CommClosedError, match="left it"):
+        world.barrier()
+    # the failed world is freed on every rank by close() (the fixture's), with no barrier

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from mc2emu.comm.window import Window
 from mc2emu.host import CallOptions, LaunchHarness
 from mc2emu.runtime import KernelType, Pipe
 
-WINDOW_BYTES = 2 << 20   # large enough that 50 leaked windows would show in the RSS
+WINDOW_BYTES = 4 << 20   # large enough that the failed calls' windows, leaked, would show in the RSS
 SHORT_TIMEOUT = 0.5
 
 
@@ -47,6 +48,11 @@ def call(comm, kernel, *args, window: bool = True, timeout: float = SHORT_TIMEOU
 
 def live_windows() -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, Window) and not o.freed)
+
+
+def progress_threads() -> int:
+    """Live MPI progress threads (one per open or left-behind world, `mc2emu.comm.progress_engine`)."""
+    return sum(1 for t in threading.enumerate() if t.name.endswith("-mpi-progress"))
 
 
 def rss_bytes() -> int:

@@ -44,6 +44,7 @@ from mc2emu.numerics import (
 )
 from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
+from mc2emu.ops.all_to_all_quant_matmul_op import LaunchMode
 from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import KA_ALIGN, MAX_COMM_TURNS, MAX_RANKS, WaitOrder
 
@@ -156,15 +157,23 @@ def head_tile_size(ori_m: int, tiles: int) -> int:
 
 
 def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
+    """The operator call; a UDMA launch that differs from the tiling's usedCoreNum goes into `ctx.notes`."""
     mode = case.mode
     assert isinstance(mode, A2AMode)
-    return all_to_all_quant_matmul(
-        inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], impl=mode.impl,
-        local_matmul=mode.local_matmul, wait_order=mode.wait_order,
-        hccl_server=mode.hccl_server if mode.hccl_server is not None else HcclServer.CCU, bias=inputs.get("bias"),
-        out_dtype="bfloat16", block_dim=ctx.block_dim,
-        head_tile_size=head_tile_size(case.shape.m, mode.comm_tiles) if mode.comm_tiles else None,
-        check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm)
+    stats: dict[str, Any] = {}
+    try:
+        return all_to_all_quant_matmul(
+            inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], impl=mode.impl,
+            local_matmul=mode.local_matmul, wait_order=mode.wait_order,
+            hccl_server=mode.hccl_server if mode.hccl_server is not None else HcclServer.CCU, bias=inputs.get("bias"),
+            out_dtype="bfloat16", block_dim=ctx.block_dim,
+            head_tile_size=head_tile_size(case.shape.m, mode.comm_tiles) if mode.comm_tiles else None,
+            check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
+            stats=stats, launch=ctx.launch or LaunchMode.CONVENIENT)
+    finally:
+        info = stats.get("launch")
+        if info is not None and info.note:
+            ctx.notes.append(info.note)
 
 
 # `--predict` sweep: localMatmul 0 / 1 / 2 x communication tiles per row block (head tile sizes), UDMA with
