@@ -32,10 +32,14 @@ from mc2emu.cli.scenarios import (
     Comparison,
     ExecContext,
     Expect,
+    Knob,
     ModeRule,
     OperatorMode,
     OperatorSpec,
     Shape,
+    block_dim_knobs,
+    comparison_refused,
+    max_abs_error,
 )
 from mc2emu.numerics import ElemFormat, ag_compare, bf16_ulp_distance, encode_elements
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE
@@ -179,14 +183,12 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
-    if ref is None:
-        return Comparison(False, note="no golden")
-    if np.shape(out) != ref.shape:
-        return Comparison(False, note=f"output shape {np.shape(out)}, golden {ref.shape}")
+    if (refused := comparison_refused(out, ref)) is not None:
+        return refused
+    ref = np.asarray(ref)
     o = np.asarray(out).astype(ml_dtypes.bfloat16)
     r = ref.astype(ml_dtypes.bfloat16)
-    diff = np.abs(o.astype(np.float32) - r.astype(np.float32))
-    return Comparison(ag_compare(o, r), float(np.max(diff)) if diff.size else 0.0, bf16_ulp_distance(o, r))
+    return Comparison(ag_compare(o, r), max_abs_error(out, ref), bf16_ulp_distance(o, r))
 
 
 def validate(case: Case, size: int) -> list[str]:
@@ -194,6 +196,12 @@ def validate(case: Case, size: int) -> list[str]:
     if fmt.is_fp4 and _mode(case).split == "K":
         return ["FP4 x is split-M only (the source's AnalyzeAttrs)"]
     return []
+
+
+def predict_knobs(shape: Shape, size: int) -> list[Knob]:
+    """`--predict` sweep: block_dim (`BLOCK_DIM_SWEEP`: the blockNum the scheduler spreads the groups' tiles
+    over, at most the 32 AICs) of the default split-M count-list mode (ragged groups, one empty)."""
+    return block_dim_knobs(GmmMode())
 
 
 SPEC = OperatorSpec(
@@ -213,4 +221,5 @@ SPEC = OperatorSpec(
     dtypes=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1),
     input_names=("x", "x_scale", "weight", "weight_scale", "group_list"),
     validate=validate,
+    predict_knobs=predict_knobs,
 )

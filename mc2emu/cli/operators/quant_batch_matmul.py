@@ -34,6 +34,9 @@ from mc2emu.cli.scenarios import (
     OperatorMode,
     OperatorSpec,
     Shape,
+    block_dim_knobs,
+    comparison_refused,
+    max_abs_error,
 )
 from mc2emu.numerics import (
     ElemFormat,
@@ -136,24 +139,18 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
                                  perturb=ctx.perturb, observers=ctx.observers, **_formats(case))
 
 
-# `--predict` sweep: block_dim (the tiling's usedCoreNum when None) over powers of two up to the AIC count.
-PREDICT_BLOCK_DIMS = (1, 2, 4, 8, 16, 24, 32)
-
-
 def predict_knobs(shape: Shape, size: int) -> list[Knob]:
-    return [Knob(QbmmMode(), bd, {"block_dim": bd}) for bd in PREDICT_BLOCK_DIMS]
+    """`--predict` sweep: block_dim (`BLOCK_DIM_SWEEP`, up to the AIC count) of the plain mode."""
+    return block_dim_knobs(QbmmMode())
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
-    if ref is None:
-        return Comparison(False, note="no golden")
-    if np.shape(out) != ref.shape:
-        return Comparison(False, note=f"output shape {np.shape(out)}, golden {ref.shape}")
+    if (refused := comparison_refused(out, ref)) is not None:
+        return refused
+    ref = np.asarray(ref)
     o = np.asarray(out).astype(ml_dtypes.bfloat16)
     r = ref.astype(ml_dtypes.bfloat16)
-    diff = np.abs(o.astype(np.float32) - r.astype(np.float32))
-    max_abs = float(np.max(diff)) if diff.size else 0.0
-    return Comparison(ag_compare(o, r), max_abs, bf16_ulp_distance(o, r))
+    return Comparison(ag_compare(o, r), max_abs_error(out, ref), bf16_ulp_distance(o, r))
 
 
 SPEC = OperatorSpec(
