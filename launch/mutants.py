@@ -360,6 +360,11 @@ MUTANTS: list[Mutant] = [
            'trans_a=_mode(case).split == "K", block_dim=ctx.block_dim,',
            'trans_a=_mode(case).split == "K", block_dim=None,',
            serial=(PREDICT_KNOBS + "::test_block_dim_sweep_table_and_recommendation[grouped_matmul_mx]",)),
+    Mutant("predict: the reduce-scatter sweep's head_m never reaches the kernel",
+           "mc2emu/cli/operators/quant_matmul_reduce_scatter.py",
+           "        head_m_size=mode.head_m if mode.head_m is not None else",
+           "        head_m_size=None if mode.head_m is not None else",
+           mpi=("tests/predict/test_predict_qmrs_mpi.py",)),
     # -- weight_quant_matmul (seed 001, V+C) -----------------------------------------------------------------
     Mutant("wqmm: AIV buffer id restarts per tile (not the running counter)",
            "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
