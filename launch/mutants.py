@@ -57,6 +57,7 @@ GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
 GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
 PREDICT_COST = "tests/predict/test_cost_model.py"
 PREDICT_REPLAY = "tests/predict/test_replay.py"
+PREDICT_KNOBS = "tests/predict/test_predict_knobs.py"
 
 
 @dataclass(frozen=True)
@@ -350,6 +351,15 @@ MUTANTS: list[Mutant] = [
            '                    g.pending.append((n, ("tb", x.get("peer"), x.get("barrier"), x.get("slot"), c.cnt),',
            '                    g.pending.append((n, ("tb", rank, x.get("barrier"), x.get("slot"), c.cnt),',
            serial=(PREDICT_REPLAY,)),
+    Mutant("predict: the WQMM sweep's block_dim never reaches the kernel",
+           "mc2emu/cli/operators/weight_quant_matmul.py",
+           "mode=mode.isolate, block_dim=ctx.block_dim, check=ctx.check,",
+           "mode=mode.isolate, block_dim=None, check=ctx.check,",
+           serial=(PREDICT_KNOBS + "::test_block_dim_sweep_table_and_recommendation[weight_quant_matmul]",)),
+    Mutant("predict: the GMM sweep's block_dim never reaches the kernel", "mc2emu/cli/operators/grouped_matmul_mx.py",
+           'trans_a=_mode(case).split == "K", block_dim=ctx.block_dim,',
+           'trans_a=_mode(case).split == "K", block_dim=None,',
+           serial=(PREDICT_KNOBS + "::test_block_dim_sweep_table_and_recommendation[grouped_matmul_mx]",)),
     # -- weight_quant_matmul (seed 001, V+C) -----------------------------------------------------------------
     Mutant("wqmm: AIV buffer id restarts per tile (not the running counter)",
            "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",

@@ -35,6 +35,7 @@ from mc2emu.cli.scenarios import (
     OperatorMode,
     OperatorSpec,
     Shape,
+    block_dim_knobs,
     comparison_refused,
     max_abs_error,
 )
@@ -140,12 +141,9 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
                                  perturb=ctx.perturb, observers=ctx.observers, **_formats(case))
 
 
-# `--predict` sweep: block_dim (the tiling's usedCoreNum when None) over powers of two up to the AIC count.
-PREDICT_BLOCK_DIMS = (1, 2, 4, 8, 16, 24, 32)
-
-
 def predict_knobs(shape: Shape, size: int) -> list[Knob]:
-    return [Knob(QbmmMode(), bd, {"block_dim": bd}) for bd in PREDICT_BLOCK_DIMS]
+    """`--predict` sweep: block_dim (`BLOCK_DIM_SWEEP`, up to the AIC count) of the plain mode."""
+    return block_dim_knobs(QbmmMode())
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
