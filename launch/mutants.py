@@ -362,6 +362,11 @@ MUTANTS: list[Mutant] = [
            'trans_a=_mode(case).split == "K", block_dim=ctx.block_dim,',
            'trans_a=_mode(case).split == "K", block_dim=None,',
            serial=(PREDICT_KNOBS + "::test_block_dim_sweep_table_and_recommendation[grouped_matmul_mx]",)),
+    Mutant("predict: the reduce-scatter sweep's head_m never reaches the kernel",
+           "mc2emu/cli/operators/quant_matmul_reduce_scatter.py",
+           "        head_m_size=mode.head_m if mode.head_m is not None else",
+           "        head_m_size=None if mode.head_m is not None else",
+           mpi=("tests/predict/test_predict_qmrs_mpi.py",)),
     # -- weight_quant_matmul (seed 001, V+C) -----------------------------------------------------------------
     Mutant("wqmm: AIV buffer id restarts per tile (not the running counter)",
            "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
@@ -467,6 +472,14 @@ MUTANTS: list[Mutant] = [
            "subBlockIdx * kHalf, bOut)",
            "            store_nz(nz_view(self.l1, offset, dt, curKL1, curN, f\"B{ubBufId}\"), 0, bOut)",
            serial=(f"{PINS}::test_wqmm_output_bytes_are_the_recorded_ones",)),
+    # -- atomic write-out in another type than the data (issue 13 item 9) -------------------------------------
+    Mutant("atomic add of another dtype added as if the types matched", "mc2emu/runtime/gm.py",
+           "                if atomic == dtype:", "                if True:",
+           serial=("tests/runtime/test_device.py::test_atomic_add_of_another_dtype_adds_words_of_the_atomic_type_over_the_bytes",
+                   QBMM + "::test_atomic_float_over_a_bf16_c_is_reported_and_adds_float_words")),
+    Mutant("atomic dtype mismatch: bytes past the last whole word kept", "mc2emu/runtime/gm.py",
+           "    dst[..., whole:] = POISON_BYTE", "    pass",
+           serial=("tests/runtime/test_device.py::test_atomic_add_of_another_dtype_adds_words_of_the_atomic_type_over_the_bytes",)),
 ]
 
 

@@ -9,7 +9,8 @@ Inputs: the recipe of `launch/bench_qbmm.py` (CANN ST style): elements uniform(1
 Modes: plain, + bias, a batch of 2 (the multi-batch path) in the later kernel revision that advances the
 scale addresses per batch; hazard showcase: the batch of 2 in the default (SPEC) revision, whose
 AddBatchOffset leaves the scales at batch 0 (SCALE_BATCH_OFFSET_MISSING), and the compile-time atomic policy
-on the multi-batch path, which never calls SetAtomicNone in the source (SPEC §5): ATOMIC_LEFT_SET.
+on the multi-batch path, which never calls SetAtomicNone in the source (SPEC §5): ATOMIC_LEFT_SET; its
+SetAtomicAdd<float> over this bf16 C adds float words over bf16 data: ATOMIC_DTYPE_MISMATCH (runtime/gm.py).
 Compare: the golden (decode, one FP32 matmul, + bias, cast) bit-exact or within 1 bf16 ULP.
 """
 
@@ -90,8 +91,9 @@ MODES = (QbmmMode(), QbmmMode(bias=True), QbmmMode(batch=MULTI_BATCH, revision=F
 HAZARD_MODES = (QbmmMode(batch=MULTI_BATCH), QbmmMode(atomic=True, batch=MULTI_BATCH))
 RULES = (
     ModeRule({"atomic": True, "batch": MULTI_BATCH, "revision": None},
-             Expect(hazards=frozenset({Hazard.ATOMIC_LEFT_SET})),
-             "the multi-batch path never calls SetAtomicNone"),
+             Expect(hazards=frozenset({Hazard.ATOMIC_LEFT_SET, Hazard.ATOMIC_DTYPE_MISMATCH})),
+             "the multi-batch path never calls SetAtomicNone; SetAtomicAdd<float> over the bf16 C adds float words "
+             "over bf16 data"),
     ModeRule({"batch": MULTI_BATCH, "revision": None}, Expect(hazards=frozenset({Hazard.SCALE_BATCH_OFFSET_MISSING})),
              "AddBatchOffset does not advance the scale addresses"),
 )
