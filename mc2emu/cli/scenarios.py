@@ -178,6 +178,28 @@ class Comparison:
     note: str = ""
 
 
+def comparison_refused(out: Any, ref: np.ndarray | None) -> Comparison | None:
+    """The verdict that needs no operator rule: no golden, or an output of another shape (else None)."""
+    if ref is None:
+        return Comparison(False, note="no golden")
+    if np.shape(out) != np.shape(ref):
+        return Comparison(False, note=f"output shape {np.shape(out)}, golden {np.shape(ref)}")
+    return None
+
+
+def max_abs_error(out: Any, ref: np.ndarray) -> float:
+    """The largest |out - ref| in float32 over the elements where both are numbers; NaN when the two put NaN
+    in different places (a NaN the golden does not have is never hidden by the maximum); 0 for no elements."""
+    o = np.asarray(out).astype(np.float32)
+    r = np.asarray(ref).astype(np.float32)
+    if o.size == 0:
+        return 0.0
+    if np.any(np.isnan(o) != np.isnan(r)):
+        return float("nan")
+    diff = np.abs(o - r)
+    return 0.0 if np.all(np.isnan(diff)) else float(np.nanmax(diff))
+
+
 @dataclass(frozen=True)
 class ExecContext:
     """What `execute` gets besides the inputs."""

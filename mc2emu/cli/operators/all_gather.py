@@ -45,6 +45,8 @@ from mc2emu.cli.scenarios import (
     OperatorMode,
     OperatorSpec,
     Shape,
+    comparison_refused,
+    max_abs_error,
 )
 from mc2emu.numerics import ElemFormat, bf16_ulp_distance
 from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gather_quant_matmul
@@ -202,18 +204,11 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
-    if ref is None:
-        return Comparison(False, note="no golden")
-    out = np.asarray(out)
-    if out.shape != ref.shape:
-        return Comparison(False, note=f"output shape {out.shape}, golden {ref.shape}")
-    lost = getattr(ref, "lost_rows", None)
-    if lost is not None:
-        return _compare_crossing(out, np.asarray(ref), lost)
-    diff = np.abs(out.astype(np.float32) - ref.astype(np.float32))
-    max_abs = float(np.nanmax(diff)) if diff.size and not np.all(np.isnan(diff)) else 0.0
-    ulp = bf16_ulp_distance(out.astype(ml_dtypes.bfloat16), ref.astype(ml_dtypes.bfloat16)) if out.size else 0
-    return Comparison(ulp <= 1, max_abs, ulp, note="AG ST rule: bit-exact or <= 1 bf16 ULP")
+    if (refused := comparison_refused(out, ref)) is not None:
+        return refused
+    ref = np.asarray(ref)
+    ulp = bf16_ulp_distance(np.asarray(out).astype(ml_dtypes.bfloat16), ref.astype(ml_dtypes.bfloat16))
+    return Comparison(ulp <= 1, max_abs_error(out, ref), ulp, note="AG ST rule: bit-exact or <= 1 bf16 ULP")
 
 
 def _compare_crossing(out: np.ndarray, ref: np.ndarray, lost: np.ndarray) -> Comparison:

@@ -34,6 +34,8 @@ from mc2emu.cli.scenarios import (
     OperatorMode,
     OperatorSpec,
     Shape,
+    comparison_refused,
+    max_abs_error,
 )
 from mc2emu.numerics import (
     ElemFormat,
@@ -194,19 +196,11 @@ def predict_knobs(shape: Shape, size: int) -> list[Knob]:
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
-    if ref is None:
-        return Comparison(False, note="no golden")
-    out = np.asarray(out)
-    if out.shape != ref.shape:
-        return Comparison(False, note=f"output shape {out.shape}, golden {ref.shape}")
-    o32 = out.astype(np.float32)
-    r32 = ref.astype(np.float32)
-    diff = np.abs(o32 - r32)
-    max_abs = float(np.nanmax(diff)) if diff.size and not np.all(np.isnan(diff)) else 0.0
-    if np.any(np.isnan(o32) != np.isnan(r32)):
-        max_abs = float("nan")
-    ulp = bf16_ulp_distance(out.astype(ml_dtypes.bfloat16), ref.astype(ml_dtypes.bfloat16)) if out.size else 0
-    return Comparison(a2a_allclose(out, ref), max_abs, ulp)
+    if (refused := comparison_refused(out, ref)) is not None:
+        return refused
+    ref = np.asarray(ref)
+    ulp = bf16_ulp_distance(np.asarray(out).astype(ml_dtypes.bfloat16), ref.astype(ml_dtypes.bfloat16))
+    return Comparison(a2a_allclose(out, ref), max_abs_error(out, ref), ulp)
 
 
 def validate(case: Case, size: int) -> list[str]:

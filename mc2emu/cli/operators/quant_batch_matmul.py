@@ -34,6 +34,8 @@ from mc2emu.cli.scenarios import (
     OperatorMode,
     OperatorSpec,
     Shape,
+    comparison_refused,
+    max_abs_error,
 )
 from mc2emu.numerics import (
     ElemFormat,
@@ -145,15 +147,12 @@ def predict_knobs(shape: Shape, size: int) -> list[Knob]:
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
-    if ref is None:
-        return Comparison(False, note="no golden")
-    if np.shape(out) != ref.shape:
-        return Comparison(False, note=f"output shape {np.shape(out)}, golden {ref.shape}")
+    if (refused := comparison_refused(out, ref)) is not None:
+        return refused
+    ref = np.asarray(ref)
     o = np.asarray(out).astype(ml_dtypes.bfloat16)
     r = ref.astype(ml_dtypes.bfloat16)
-    diff = np.abs(o.astype(np.float32) - r.astype(np.float32))
-    max_abs = float(np.max(diff)) if diff.size else 0.0
-    return Comparison(ag_compare(o, r), max_abs, bf16_ulp_distance(o, r))
+    return Comparison(ag_compare(o, r), max_abs_error(out, ref), bf16_ulp_distance(o, r))
 
 
 SPEC = OperatorSpec(

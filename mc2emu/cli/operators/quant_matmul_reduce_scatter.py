@@ -33,6 +33,8 @@ from mc2emu.cli.scenarios import (
     OperatorMode,
     OperatorSpec,
     Shape,
+    comparison_refused,
+    max_abs_error,
 )
 from mc2emu.numerics import ElemFormat
 from mc2emu.ops import gen_qmrs_st_inputs, golden_quant_matmul_reduce_scatter, quant_matmul_reduce_scatter
@@ -104,16 +106,13 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
-    if ref is None:
-        return Comparison(False, note="no golden")
-    out = np.asarray(out)
-    if out.shape != ref.shape:
-        return Comparison(False, note=f"output shape {out.shape}, golden {ref.shape}")
-    o, g = out.view(np.uint16), np.asarray(ref).view(np.uint16)
-    diff = np.abs(out.astype(np.float32) - ref.astype(np.float32))
-    max_abs = float(np.nanmax(diff)) if diff.size and not np.all(np.isnan(diff)) else 0.0
-    ulp = int(np.abs(o.astype(np.int32) - g.astype(np.int32)).max()) if out.size else 0
-    return Comparison(ulp == 0, max_abs, ulp, note="bit-exact (bf16 terms, FP32 sum over ranks ascending)")
+    if (refused := comparison_refused(out, ref)) is not None:
+        return refused
+    ref = np.asarray(ref)
+    o, g = np.asarray(out).view(np.uint16), np.asarray(ref).view(np.uint16)
+    ulp = int(np.abs(o.astype(np.int32) - g.astype(np.int32)).max()) if o.size else 0
+    return Comparison(ulp == 0, max_abs_error(out, ref), ulp,
+                      note="bit-exact (bf16 terms, FP32 sum over ranks ascending)")
 
 
 def validate(case: Case, size: int) -> list[str]:
