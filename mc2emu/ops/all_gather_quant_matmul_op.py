@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
@@ -37,11 +36,11 @@ from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.ops.mx_operands import mx_operand_violations
 from mc2emu.runtime.hazards import ConstraintError, HazardError
 from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations, make_ag_comm_tiling
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
-E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 PAIR_K = 64
 
 
@@ -95,24 +94,10 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         errs.append(("out_dtype", str(exc)))
     if bias is not None:
         errs.append(("bias", "the AllGather kernel passes isBias = false to its mmad: bias is not supported"))
-    elems = []
-    for name, arr in (("x1", x1), ("x2", x2)):
-        try:
-            fmt = ElemFormat.parse(np.asarray(arr).dtype, name)
-        except ValueError:
-            fmt = None
-        if fmt not in (ElemFormat.E4M3, ElemFormat.E5M2):
-            errs.append((f"{name} dtype", f"{name} must be float8_e4m3fn or float8_e5m2 (the kernel's C0 is the "
-                                          f"FP8 one), got {np.asarray(arr).dtype}"))
-        else:
-            elems.append(fmt)
-    for name, arr in (("x1_scale", x1_scale), ("x2_scale", x2_scale)):
-        if np.asarray(arr).dtype not in (E8M0, np.dtype(np.uint8)):
-            errs.append((f"{name} dtype", f"{name} must be float8_e8m0fnu (or its uint8 codes), got "
-                                          f"{np.asarray(arr).dtype}"))
-    if np.ndim(x1) != 2 or np.ndim(x2) != 2 or np.ndim(x1_scale) != 3 or np.ndim(x2_scale) != 3:
-        errs.append(("shapes", f"x1 and x2 must be 2-D, the scales 3-D; got {np.shape(x1)}, {np.shape(x2)}, "
-                               f"{np.shape(x1_scale)}, {np.shape(x2_scale)}"))
+    elems, operand_errs, ranks_ok = mx_operand_violations(x1, x1_scale, x2, x2_scale,
+                                                          why="(the kernel's C0 is the FP8 one)")
+    errs += operand_errs
+    if not ranks_ok:
         return None, errs
     m, k = x1.shape
     n, k2 = x2.shape

@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import ml_dtypes
 import numpy as np
 
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.ops.mx_operands import mx_operand_violations
 from mc2emu.runtime.hazards import ConstraintError, HazardError
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from mc2emu.runtime.faults import FaultPlan
     from mc2emu.runtime.perturb import PerturbPolicy
 
-E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 LOCAL_MATMUL_VALUES = (0, 1, 2)
 
 
@@ -114,25 +113,12 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         out = OutDtype.parse(out_dtype)
     except ValueError as exc:
         errs.append(("out_dtype", str(exc)))
-    elems = []
-    for name, arr in (("x1", x1), ("x2", x2)):
-        try:
-            fmt = ElemFormat.parse(np.asarray(arr).dtype, name)
-            if fmt is ElemFormat.E1M2:
-                raise ValueError("E1M2 operands are passed as codes, not supported by this operator")
-            elems.append(fmt)
-        except ValueError:
-            errs.append((f"{name} dtype", f"{name} must be float8_e4m3fn, float8_e5m2 or float4_e2m1fn, got "
-                                         f"{np.asarray(arr).dtype}"))
-    for name, arr in (("x1_scale", x1_scale), ("x2_scale", x2_scale)):
-        if np.asarray(arr).dtype not in (E8M0, np.dtype(np.uint8)):
-            errs.append((f"{name} dtype", f"{name} must be float8_e8m0fnu (or its uint8 codes), got "
-                                          f"{np.asarray(arr).dtype}"))
+    elems, operand_errs, ranks_ok = mx_operand_violations(
+        x1, x1_scale, x2, x2_scale, elems=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1))
+    errs += operand_errs
     if len(elems) == 2 and elems[0].is_fp4 != elems[1].is_fp4:
         errs.append(("x1/x2 dtypes", f"x1 ({elems[0].value}) and x2 ({elems[1].value}) must both be FP8 or both FP4"))
-    if np.ndim(x1) != 2 or np.ndim(x2) != 2 or np.ndim(x1_scale) != 3 or np.ndim(x2_scale) != 3:
-        errs.append(("shapes", f"x1 and x2 must be 2-D, the scales 3-D; got {np.shape(x1)}, {np.shape(x2)}, "
-                               f"{np.shape(x1_scale)}, {np.shape(x2_scale)}"))
+    if not ranks_ok:
         return None, errs
     rows, ka = x1.shape
     if rows % rank_size:

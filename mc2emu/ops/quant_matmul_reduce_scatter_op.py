@@ -40,6 +40,7 @@ from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.ops.mx_operands import mx_operand_violations
 from mc2emu.runtime.hazards import HazardError
 from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     make_rs_comm_tiling,
@@ -47,7 +48,6 @@ from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     rounds_violations,
 )
 
-E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 PAIR_K = 64
 
 
@@ -106,23 +106,9 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         errs.append(("out_dtype", str(exc)))
     if head_m_size is not None and (not isinstance(head_m_size, (int, np.integer)) or head_m_size <= 0):
         errs.append(("head_m_size", f"head_m_size={head_m_size!r} must be a positive integer or None"))
-    elems = []
-    for name, arr in (("x1", x1), ("x2", x2)):
-        try:
-            fmt = ElemFormat.parse(np.asarray(arr).dtype, name)
-        except ValueError:
-            fmt = None
-        if fmt not in (ElemFormat.E4M3, ElemFormat.E5M2):
-            errs.append((f"{name} dtype", f"{name} must be float8_e4m3fn or float8_e5m2, got {np.asarray(arr).dtype}"))
-        else:
-            elems.append(fmt)
-    for name, arr in (("x1_scale", x1_scale), ("x2_scale", x2_scale)):
-        if np.asarray(arr).dtype not in (E8M0, np.dtype(np.uint8)):
-            errs.append((f"{name} dtype", f"{name} must be float8_e8m0fnu (or its uint8 codes), got "
-                                          f"{np.asarray(arr).dtype}"))
-    if np.ndim(x1) != 2 or np.ndim(x2) != 2 or np.ndim(x1_scale) != 3 or np.ndim(x2_scale) != 3:
-        errs.append(("shapes", f"x1 and x2 must be 2-D, the scales 3-D; got {np.shape(x1)}, {np.shape(x2)}, "
-                               f"{np.shape(x1_scale)}, {np.shape(x2_scale)}"))
+    elems, operand_errs, ranks_ok = mx_operand_violations(x1, x1_scale, x2, x2_scale)
+    errs += operand_errs
+    if not ranks_ok:
         return None, errs
     m, k = x1.shape
     n, k2 = x2.shape
