@@ -57,6 +57,7 @@ GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
 GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
 PREDICT_COST = "tests/predict/test_cost_model.py"
 PREDICT_REPLAY = "tests/predict/test_replay.py"
+PREDICT_KNOBS = "tests/predict/test_predict_knobs.py"
 
 
 @dataclass(frozen=True)
@@ -357,6 +358,20 @@ MUTANTS: list[Mutant] = [
            '                    g.pending.append((n, ("tb", x.get("peer"), x.get("barrier"), x.get("slot"), c.cnt),',
            '                    g.pending.append((n, ("tb", rank, x.get("barrier"), x.get("slot"), c.cnt),',
            serial=(PREDICT_REPLAY,)),
+    Mutant("predict: the WQMM sweep's block_dim never reaches the kernel",
+           "mc2emu/cli/operators/weight_quant_matmul.py",
+           "mode=mode.isolate, block_dim=ctx.block_dim, check=ctx.check,",
+           "mode=mode.isolate, block_dim=None, check=ctx.check,",
+           serial=(PREDICT_KNOBS + "::test_block_dim_sweep_table_and_recommendation[weight_quant_matmul]",)),
+    Mutant("predict: the GMM sweep's block_dim never reaches the kernel", "mc2emu/cli/operators/grouped_matmul_mx.py",
+           'trans_a=_mode(case).split == "K", block_dim=ctx.block_dim,',
+           'trans_a=_mode(case).split == "K", block_dim=None,',
+           serial=(PREDICT_KNOBS + "::test_block_dim_sweep_table_and_recommendation[grouped_matmul_mx]",)),
+    Mutant("predict: the reduce-scatter sweep's head_m never reaches the kernel",
+           "mc2emu/cli/operators/quant_matmul_reduce_scatter.py",
+           "        head_m_size=mode.head_m if mode.head_m is not None else",
+           "        head_m_size=None if mode.head_m is not None else",
+           mpi=("tests/predict/test_predict_qmrs_mpi.py",)),
     # -- weight_quant_matmul (seed 001, V+C) -----------------------------------------------------------------
     Mutant("wqmm: AIV buffer id restarts per tile (not the running counter)",
            "mc2emu/blaze/gemm/kernel/weight_quant_matmul_kernel.py",
@@ -441,6 +456,14 @@ MUTANTS: list[Mutant] = [
            "            stats=stats, launch=ctx.launch or LaunchMode.CONVENIENT)", "            stats=stats)",
            mpi=("tests/apace/test_a2a_source_fidelity_mpi.py::"
                 "test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused",)),
+    # -- atomic write-out in another type than the data (issue 13 item 9) -------------------------------------
+    Mutant("atomic add of another dtype added as if the types matched", "mc2emu/runtime/gm.py",
+           "                if atomic == dtype:", "                if True:",
+           serial=("tests/runtime/test_device.py::test_atomic_add_of_another_dtype_adds_words_of_the_atomic_type_over_the_bytes",
+                   QBMM + "::test_atomic_float_over_a_bf16_c_is_reported_and_adds_float_words")),
+    Mutant("atomic dtype mismatch: bytes past the last whole word kept", "mc2emu/runtime/gm.py",
+           "    dst[..., whole:] = POISON_BYTE", "    pass",
+           serial=("tests/runtime/test_device.py::test_atomic_add_of_another_dtype_adds_words_of_the_atomic_type_over_the_bytes",)),
 ]
 
 

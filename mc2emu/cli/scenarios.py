@@ -231,6 +231,15 @@ class Knob:
         return " ".join(f"{k} {v}" for k, v in self.values.items()) or self.mode.label()
 
 
+# `--predict` block_dim sweep of a one-NPU operator: powers of two up to the DAV_3510 AIC count (and 24).
+BLOCK_DIM_SWEEP = (1, 2, 4, 8, 16, 24, 32)
+
+
+def block_dim_knobs(mode: OperatorMode, dims: Sequence[int] = BLOCK_DIM_SWEEP) -> list[Knob]:
+    """One knob per block_dim (the AICs the tiling may use) of `mode`, shown as "block_dim"."""
+    return [Knob(mode, bd, {"block_dim": bd}) for bd in dims]
+
+
 @dataclass(frozen=True)
 class Case:
     """One planned run of one operator in one mode on one shape."""

@@ -7,7 +7,9 @@ through `GlobalMemory.read` / `write` with a dtype, a shape and optional byte st
 - every access is bounds-checked against its allocation (`GmError` names allocation, offset and size);
 - in check mode, bytes nobody wrote hold `POISON_BYTE` and a read of them files `READ_UNWRITTEN`
   (on hardware: "C all zero / garbage" when a scale address is wrong for the mode);
-- a write from a core in atomic mode (`SetAtomicAdd<T>`) adds in T: new = RNE_T(f32(old) + f32(value));
+- a write from a core in atomic mode (`SetAtomicAdd<T>`) adds in T: new = RNE_T(f32(old) + f32(value)); a
+  write of another dtype than T is added by the atomic unit in T over the written bytes (`ATOMIC_DTYPE_MISMATCH`,
+  below);
 - observers (the happens-before checker, the trace) see each access as a GM_READ / GM_WRITE event.
 
 FP4 dtypes (`ml_dtypes.float4_e2m1fn`) are stored packed two per byte, element 2i in the low nibble;
@@ -38,6 +40,16 @@ POISON_BYTE = 0xFF
 GM_ALLOC_ALIGN = 512
 
 FP4_DTYPES = (np.dtype(ml_dtypes.float4_e2m1fn),)
+
+# SetAtomicAdd<T> over a write of another dtype (e.g. QBMM's SetAtomicAdd<float> over a bf16 C). On DAV_3510
+# SetAtomicAdd<float> is `set_atomic_f32(); set_atomic_add();` (asc-devkit impl/basic_api/dav_3510/
+# kernel_operator_set_atomic_impl.h, cannmirror/asc-devkit 2e0db4c9): one atomic type for the core, which
+# "specifies the data type written" (CCE intrinsics, set_atomic_s8/s16/bf16/f16/s32/f32, CANN 8.5.0
+# cceapi_0065); the fixpipe converts L0C to C's type (quantPre) before the transfer, and CANN's own kernels
+# pair SetAtomicAdd<DstT> with the type written (e.g. LoadL0c2Gm with F322BF16 and SetAtomicAdd<DstT>). No
+# document defines an add in T over data of another type, so the emulator takes it as the atomic unit does
+# it: each contiguous run of written bytes and the GM bytes under it are read as T words, added in T, and the
+# bytes of a run that do not fill a T word are undefined (written as POISON_BYTE). Reported as an error.
 
 
 @dataclass(eq=False)
@@ -253,9 +265,9 @@ class GlobalMemory:
             packed = (codes[..., 0] & 0x0F) | ((codes[..., 1] & 0x0F) << 4)
             self._raw(alloc.buf, addr.offset, sshape, st, np.dtype(np.uint8))[...] = packed
         elif atomic is not None:
+            atomic = np.dtype(atomic)
             dst = self._raw(alloc.buf, addr.offset, sshape, st, dtype)
             with self._atomic_lock:
-                old = dst.astype(np.float32)
                 if alloc.written is not None:
                     wmask = np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written,
                                        offset=addr.offset, strides=(*st, 1))
@@ -263,7 +275,11 @@ class GlobalMemory:
                         # Atomic add onto never-written GM adds to the poison pattern, as the device
                         # would add to whatever was there.
                         self._report_unwritten(alloc, addr, wmask, core, what="atomic add onto")
-                dst[...] = (old + value.astype(np.float32)).astype(dtype)
+                if atomic == dtype:
+                    dst[...] = (dst.astype(np.float32) + value.astype(np.float32)).astype(dtype)
+                else:
+                    self._report_atomic_mismatch(alloc, lo, hi, atomic, dtype, core)
+                    _atomic_add_as(atomic, alloc.buf, addr.offset, sshape, st, item, value)
         else:
             self._raw(alloc.buf, addr.offset, sshape, st, dtype)[...] = value
         alloc.generation += 1
@@ -273,6 +289,20 @@ class GlobalMemory:
         if self.events.active:
             self.events.emit(EventKind.GM_WRITE, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
                              shape=sshape, strides=st, item=item, atomic=atomic is not None)
+
+    def _report_atomic_mismatch(self, alloc: Allocation, lo: int, hi: int, atomic: np.dtype, written: np.dtype,
+                                core: str) -> None:
+        """ATOMIC_DTYPE_MISMATCH, once per core and allocation (the first write's byte range)."""
+        key = f"{core}:atomic {atomic} over {written}"
+        if key in alloc.reported:
+            return
+        alloc.reported.add(key)
+        self.hazards.report(
+            Hazard.ATOMIC_DTYPE_MISMATCH, core,
+            f"SetAtomicAdd<{_c_type(atomic)}> while the write-out to '{alloc.name}' bytes [{lo:#x}, {hi:#x}) is "
+            f"{_c_type(written)}: the atomic unit adds {_c_type(atomic)} words over {_c_type(written)} data "
+            f"(the result is neither sum); SetAtomicAdd's type must be the type written",
+            alloc=alloc.name, lo=lo, hi=hi, atomic=str(atomic), written=str(written))
 
     def _report_unwritten(self, alloc: Allocation, addr: GmAddr, mask: np.ndarray, core: str,
                           what: str = "read of") -> None:
@@ -286,3 +316,39 @@ class GlobalMemory:
             f"{what} {flat.size} never-written byte(s) of '{alloc.name}' at offset {addr.offset:#x} "
             f"(poison {POISON_BYTE:#04x}); e.g. a scale or data address wrong for the mode",
             alloc=alloc.name, offset=addr.offset, count=int(flat.size))
+
+
+_C_TYPES = {"float32": "float", "float16": "half", "bfloat16": "bfloat16_t", "int8": "int8_t", "int16": "int16_t",
+            "int32": "int32_t"}
+
+
+def _c_type(dtype: np.dtype) -> str:
+    """The Ascend C spelling of a dtype (float, half, bfloat16_t, ...)."""
+    return _C_TYPES.get(str(dtype), str(dtype))
+
+
+def _atomic_add_as(atomic: np.dtype, buf: np.ndarray, offset: int, sshape: tuple[int, ...],
+                   strides: tuple[int, ...], item: int, value: np.ndarray) -> None:
+    """The atomic unit set to `atomic` adding a write of another dtype (the module docstring): every
+    contiguous run of written bytes (a row, or one element when rows are strided) and the GM bytes under it
+    are read as `atomic` words and added in `atomic` (floats: RNE of the f32 sum; integers: wrapping); the
+    bytes of a run past its last whole word are undefined: POISON_BYTE."""
+    if not sshape:
+        sshape, strides = (1,), (item,)
+    if strides[-1] == item:
+        rows, run, row_strides = sshape[:-1], sshape[-1] * item, strides[:-1]
+    else:
+        rows, run, row_strides = sshape, item, strides
+    dst = np.ndarray((*rows, run), dtype=np.uint8, buffer=buf, offset=offset, strides=(*row_strides, 1))
+    src = np.ascontiguousarray(value).view(np.uint8).reshape(*rows, run)
+    whole = run // atomic.itemsize * atomic.itemsize
+    if whole:
+        old = np.ascontiguousarray(dst[..., :whole]).view(atomic)
+        add = np.ascontiguousarray(src[..., :whole]).view(atomic)
+        with np.errstate(all="ignore"):
+            if np.issubdtype(atomic, np.integer):
+                new = (old.astype(np.int64) + add.astype(np.int64)).astype(atomic)
+            else:
+                new = (old.astype(np.float32) + add.astype(np.float32)).astype(atomic)
+        dst[..., :whole] = new.view(np.uint8)
+    dst[..., whole:] = POISON_BYTE

@@ -175,7 +175,7 @@ def run_block_mmad(ops: MxOperands, tiles: list[Tile], *, out_dtype: Any = ml_dt
 
     def kernel(ctx: Any) -> None:
         if atomic:
-            ctx.SetAtomicAdd(np.float32)
+            ctx.SetAtomicAdd(out)   # C's type, as apace's SetAtomicAdd<CType> (another type: ATOMIC_DTYPE_MISMATCH)
         gmA = MakeTensor(MakeMemPtr(a_addr, ops.fa), FrameLayoutFormat(la)(ops.m, ops.k), name="A")
         gmB = MakeTensor(MakeMemPtr(b_addr, ops.fb), FrameLayoutFormat(lb)(ops.k, ops.n), name="B")
         ls_a = FrameLayoutFormat(ScaleADNLayoutPtn if ops.trans_a else ScaleANDLayoutPtn, 2)

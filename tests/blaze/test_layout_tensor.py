@@ -115,7 +115,7 @@ def test_store_and_atomic_store_through_a_core():
         c = MakeTensor(addr, FrameLayoutFormat(NDExtLayoutPtn)(4, 6), ml_dtypes.bfloat16, name="c")
         blk = c.Slice((1, 2), (2, 3))
         blk.store(ctx, np.full((2, 3), 2.0, ml_dtypes.bfloat16))
-        ctx.SetAtomicAdd(np.float32)
+        ctx.SetAtomicAdd(ml_dtypes.bfloat16)
         c.Slice((0, 0), (1, 6)).store(ctx, np.full((1, 6), 0.25, ml_dtypes.bfloat16))
         ctx.SetAtomicNone()
         return dev.gm.view(addr, ml_dtypes.bfloat16, (4, 6)).astype(np.float32)

@@ -123,24 +123,52 @@ def test_three_dim_bias():
         assert not ag_compare(c, golden_quant_batch_matmul_mx(x1, s1, x2, s2, bias=wrong))
 
 
-def test_atomic_single_batch_accumulates_onto_c_init():
+def test_atomic_single_batch_accumulates_onto_c_init_in_float():
+    """SetAtomicAdd<float> (the source's, whatever CType) over a float32 C: each write-out adds in float."""
+    ops = st_operands(32, 64, 128)
+    c0 = np.random.default_rng(9).uniform(-64, 64, (32, 64)).astype(np.float32)
+    c = call(ops, atomic=True, c_init=c0, out_dtype="float32")
+    np.testing.assert_allclose(c, c0 + gold(ops, out_dtype="float32"), rtol=1e-6)
+    assert not np.allclose(c, gold(ops, out_dtype="float32"), rtol=1e-6)     # c_init was added
+
+
+def test_atomic_float_over_a_bf16_c_is_reported_and_adds_float_words():
+    """QBMM's SetAtomicAdd<float> with a bf16 C: the fixpipe writes bf16, the atomic unit adds float words
+    over those bytes (two bf16 elements per word): ATOMIC_DTYPE_MISMATCH on every AIC that wrote, naming
+    the rank, the core, C's byte range and both types; C is the float-word sum, neither bf16 sum."""
     ops = st_operands(32, 64, 128)
     c0 = np.random.default_rng(9).uniform(-64, 64, (32, 64)).astype(BF16)
-    c = call(ops, atomic=True, c_init=c0)
-    want = (c0.astype(np.float32) + gold(ops).astype(np.float32)).astype(BF16)
-    assert bf16_ulp_distance(c, want) <= 1
+    plain = call(ops, block_dim=2)                                    # what the fixpipe writes
+    assert ag_compare(plain, gold(ops))
+    with pytest.raises(HazardError) as err:
+        call(ops, atomic=True, c_init=c0, block_dim=2)
+    assert err.value.names() == {"ATOMIC_DTYPE_MISMATCH"}
+    cores = {r.core for r in err.value.hazards}
+    assert cores and all(c.startswith("AIC") for c in cores)
+    for rep in err.value.hazards:
+        assert rep.rank == 0
+        assert "SetAtomicAdd<float> while the write-out to 'y' bytes [0x" in rep.message
+        assert "is bfloat16_t: the atomic unit adds float words over bfloat16_t data" in rep.message
+        assert 0 <= rep.details["lo"] < rep.details["hi"] <= c0.nbytes
+        assert (rep.details["atomic"], rep.details["written"]) == ("float32", "bfloat16")
+    words = (c0.view(np.float32).astype(np.float32) + plain.view(np.float32)).astype(np.float32)
+    np.testing.assert_array_equal(err.value.output.view(np.uint16), words.view(np.uint16))
+    bf16_sum = (c0.astype(np.float32) + plain.astype(np.float32)).astype(BF16)
+    assert not ag_compare(err.value.output, bf16_sum)
 
 
 def test_atomic_multi_batch_leaks_the_atomic_mode_in_the_default_revision():
     x1, s1, x2, s2 = batched((2,), (2,), 16, 32, 64, same_scales=True)
+    want = golden_quant_batch_matmul_mx(x1, s1, x2, s2, out_dtype="float32")
     with pytest.raises(HazardError) as err:
-        quant_batch_matmul_mx(x1, s1, x2, s2, atomic=True, block_dim=4)
+        quant_batch_matmul_mx(x1, s1, x2, s2, atomic=True, block_dim=4, out_dtype="float32")
     assert err.value.names() == {"ATOMIC_LEFT_SET"}
-    assert ag_compare(err.value.output, golden_quant_batch_matmul_mx(x1, s1, x2, s2))  # the numbers are right
-    c = quant_batch_matmul_mx(x1, s1, x2, s2, atomic=True, block_dim=4, revision=QbmmMxRevision.CC21C0D6)
-    assert ag_compare(c, golden_quant_batch_matmul_mx(x1, s1, x2, s2))
-    c = quant_batch_matmul_mx(x1, s1, x2, s2, atomic=True, block_dim=4, check=False)  # reports off: result only
-    assert ag_compare(c, golden_quant_batch_matmul_mx(x1, s1, x2, s2))
+    np.testing.assert_allclose(err.value.output, want, rtol=1e-6)  # the numbers are right
+    c = quant_batch_matmul_mx(x1, s1, x2, s2, atomic=True, block_dim=4, revision=QbmmMxRevision.CC21C0D6,
+                              out_dtype="float32")
+    np.testing.assert_allclose(c, want, rtol=1e-6)
+    c = quant_batch_matmul_mx(x1, s1, x2, s2, atomic=True, block_dim=4, check=False, out_dtype="float32")
+    np.testing.assert_allclose(c, want, rtol=1e-6)     # reports off: result only
 
 
 @pytest.mark.parametrize(("kwargs", "rule"), [

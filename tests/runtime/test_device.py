@@ -133,6 +133,45 @@ def test_sync_all_oversubscribed_hangs_with_a_report():
     assert Hazard.SYNC_ALL_OVERSUBSCRIBED in {h.hazard for h in dev.hazards.peek()}
 
 
+@pytest.mark.parametrize(("atomic", "written"), [(np.float32, ml_dtypes.bfloat16),
+                                                   (ml_dtypes.bfloat16, np.float32)])
+def test_atomic_add_of_another_dtype_adds_words_of_the_atomic_type_over_the_bytes(atomic, written):
+    """SetAtomicAdd<T> while the write-out is another dtype: the atomic unit reads each contiguous run of
+    written bytes, and GM's bytes under it, as T words and adds them in T; bytes past a run's last whole
+    word are undefined (poison 0xFF). Reported once per core: rank, core, the byte range, both types."""
+    dev = Device(rank=3)
+    rng = np.random.default_rng(11)
+    init = rng.uniform(1, 4, (2, 16)).astype(written)
+    c = dev.gm.alloc(0, "C", data=init)
+    item = np.dtype(written).itemsize
+    cols = 5 if item == 2 else 3                  # bf16: 10-byte runs (2 float words + 2 bytes); f32: 12 bytes
+    add = rng.uniform(1, 4, (2, cols)).astype(written)
+    row = init.strides[0]
+
+    def kernel(ctx):
+        ctx.SetAtomicAdd(atomic)
+        ctx.gm_write(c + item, add, (row, item))    # rows of `cols` elements from column 1
+        ctx.SetAtomicNone()
+
+    reps = dev.launch(kernel, 1, "AIC_ONLY").hazards
+    assert [r.hazard for r in reps] == [Hazard.ATOMIC_DTYPE_MISMATCH]
+    rep = reps[0]
+    assert (rep.rank, rep.core, rep.details["lo"], rep.details["hi"]) == (3, "AIC0", item, row + item + cols * item)
+    assert str(np.dtype(atomic)) == rep.details["atomic"] and str(np.dtype(written)) == rep.details["written"]
+    assert f"'C' bytes [{item:#x}, {row + item + cols * item:#x})" in rep.message
+    want = init.copy().view(np.uint8).reshape(2, -1)
+    run = cols * item
+    w = np.dtype(atomic).itemsize
+    whole = run // w * w
+    for r in range(2):
+        old = want[r, item:item + whole].copy().view(atomic).astype(np.float32)
+        new = add[r].view(np.uint8)[:whole].copy().view(atomic).astype(np.float32)
+        want[r, item:item + whole] = (old + new).astype(atomic).view(np.uint8)
+        want[r, item + whole:item + run] = 0xFF
+    got = dev.gm.view(c, np.uint8, (2, row))
+    np.testing.assert_array_equal(got, want)
+
+
 def test_atomic_add_rounds_in_the_target_type():
     dev = Device()
     init = np.array([1.0, 256.0, -3.5, 0.0], dtype=ml_dtypes.bfloat16)

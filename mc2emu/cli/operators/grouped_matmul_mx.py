@@ -32,10 +32,12 @@ from mc2emu.cli.scenarios import (
     Comparison,
     ExecContext,
     Expect,
+    Knob,
     ModeRule,
     OperatorMode,
     OperatorSpec,
     Shape,
+    block_dim_knobs,
     comparison_refused,
     max_abs_error,
 )
@@ -196,6 +198,12 @@ def validate(case: Case, size: int) -> list[str]:
     return []
 
 
+def predict_knobs(shape: Shape, size: int) -> list[Knob]:
+    """`--predict` sweep: block_dim (`BLOCK_DIM_SWEEP`: the blockNum the scheduler spreads the groups' tiles
+    over, at most the 32 AICs) of the default split-M count-list mode (ragged groups, one empty)."""
+    return block_dim_knobs(GmmMode())
+
+
 SPEC = OperatorSpec(
     name="grouped_matmul_mx",
     summary="GroupedMatmul MX: the MoE grouped matmul (GmmCgmctMxKernel, split-M / split-K) on one NPU per rank "
@@ -213,4 +221,5 @@ SPEC = OperatorSpec(
     dtypes=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1),
     input_names=("x", "x_scale", "weight", "weight_scale", "group_list"),
     validate=validate,
+    predict_knobs=predict_knobs,
 )

@@ -9,7 +9,8 @@ Inputs: the recipe of `launch/bench_qbmm.py` (CANN ST style): elements uniform(1
 Modes: plain, + bias, a batch of 2 (the multi-batch path) in the later kernel revision that advances the
 scale addresses per batch; hazard showcase: the batch of 2 in the default (SPEC) revision, whose
 AddBatchOffset leaves the scales at batch 0 (SCALE_BATCH_OFFSET_MISSING), and the compile-time atomic policy
-on the multi-batch path, which never calls SetAtomicNone in the source (SPEC §5): ATOMIC_LEFT_SET.
+on the multi-batch path, which never calls SetAtomicNone in the source (SPEC §5): ATOMIC_LEFT_SET; its
+SetAtomicAdd<float> over this bf16 C adds float words over bf16 data: ATOMIC_DTYPE_MISMATCH (runtime/gm.py).
 Compare: the golden (decode, one FP32 matmul, + bias, cast) bit-exact or within 1 bf16 ULP.
 """
 
@@ -34,6 +35,7 @@ from mc2emu.cli.scenarios import (
     OperatorMode,
     OperatorSpec,
     Shape,
+    block_dim_knobs,
     comparison_refused,
     max_abs_error,
 )
@@ -89,8 +91,9 @@ MODES = (QbmmMode(), QbmmMode(bias=True), QbmmMode(batch=MULTI_BATCH, revision=F
 HAZARD_MODES = (QbmmMode(batch=MULTI_BATCH), QbmmMode(atomic=True, batch=MULTI_BATCH))
 RULES = (
     ModeRule({"atomic": True, "batch": MULTI_BATCH, "revision": None},
-             Expect(hazards=frozenset({Hazard.ATOMIC_LEFT_SET})),
-             "the multi-batch path never calls SetAtomicNone"),
+             Expect(hazards=frozenset({Hazard.ATOMIC_LEFT_SET, Hazard.ATOMIC_DTYPE_MISMATCH})),
+             "the multi-batch path never calls SetAtomicNone; SetAtomicAdd<float> over the bf16 C adds float words "
+             "over bf16 data"),
     ModeRule({"batch": MULTI_BATCH, "revision": None}, Expect(hazards=frozenset({Hazard.SCALE_BATCH_OFFSET_MISSING})),
              "AddBatchOffset does not advance the scale addresses"),
 )
@@ -138,12 +141,9 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
                                  perturb=ctx.perturb, observers=ctx.observers, **_formats(case))
 
 
-# `--predict` sweep: block_dim (the tiling's usedCoreNum when None) over powers of two up to the AIC count.
-PREDICT_BLOCK_DIMS = (1, 2, 4, 8, 16, 24, 32)
-
-
 def predict_knobs(shape: Shape, size: int) -> list[Knob]:
-    return [Knob(QbmmMode(), bd, {"block_dim": bd}) for bd in PREDICT_BLOCK_DIMS]
+    """`--predict` sweep: block_dim (`BLOCK_DIM_SWEEP`, up to the AIC count) of the plain mode."""
+    return block_dim_knobs(QbmmMode())
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:

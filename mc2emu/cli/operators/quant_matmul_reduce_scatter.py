@@ -29,6 +29,7 @@ from mc2emu.cli.scenarios import (
     Comparison,
     ExecContext,
     Expect,
+    Knob,
     ModeRule,
     OperatorMode,
     OperatorSpec,
@@ -37,24 +38,36 @@ from mc2emu.cli.scenarios import (
     max_abs_error,
 )
 from mc2emu.numerics import ElemFormat
+from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops import gen_qmrs_st_inputs, golden_quant_matmul_reduce_scatter, quant_matmul_reduce_scatter
 from mc2emu.ops.quant_matmul_reduce_scatter_op import QmrsImpl
 from mc2emu.runtime.hazards import Hazard
+from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
+    MAX_RANK_ROUNDS,
+    MAX_ROUNDS,
+    ROW_ALIGN,
+    make_rs_comm_tiling,
+)
 
 
 @dataclass(frozen=True)
 class QmrsMode(OperatorMode):
-    """kernel (rounds | per_block) and its variant (the source, a fix or a reproduced hazard)."""
+    """kernel (rounds | per_block), its variant (the source, a fix or a reproduced hazard) and the rounds
+    kernel's head_m (headMSize rows per round, so T = ceil(m / head_m) rounds; None: HEAD_M_SIZE when it
+    divides m, else the host's choice; set only by the `--predict` sweep)."""
 
-    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"kernel": QmrsImpl, "variant": str}
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"kernel": QmrsImpl, "variant": str, "head_m": int}
 
     kernel: QmrsImpl = QmrsImpl.ROUNDS
     variant: str = "source"
+    head_m: int | None = None
 
     def label_parts(self) -> list[str]:
         parts = [self.kernel.value]
         if self.variant != "source":
             parts.append(self.variant)
+        if self.head_m is not None:
+            parts.append(f"head{self.head_m}")
         return parts
 
 
@@ -99,7 +112,8 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     default_dim = ctx.size + REDUCE_CORES if rounds else ctx.size // 2 + 1
     return quant_matmul_reduce_scatter(
         inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], impl=mode.kernel,
-        head_m_size=HEAD_M_SIZE if rounds and case.shape.m % HEAD_M_SIZE == 0 else None,
+        head_m_size=mode.head_m if mode.head_m is not None else
+        HEAD_M_SIZE if rounds and case.shape.m % HEAD_M_SIZE == 0 else None,
         block_dim=ctx.block_dim if ctx.block_dim is not None else default_dim, check=ctx.check,
         timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
         kernel_variant=mode.variant)
@@ -123,6 +137,24 @@ def validate(case: Case, size: int) -> list[str]:
     return out
 
 
+# `--predict` sweep of the rounds kernel: head_m = m / 1, 2, 4, 8, 16 rows aligned up to 16 (RS-2), distinct,
+# within the round limits (RS-4 T <= 15, RS-5 R * T <= 32); beside it the shipped per-block kernel (final_wait).
+PREDICT_HEAD_SPLITS = (1, 2, 4, 8, 16)
+
+
+def predict_knobs(shape: Shape, size: int) -> list[Knob]:
+    """`--predict`: the rounds kernel's T (via head_m) and the per-block kernel, each at its default block_dim."""
+    m = shape.m
+    knobs = []
+    for head in dict.fromkeys(min(m, CeilDiv(CeilDiv(m, d), ROW_ALIGN) * ROW_ALIGN) for d in PREDICT_HEAD_SPLITS):
+        ct = make_rs_comm_tiling(size * m, size, head)
+        if ct.commTurn <= MAX_ROUNDS and size * ct.commTurn <= MAX_RANK_ROUNDS:
+            knobs.append(Knob(QmrsMode(QmrsImpl.ROUNDS, head_m=head), None,
+                              {"kernel": QmrsImpl.ROUNDS.value, "head_m": head, "T": ct.commTurn}))
+    knobs.append(Knob(QmrsMode(QmrsImpl.PER_BLOCK, "final_wait"), None, {"kernel": QmrsImpl.PER_BLOCK.value}))
+    return knobs
+
+
 SPEC = OperatorSpec(
     name="quant_matmul_reduce_scatter",
     summary="MXFP8 matmul, then a reduce-scatter of the products along M (compute-first, SPEC §7.2)",
@@ -139,4 +171,5 @@ SPEC = OperatorSpec(
     dtypes=(ElemFormat.E4M3,),
     input_names=("x1", "x1_scale", "x2", "x2_scale"),
     validate=validate,
+    predict_knobs=predict_knobs,
 )

@@ -30,10 +30,12 @@ from mc2emu.cli.scenarios import (
     Comparison,
     ExecContext,
     Expect,
+    Knob,
     ModeRule,
     OperatorMode,
     OperatorSpec,
     Shape,
+    block_dim_knobs,
     comparison_refused,
     max_abs_error,
 )
@@ -184,6 +186,12 @@ def validate(case: Case, size: int) -> list[str]:
     return reasons
 
 
+def predict_knobs(shape: Shape, size: int) -> list[Knob]:
+    """`--predict` sweep: block_dim (`BLOCK_DIM_SWEEP`: the AICs WeightQuantTilingSwat may use, each with its two
+    dequantizing AIVs) of the plain int8 mode."""
+    return block_dim_knobs(WqmmMode())
+
+
 SPEC = OperatorSpec(
     name="weight_quant_matmul",
     summary="weight-quant matmul: AIVs dequantize int8 / fp8 weights into L1, the AIC runs the MMADs (seed 001)",
@@ -199,4 +207,5 @@ SPEC = OperatorSpec(
     quick_shape=QUICK_SHAPE,
     input_names=("x", "weight", "antiquant_scale", "antiquant_offset", "bias"),
     validate=validate,
+    predict_knobs=predict_knobs,
 )
