@@ -5,7 +5,9 @@ cases: R = 4 and 8 with (M, K, N) = (4096, 4096, 2048); target ratio <= 1.5). Bo
 at once (the load of R NPUs on this machine); each wall is the slowest rank's. The golden is the plain numpy
 recipe of one rank: dequantize its x1 and x2 to FP32, one FP32 BLAS matmul, cast to bf16 (C_j), one MPI
 alltoall of the M segments, the FP32 sum over ranks ascending and the bf16 cast — the physical floor of the
-computation and the exchange. Inputs: the ST recipe (`gen_qmrs_st_inputs`); the output is checked bit for bit
+computation and the exchange. Also printed: the CPU seconds of both sides (`time.process_time` of every rank
+process, all its threads, summed over the ranks), a ratio that the machine's other load disturbs less than the
+walls do. Inputs: the ST recipe (`gen_qmrs_st_inputs`); the output is checked bit for bit
 against that golden.
 """
 
@@ -55,14 +57,15 @@ def main():
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     inp = gen_qmrs_st_inputs(args.m, args.k, args.n, rank)
-    golden_walls, emu_walls = [], []
+    golden_walls, emu_walls, golden_cpus, emu_cpus = [], [], [], []
     for _ in range(args.repeat):
         idle_barrier(comm)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         ref = numpy_golden(comm, inp)
         golden_walls.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        golden_cpus.append(comm.allreduce(time.process_time() - c0, op=MPI.SUM))
         idle_barrier(comm)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         kw = {"kernel_variant": "final_wait"} if args.impl == "per_block" else {"head_m_size": args.head_m_size}
         try:
             out = quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], impl=args.impl,
@@ -71,6 +74,7 @@ def main():
             out = exc.output
             print(f"rank {rank}: {exc}", flush=True)
         emu_walls.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        emu_cpus.append(comm.allreduce(time.process_time() - c0, op=MPI.SUM))
     bad = comm.allreduce(int((out.view(np.uint16) != ref.view(np.uint16)).sum()), op=MPI.SUM)
     if rank == 0:
         g, e = min(golden_walls), min(emu_walls)
@@ -80,6 +84,8 @@ def main():
         print(f"  emulator wall      {e:8.2f} s")
         verdict = "met" if e / g <= TARGET else "NOT met"
         print(f"  ratio emulator / golden  {e / g:6.2f}  (target <= {TARGET}: {verdict})")
+        gc, ec = min(golden_cpus), min(emu_cpus)
+        print(f"  CPU s (all ranks)  golden {gc:.2f}  emulator {ec:.2f}  ratio {ec / gc:6.2f}")
         print(f"  bit-exact vs golden      {'pass' if bad == 0 else f'FAIL ({bad} elements differ)'}")
 
 

@@ -12,7 +12,7 @@ Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/matmul/quant_batch_m
     ProcessSingleBatch: UpdateTailTile (needUpdateTail_ or the tail-round test); while bs.GetTileIdx:
          GetBlockShape (an empty piece returns); SetBL2Cache; GetTileCoord
          AIC: if !isFirstBlock_: CrossCoreWaitFlag(9)     # the AIVs released the previous block
-              mmadOp_(A, B, scaleA, scaleB, bias, C block, singleShape)  -> the workspace (cGM)
+              mmadOp_(A, B, scaleA, scaleB, bias (1, baseN) at nPos, C block, singleShape)  -> the workspace
               CrossCoreSetFlag<0x2, PIPE_FIX>(8); isFirstBlock_ = false
          AIV: CrossCoreWaitFlag(8); epilogueOp_(mPos, nPos, singleShape); CrossCoreSetFlag<0x2, PIPE_MTE3>(9)
 
@@ -67,7 +67,8 @@ class MixKernelVariant(enum.Enum):
 
 @dataclass(frozen=True)
 class MixQBMMTiling:
-    """The `QBMMTiling` fields this path reads (the launcher sets every batch dim 1, biasThreeDim 0)."""
+    """The `QBMMTiling` fields this path reads (the launcher sets every batch dim 1, biasThreeDim 0; the ST
+    launcher passes isBias 0, the operator API sets 1 when given a bias: Init reads it, as the source does)."""
 
     baseM: int
     baseN: int
@@ -142,6 +143,7 @@ class GemmUniversalQbmmMxMix:
         mp = params.mmadParams
         self.aGmAddr_, self.bGmAddr_, self.cGmAddr_ = mp.aGmAddr, mp.bGmAddr, mp.cGmAddr
         self.scaleAGmAddr_, self.scaleBGmAddr_ = mp.scaleAGmAddr, mp.scaleBGmAddr
+        self.biasGmAddr_ = mp.biasGmAddr if self.isBias_ else None
 
     def SetBL2Cache(self, problemShape: tuple[int, int, int, int], curM: int, curN: int, bMustHitL2: int,
                     gmB: Any) -> None:
@@ -162,6 +164,8 @@ class GemmUniversalQbmmMxMix:
         gmB = MakeTensor(MakeMemPtr(self.bGmAddr_, gm_storage_dtype(T.BType)), self.MakeLayoutB(k, n), name="B")
         gmScaleB = MakeTensor(MakeMemPtr(self.scaleBGmAddr_, E8M0_DTYPE), self.MakeLayoutScaleB(scaleKLen, n),
                               name="scaleB")
+        gmBias = (MakeTensor(MakeMemPtr(self.biasGmAddr_, T.BiasType), FrameLayoutFormat(NDExtLayoutPtn)(1, n),
+                             name="bias") if self.biasGmAddr_ is not None else None)
         gmC = MakeTensor(MakeMemPtr(self.cGmAddr_, T.CType), FrameLayoutFormat(NDExtLayoutPtn)(m, n), name="C")
         mTailTile, nTailTile = params.schParams.mTailTile, params.schParams.nTailTile
         if self.needUpdateTail_ or (isTailRound and ((bs.GetEndBlockIdx() + 1) + restBatch * bs.GetTotalCnt())
@@ -182,7 +186,8 @@ class GemmUniversalQbmmMxMix:
                     untemplated_wait(ctx, CROSS_CORE_NOTIFY_CUBE_FLAG)
                 self.mmadOp_(gmA.Slice((mPos, kPos), (baseM, k)), gmB.Slice((kPos, nPos), (k, baseN)),
                              gmScaleA.Slice((mPos, kPos), (baseM, scaleKLen)),
-                             gmScaleB.Slice((kPos, nPos), (scaleKLen, baseN)), None,
+                             gmScaleB.Slice((kPos, nPos), (scaleKLen, baseN)),
+                             None if gmBias is None else gmBias.Slice((0, nPos), (1, baseN)),
                              gmC.Slice((mPos, nPos), (baseM, baseN)), singleShape)
                 ctx.CrossCoreSetFlag(2, Pipe.PIPE_FIX, CROSS_CORE_NOTIFY_VEC_FLAG)
                 self.isFirstBlock_ = False

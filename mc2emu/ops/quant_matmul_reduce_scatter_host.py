@@ -77,13 +77,13 @@ class QmrsLaunchInfo:
 
 
 def run_qmrs(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
-             opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None
-             ) -> tuple[np.ndarray, list[HazardReport]]:
+             opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None,
+             bias: np.ndarray | None = None) -> tuple[np.ndarray, list[HazardReport]]:
     from mc2emu.ops.quant_matmul_reduce_scatter_op import QmrsImpl
 
     if problem.impl is QmrsImpl.PER_BLOCK:
         return _run_per_block(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim,
-                              stats=stats)
+                              stats=stats, bias=bias)
     return _run_rounds(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats)
 
 
@@ -94,9 +94,11 @@ def _inputs(gm: Any, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_sc
 
 def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray,
                    x2_scale: np.ndarray, opts: CallOptions, *, comm: Any, block_dim: int | None,
-                   stats: dict[str, Any] | None) -> tuple[np.ndarray, list[HazardReport]]:
+                   stats: dict[str, Any] | None, bias: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, list[HazardReport]]:
     """The ST host (main.cpp): SWAT tiling of (M, N, K); block_dim = usedCoreNum; workspace [M, N] bf16 for C
-    (cGM = workspaceGM); y (M/R, N); the HCCL window (state area + data [M, N])."""
+    (cGM = workspaceGM); y (M/R, N); the HCCL window (state area + data [M, N]). With a bias: the (1, N)
+    float32 bias in GM, isBias = 1 (the ST main.cpp passes none)."""
     R, rank = problem.rank_size, problem.rank
     m, k, n = problem.m, problem.k, problem.n
     tiling = rs_round_tiling(m, n, k, problem.elem, problem.b_elem, DAV_3510, block_dim)
@@ -111,6 +113,8 @@ def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x
         x1_addr, x1s_addr, x2_addr, x2s_addr = _inputs(gm, x1, x1_scale, x2, x2_scale)
         workspace = gm.alloc(m * cBytesPerM, "workspace")
         y_addr = gm.alloc((m // R) * cBytesPerM, "y")
+        bias_addr = (None if bias is None else
+                     gm.alloc(0, "bias", data=np.ascontiguousarray(bias, dtype=np.float32).reshape(-1).view(np.uint8)))
         BlockMmad = BlockMmadMx.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False), problem.elem,
                                          NDExtLayoutPtn, problem.b_elem, DNExtLayoutPtn, problem.out)
         BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, NDExtLayoutPtn,
@@ -121,13 +125,13 @@ def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x
         problemShape = (m, n, k, 1)
         params = MixParams(
             problemShape,
-            MmadParams(aGmAddr=x1_addr, bGmAddr=x2_addr, cGmAddr=workspace, biasGmAddr=None,
+            MmadParams(aGmAddr=x1_addr, bGmAddr=x2_addr, cGmAddr=workspace, biasGmAddr=bias_addr,
                        scaleAGmAddr=x1s_addr, scaleBGmAddr=x2s_addr),
             L1Params(tiling.stepK * tiling.baseK, tiling.scaleKL1, PER_BLOCK_L1_BUFFERS),
             BlockSchedulerQbmmParams(tiling.baseM, tiling.baseN, tiling.mTailTile, tiling.nTailTile,
                                      tiling.mBaseTailSplitCnt, tiling.nBaseTailSplitCnt, tiling.mTailMain,
                                      tiling.nTailMain),
-            MixQBMMTiling(tiling.baseM, tiling.baseN, tiling.baseK, 0, tiling.dbL0c),
+            MixQBMMTiling(tiling.baseM, tiling.baseN, tiling.baseK, int(bias_addr is not None), tiling.dbL0c),
             EpilogueParams(workspace, m, n, 0, ctx_param))
         args = PerBlockArgs(params, y_addr, ctx_param, cast(PerBlockVariant, problem.variant))
         res = h.launch(quant_matmul_reduce_scatter_per_block, used, PER_BLOCK_KERNEL_TYPE, args, BlockMmad,

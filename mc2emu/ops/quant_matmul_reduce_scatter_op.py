@@ -16,8 +16,10 @@ status handshake, a per-row reduction; it always ends with one unconsumed flag-9
 UNCONSUMED_FLAG, so with `check=True` it raises HazardError carrying y; kernel_variant "final_wait" adds the
 missing wait). `split`: "m" (every rank's full A, seed 000
 §4.7 "完整输入") or "k" (tensor parallel: x1 / x2 are rank j's K slice; ceil(K_slice / 64) must be even, so
-the logical K = R * K_slice is divisible by R). Bias is refused (neither emulated kernel adds one: the
-shipped launcher passes isBias 0; the design spec leaves it optional and says to declare it when absent).
+the logical K = R * K_slice is divisible by R). Bias, float32 (N,), is taken by impl="per_block": the shipped
+GemmUniversal adds it as the first L0C value of every tile when `isBias` is 1 (its ST launcher passes 0), so each
+rank's C_j = bf16(deq(A_j) deq(B_j) + bias_j); impl="rounds" refuses it (the design spec leaves it optional
+and says to declare it when absent; that kernel is emulated without one).
 `kernel_variant` reproduces a hazard (`RsKernelVariant` / `PerBlockVariant`). With `check=True` error-severity
 hazards raise `HazardError` (its `.output` holds y); bad input raises `ConstraintError` naming the rule on every rank.
 """
@@ -102,9 +104,6 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
             errs.append(("out_dtype", f"out_dtype={out_dtype!r}: the staging and y are bf16 in both kernels"))
     except ValueError as exc:
         errs.append(("out_dtype", str(exc)))
-    if bias is not None:
-        errs.append(("bias", "bias is not supported: the shipped launcher passes isBias = 0 and the design-spec "
-                             "kernel is emulated without one"))
     if head_m_size is not None and (not isinstance(head_m_size, (int, np.integer)) or head_m_size <= 0):
         errs.append(("head_m_size", f"head_m_size={head_m_size!r} must be a positive integer or None"))
     elems, operand_errs, ranks_ok = mx_operand_violations(x1, x1_scale, x2, x2_scale)
@@ -120,6 +119,13 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         errs.append(("x1_scale shape", f"x1_scale must be (M, ceil(K/64), 2) = {(m, pairs, 2)}, got {x1_scale.shape}"))
     if x2_scale.shape != (n, pairs, 2):
         errs.append(("x2_scale shape", f"x2_scale must be (N, ceil(K/64), 2) = {(n, pairs, 2)}, got {x2_scale.shape}"))
+    if bias is not None:
+        if imp is not QmrsImpl.PER_BLOCK:
+            errs.append(("bias", "bias is taken by impl='per_block' only: the shipped GemmUniversal adds it in "
+                                 "L0C (isBias), the design-spec rounds kernel is emulated without one"))
+        elif np.asarray(bias).dtype != np.float32 or np.shape(bias) not in ((n,), (1, n)):
+            errs.append(("bias", f"bias must be float32 of shape (N,) = ({n},) (the kernel's (1, N) BiasType "
+                                 f"float tensor), got {np.asarray(bias).dtype} {np.shape(bias)}"))
     shape_errs = qmrs_shape_violations(m, k, n, rank_size)
     if spl is QmrsSplit.K:
         # §4.7 item 4: the TP reading also needs k % R == 0 and ceil(k / R / 64) even for the logical k = R * K.
@@ -156,6 +162,6 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
     assert problem is not None
     opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
     result, hazards = run_qmrs(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim,
-                               stats=stats)
+                               stats=stats, bias=bias)
     HazardError.raise_on_errors(hazards, result, check=check)
     return result

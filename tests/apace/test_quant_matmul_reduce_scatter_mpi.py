@@ -283,3 +283,25 @@ def test_k_split_reading_sums_the_partial_products():
     ref = golden_qmrs_tp_reference(al["x1"], al["x1_scale"], al["x2"], al["x2_scale"], rank)
     ok = np.allclose(y.astype(np.float32), ref.astype(np.float32), rtol=1e-2, atol=1e-2)
     assert_all_ranks(comm, ok, "K-split vs the logical one-matmul value")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_per_block_bias_is_added_once_per_rank_before_the_bf16_staging():
+    """impl="per_block" with a float32 (N,) bias per rank: the shipped GemmUniversal loads the (1, baseN) slice
+    at the block's nPos into L0C (isBias 1), so C_j = bf16(deq(A_j) deq(B_j) + bias_j) and y_r sums R biases.
+    Integer biases of C's magnitude keep every FP32 sum exact; N = 300 gives two N blocks (nPos 0 and 256), so
+    a bias slice taken at the wrong column shows, as a missing or doubled bias does."""
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    inp = gen_qmrs_st_inputs(R * 16, 128, 300, rank)
+    bias = np.random.default_rng(7 + rank).integers(-4096, 4096, 300).astype(np.float32)
+    y = run(inp, impl="per_block", block_dim=pb_block_dim(R), kernel_variant="final_wait", bias=bias)
+    bias_all = comm.allgather(bias)
+    g = golden(comm, inp, bias_all=bias_all)
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(g)), "per_block with bias")
+    for what, other in (("no bias", None), ("doubled bias", [2 * b for b in bias_all])):
+        wrong = golden(comm, inp, bias_all=other)
+        assert_all_ranks(comm, not np.array_equal(bits(wrong), bits(g)), f"the {what} golden differs")
+    with pytest.raises(ConstraintError) as info:
+        run(inp, impl="per_block", block_dim=pb_block_dim(R), bias=bias[:-1])
+    assert info.value.rule == "bias" and "(300,)" in str(info.value)

@@ -12,8 +12,8 @@ line for line; so this class reuses `BlockMmadMx` and replaces exactly the three
   gmA.Slice({0, iter0 * kL1}, {curM, curGmAKL1}))`: the rows are gathered piece by piece from the fragments
   (the padded rows of a TAIL fragment too); a piece the copy skips (a fragment past the list, reported
   FRAGMENT_OUT_OF_RANGE) leaves its L1 rows as they were: zeros here (this L1 holds no stale data, so a
-  straddling block stays deterministic); the K padding to Align64 is zero on both operands and is not
-  materialized (as in `BlockMmadMx`);
+  straddling block stays deterministic; a gather with every piece in range needs no fill); the K padding to
+  Align64 is zero on both operands and is not materialized (as in `BlockMmadMx`);
 - `CopyScalesInL1`: scaleA by `FragmentSliceCopy<false>` of `gmScaleA.Slice({0, scaleKStart}, {curM,
   scaleKLength})`, scaleB by a plain `Te::Copy`;
 - `ScatterL0C2GM`: `FragmentSliceCopy<true>(copyL0C2GM.with(FixpipeParams(3)), tensorL0C, gmC)`: each piece
@@ -30,12 +30,12 @@ splitKNum 1 from Init), so each call fixpipes its tile. This emulation follows t
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from mc2emu.apace.basic.fragment_tensor import FragmentSliceCopy, FragmentTensor
-from mc2emu.blaze.gemm.block.block_mmad_host import L1Operand
+from mc2emu.blaze.gemm.block.block_mmad_host import L1Operand, read_stamp
 from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, BlockMmadMxType
 from mc2emu.blaze.gemm.common_utils import FINAL_ACCUMULATION
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE
@@ -43,6 +43,7 @@ from mc2emu.blaze.tensor_api.copy import CopyGM2L1, CopyL0C2GM, FixpipeParams
 from mc2emu.numerics.constants import ALIGN_64_BYTES_SHIFT, MXFP_MULTI_BASE_SIZE
 from mc2emu.numerics.int_math import Align64
 from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.gm import GmAddr
 from mc2emu.runtime.hazards import ConstraintError, KernelError
 
 if TYPE_CHECKING:
@@ -52,12 +53,42 @@ if TYPE_CHECKING:
 
 def _fragment_where(t: FragmentTensor) -> tuple[Any, ...]:
     """A decode-memo location for a gathered chunk: the first piece's fragment address and row inside it,
-    and the K offset (reuse is still verified byte by byte: a gather is never stamped)."""
+    and the K offset (the chunk's identity is its stamp, `_gather_stamp`, or its bytes)."""
     axis = t.GetSplitAxis()
     comp = t.ComputeFragmentComposition(t.GetSliceCoord(axis), t.GetSliceShape(axis))
     addr = t.addrList_[comp.startFragmentIdx] if comp.startFragmentIdx < len(t.addrList_) else None
     loc = (addr.alloc.aid, addr.offset) if addr is not None and hasattr(addr, "alloc") else (None, None)
     return (*loc, comp.startRelativeCoord, t.GetSliceCoord(1 - axis))
+
+
+def _gather_stamp(t: FragmentTensor) -> tuple[tuple | None, bool]:
+    """(stamp, covered) of the gather `FragmentSliceCopy<false>` makes of slice `t`, taken before it as
+    `BlockMmadMx` stamps its plain reads. `covered`: every piece lies in the fragment list, so the gather writes
+    every row of its buffer. `stamp`: the `read_stamp` of every piece, None unless all are stamped (a window,
+    or a piece past the list); equal stamps prove two gathers returned the same bytes. Host time only."""
+    axis = t.GetSplitAxis()
+    comp = t.ComputeFragmentComposition(t.GetSliceCoord(axis), t.GetSliceShape(axis))
+    stamps: list[tuple | None] = []
+    for idx in range(comp.totalFragmentCnt):
+        info = t.GetFragmentInfo(idx, comp)
+        if info.fragmentIdx >= t.GetFragmentCnt() or not isinstance(info.addr, GmAddr):
+            return None, False
+        piece = t.GetFragment(info.fragmentIdx).Slice(cast("tuple[int, int]", tuple(info.fragCoord)),
+                                                      cast("tuple[int, int]", tuple(info.copyShape)))
+        stamps.append(read_stamp(piece))
+    return (None if any(s is None for s in stamps) else tuple(stamps)), True
+
+
+def _still(stamp: tuple | None, t: FragmentTensor) -> tuple | None:
+    """`stamp` if the gather of `t` just made still has it (no address-list change, no write of this rank
+    during the copy), else None (the memo then compares bytes)."""
+    return stamp if stamp is not None and _gather_stamp(t)[0] == stamp else None
+
+
+def _gather_buffer(shape: tuple[int, int], dtype: Any, covered: bool) -> np.ndarray:
+    """The L1 buffer of a gather: zeros (a skipped piece leaves its rows deterministic) unless the gather
+    covers every row (then its contents are all overwritten; `np.empty` saves the host fill)."""
+    return np.empty(shape, dtype=dtype) if covered else np.zeros(shape, dtype=dtype)
 
 
 class QmmMxBlockMmadFragmentType(BlockMmadMxType):
@@ -97,12 +128,14 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
                 curScaleKL1 = self.k_ - kL1Offset
             scaleKLength = (Align64(curScaleKL1) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
             blockScaleA = gmScaleA.Slice((0, scaleGmOffset), (curM, scaleKLength))
-            tensorScaleAL1: np.ndarray | None = np.zeros((curM, scaleKLength), dtype=np.dtype(blockScaleA.ElementType))
+            stampScaleA, covered = _gather_stamp(blockScaleA)
+            tensorScaleAL1: np.ndarray | None = _gather_buffer((curM, scaleKLength),
+                                                               np.dtype(blockScaleA.ElementType), covered)
             FragmentSliceCopy(CopyGM2L1(self.ctx), tensorScaleAL1, blockScaleA, isScatter=False)
-            self._scaleAStamp[scaleL1BufId] = None
+            self._scaleAStamp[scaleL1BufId] = _still(stampScaleA, blockScaleA)
             self._scaleAL1[scaleL1BufId] = tensorScaleAL1
             gmBlockScaleB = gmScaleB.Slice((scaleGmOffset, 0), (scaleKLength, curN))
-            self._scaleBStamp[scaleL1BufId] = None
+            self._scaleBStamp[scaleL1BufId] = read_stamp(gmBlockScaleB)
             self._scaleBL1[scaleL1BufId] = gmBlockScaleB.load(self.ctx)
         tensorScaleAL1, tensorScaleBL1 = self._scaleAL1[scaleL1BufId], self._scaleBL1[scaleL1BufId]
         if tensorScaleAL1 is None or tensorScaleBL1 is None:
@@ -113,9 +146,10 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
                   iter0: int) -> L1Operand:
         """`CopyAInL1` (mode 0): PadMxKAL1Zero, then the gather of this K chunk's rows from the fragments."""
         blockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
-        tensorAL1 = np.zeros((curM, curGmKL1), dtype=np.dtype(blockA.ElementType))
+        stampA, covered = _gather_stamp(blockA)
+        tensorAL1 = _gather_buffer((curM, curGmKL1), np.dtype(blockA.ElementType), covered)
         FragmentSliceCopy(CopyGM2L1(self.ctx), tensorAL1, blockA, isScatter=False)
-        operand = L1Operand(tensorAL1, _fragment_where(blockA), None)
+        operand = L1Operand(tensorAL1, _fragment_where(blockA), _still(stampA, blockA))
         self._aL1[l1BufId] = operand
         return operand
 
