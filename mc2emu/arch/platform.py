@@ -17,6 +17,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+import numpy as np
+
 KIB = 1024
 
 
@@ -102,6 +104,17 @@ class PlatformSpec:
     # Assumption: cross-core counts left at launch end persist into the next launch (intra-core flags are
     # documented to); they are reported either way.
     flags_persist_across_launches: bool = True
+
+    def block_dim_violations(self, block_dim: object) -> list[tuple[str, str]]:
+        """The launch rule every operator's `block_dim` keyword obeys before its own: None (the tiling's
+        count) or a whole number of blocks in [1, aic_count] (`<<<blockDim>>>` is a count of AI cores)."""
+        if block_dim is None:
+            return []
+        whole = isinstance(block_dim, (int, np.integer)) and not isinstance(block_dim, bool)
+        if whole and 1 <= int(block_dim) <= self.aic_count:  # type: ignore[call-overload]
+            return []
+        return [("block_dim", f"block_dim must be None or an integer in [1, {self.aic_count}] (AI cores of "
+                              f"{self.name}), got {block_dim!r}")]
 
     def pipes_of(self, core_type: CoreType) -> frozenset[Pipe]:
         return self.aic_pipes if core_type is CoreType.AIC else self.aiv_pipes

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
+from mc2emu.arch.platform import DAV_3510
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
@@ -136,6 +137,7 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, wait_order=wait_order,
                              protocol=protocol, slot_num=slot_num, bias=bias, out_dtype=out_dtype,
                              kernel_variant=kernel_variant)
+    errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None
     opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)

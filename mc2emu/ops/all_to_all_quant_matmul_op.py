@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mc2emu.arch.platform import DAV_3510
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.host.harness import CallOptions
@@ -170,6 +171,7 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, impl=impl,
                              local_matmul=local_matmul, wait_order=wait_order, hccl_server=hccl_server, bias=bias,
                              out_dtype=out_dtype)
+    errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None
     opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)

@@ -36,6 +36,7 @@ import numpy as np
 
 from mc2emu.apace.quant_matmul_reduce_scatter_impl import PerBlockVariant
 from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import RsKernelVariant
+from mc2emu.arch.platform import DAV_3510
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
@@ -158,6 +159,7 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
     rank, size = comm.Get_rank(), comm.Get_size()
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, bias=bias, split=split,
                              impl=impl, head_m_size=head_m_size, out_dtype=out_dtype, kernel_variant=kernel_variant)
+    errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None
     opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
