@@ -165,7 +165,8 @@ MUTANTS: list[Mutant] = [
            serial=(f"{GMM}::test_tail_split_needs_half_the_cores_free", GMM_SCHED)),
     # -- runtime ---------------------------------------------------------------------------------------------
     Mutant("atomic add overwrites", "mc2emu/runtime/gm.py",
-           "dst[...] = (old + value.astype(np.float32)).astype(dtype)", "dst[...] = value.astype(dtype)",
+           "dst[...] = (dst.astype(np.float32) + value.astype(np.float32)).astype(dtype)",
+           "dst[...] = value.astype(dtype)",
            serial=(BMMAD, QBMM), mpi=(A2A_MPI,)),
     Mutant("flag pairing: Wait does not consume", "mc2emu/runtime/cross_core.py",
            "            c.value -= 1\n            token = c.tokens.popleft()",
