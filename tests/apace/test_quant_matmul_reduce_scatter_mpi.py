@@ -7,6 +7,7 @@ refusals on every rank, and the reproduced hazards with what each report names."
 import numpy as np
 import pytest
 
+from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.quant_matmul_reduce_scatter_golden import (
     gen_qmrs_signed_inputs,
     gen_qmrs_st_inputs,
@@ -115,6 +116,59 @@ def test_bitwise_identical_across_perturbation_seeds():
         assert_all_ranks(comm, np.array_equal(bits(out), bits(ref)), f"perturbation seed {seed}")
 
 
+def wrong_bias_goldens(bias_all, n_block):
+    """Goldens a wrong bias path would match: none, twice, another rank's, or every N block given the bias
+    columns of the first block (a slice at column 0)."""
+    R = len(bias_all)
+    col0 = [np.resize(b[:n_block], b.shape) for b in bias_all]
+    return {"no bias": None, "doubled bias": [2 * b for b in bias_all],
+            "the next rank's bias": [bias_all[(j + 1) % R] for j in range(R)], "bias columns of block 0": col0}
+
+
+@pytest.mark.mpi(min_size=2)
+def test_rounds_bias_is_added_once_per_rank_before_the_bf16_staging():
+    """impl="rounds" with a float32 (N,) bias per rank (seed 000 §4.7 推论 2: bias inside each rank's local
+    matmul): QmmMxBlockMmadFragment (Init isBias) loads the (1, curN) slice at the tile's nPos into the bias
+    table and the first MMAD of the tile starts from it, so C_j = bf16(deq(A_j) deq(B_j) + bias_j) in staging
+    and y_r sums R biases. Two rounds (T = 2) of R * 16 rows; N = 300 gives two N blocks (nPos 0 and 256).
+    Integer biases of C's magnitude keep the FP32 sums exact and change the bf16 roundings, so a missing,
+    doubled, rank-swapped or column-shifted bias gives another y (checked against those goldens too)."""
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    seg, n = 32, 300
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
+    bias = np.random.default_rng(11 + rank).integers(-4096, 4096, n).astype(np.float32)
+    stats = {}
+    y = run(inp, head_m_size=16, bias=bias, stats=stats)
+    assert stats["launch"].comm_tiling.commTurn == 2
+    n_block = stats["launch"].round_tilings[0].baseN
+    assert n_block < n, "two N blocks"
+    bias_all = comm.allgather(bias)
+    g = golden(comm, inp, bias_all=bias_all)
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(g)), "rounds with bias")
+    for what, other in wrong_bias_goldens(bias_all, n_block).items():
+        wrong = golden(comm, inp, bias_all=other)
+        differs = comm.allgather(not np.array_equal(bits(wrong), bits(g)))
+        assert any(differs), f"the {what} golden should differ from the kernel's y somewhere"
+
+
+@pytest.mark.mpi(min_size=2)
+def test_rounds_bias_over_the_l1_budget_is_refused_on_every_rank():
+    """development.md §3.1 #6: one round of 256 x 256 blocks with K = 8192 fills L1 without a bias; with one the
+    host refuses (rule RS-9) before launching. Zero inputs: nothing runs."""
+    import ml_dtypes
+
+    comm = world()
+    R = comm.Get_size()
+    m, k, n, block_dim = 256 * CeilDiv(R + 1, 2), 8192, 512, R + 1   # >= block_dim tiles: no AdjustBasicBlock
+    inp = {"x1": np.zeros((m, k), ml_dtypes.float8_e4m3fn), "x2": np.zeros((n, k), ml_dtypes.float8_e4m3fn),
+           "x1_scale": np.ones((m, k // 64, 2), ml_dtypes.float8_e8m0fnu),
+           "x2_scale": np.ones((n, k // 64, 2), ml_dtypes.float8_e8m0fnu)}
+    with pytest.raises(ConstraintError) as info:
+        run(inp, head_m_size=m // R, block_dim=block_dim, bias=np.zeros(n, np.float32))
+    assert info.value.rule == "RS-9 bias L1/BT budget"
+
+
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize(("shape", "kwargs", "rule"), [
     ((1, 128, 32), {}, "QMRS-1 M % R == 0"),                           # M = R * 16 + 1
@@ -122,7 +176,7 @@ def test_bitwise_identical_across_perturbation_seeds():
     ((16, 192, 32), {"split": "k"}, "QMRS-TP ceil(k/R/64) even"),
     ((256, 128, 32), {"head_m_size": 16}, "RS-4 T <= 15"),             # mSeg 256 / 16 = 16 rounds
     ((48, 128, 32), {"head_m_size": 24}, "RS-2 head_m_size % 16 == 0"),
-    ((16, 128, 32), {"bias": np.zeros(32, np.float32)}, "bias"),
+    ((16, 128, 32), {"bias": np.zeros(32, np.float64)}, "bias"),
     ((16, 128, 32), {"out_dtype": "float16"}, "out_dtype"),
     ((16, 128, 32), {"impl": "nope"}, "impl"),
 ])
