@@ -4,6 +4,8 @@ blocks), signed inputs with cancellation across ranks (the FP32 order over ranks
 another order, or without the bf16 staging, differ), bitwise reproducibility under seeded perturbation,
 refusals on every rank, and the reproduced hazards with what each report names."""
 
+from collections import defaultdict
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,8 @@ from mc2emu.ops.quant_matmul_reduce_scatter_golden import (
     golden_reduce_scatter,
 )
 from mc2emu.ops.quant_matmul_reduce_scatter_op import quant_matmul_reduce_scatter
+from mc2emu.predict import PredictRecorder, gather_records
+from mc2emu.predict.ordering import event_order
 from mc2emu.runtime import ConstraintError, HazardError, PerturbPolicy
 
 TIMEOUT = 60.0
@@ -78,6 +82,85 @@ def test_rounds_kernel_matches_the_golden_bitwise(case):
     assert ct.commTurn == expect_t and ct.mSeg == seg
     if case == "rounds_and_tail_ragged_n":
         assert (ct.headMSize, ct.headCnt, ct.tailMSize, ct.tailCnt) == (32, 1, 16, 1)
+
+
+def round_overlap(order, R, block_dim, T):
+    """Per rank, from the happens-before relation of the recorded run: the AIC MMADs of each round, split at the
+    round's flagA Set (flag 0) of their AIC, the flagB Sets (flag 1) ending each round, and the reduce cores'
+    GM accesses (the first block_dim - R AIVs), each attributed to round (flagB Waits before it) - 1. Returns
+    (problems, {round t: (MMADs of t + 1 before its reductions, MMADs of t + 1 concurrent with them)})."""
+    cores = defaultdict(list)
+    for pos, r in enumerate(order.records):
+        cores[(r.rank, r.core)].append((pos, r))
+    problems, pairs = [], defaultdict(lambda: [0, 0])
+    for rank in range(R):
+        mmads = defaultdict(lambda: ([], []))      # round -> (before flagA, after flagA)
+        flag_b = defaultdict(list)
+        for i in range(block_dim):
+            t, after_a = 0, 0
+            for pos, r in cores[(rank, f"AIC{i}")]:
+                if r.kind == "flag_set" and r.obj == "flag0":
+                    after_a = 1
+                elif r.kind == "flag_set" and r.obj == "flag1":
+                    flag_b[t].append(order.node_of[pos])
+                    t, after_a = t + 1, 0
+                elif r.kind == "mmad":
+                    mmads[t][after_a].append(order.node_of[pos])
+        reductions = defaultdict(list)
+        for i in range(block_dim - R):
+            waited_b = 0
+            for pos, r in cores[(rank, f"AIV{i}")]:
+                if r.kind == "flag_raise" and r.obj == f"AIV{i}.flag1" and r.extra.get("consumed"):
+                    waited_b += 1
+                elif r.kind in ("gm_read", "gm_write") and pos in order.node_of:
+                    reductions[waited_b - 1].append(order.node_of[pos])
+        if sorted(reductions) != list(range(T)) or sorted(flag_b) != list(range(T)):
+            problems.append(f"rank {rank}: reductions of rounds {sorted(reductions)}, flagB of {sorted(flag_b)}")
+            continue
+        for t in range(T):
+            for e in reductions[t]:
+                if not all(order.before(s, e) for s in flag_b[t]):
+                    problems.append(f"rank {rank}: a round-{t} reduction is not after every flagB({t}) Set")
+                if t + 1 == T:
+                    continue
+                early, late = mmads[t + 1]
+                later = [u for tt in range(t + 2, T) for u in mmads[tt][0] + mmads[tt][1]]
+                if not all(order.before(u, e) for u in early):
+                    problems.append(f"rank {rank}: a round-{t + 1} MMAD before flagA({t + 1}) does not precede a "
+                                    f"round-{t} reduction")
+                if not all(order.concurrent(u, e) for u in late + later):
+                    problems.append(f"rank {rank}: a round-{t} reduction is ordered with a MMAD it should overlap "
+                                    f"(round {t + 1} after its flagA, or a later round)")
+                pairs[t][0] += len(early)
+                pairs[t][1] += sum(order.concurrent(u, e) for u in late)
+    return problems[:4], {t: tuple(v) for t, v in sorted(pairs.items())}
+
+
+@pytest.mark.mpi(min_size=2)
+def test_rounds_reduction_overlaps_the_next_rounds_matmul_by_happens_before():
+    """Issue 18 item 6, asserted on the synchronization instead of on timing. From the recorded events and their
+    happens-before edges (`mc2emu.predict.ordering`: program order, flag rounds, SyncAll, TeamBarrier, puts and
+    quiets of every rank), with T = 3 rounds: the reduction of round t (run in AIV iteration t + 1, after the
+    SyncAll that follows CrossCoreWaitFlag(flagA of round t + 1)) comes after every flagB Set of round t and after
+    the MMADs of round t + 1 that precede flagA on their AIC (the remote fragments), and is concurrent with the
+    MMADs of round t + 1 after flagA (the own fragment, localLast) and with every MMAD of the rounds after: the AIC
+    never waits for the AIVs, so nothing orders them and the device may overlap them. A kernel that serialized
+    the rounds (flagA only at the end of a round, or the AIC waiting for a reduction) fails here."""
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    seg, head, n, block_dim = 96, 32, 40, R + 2    # baseM 32 at R = 2, 4, 8: the own fragment has its own tiles
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
+    rec, stats = PredictRecorder(), {}
+    y = run(inp, head_m_size=head, block_dim=block_dim, observers=(rec,), stats=stats)
+    T = stats["launch"].comm_tiling.commTurn
+    assert T == 3
+    got = gather_records(comm, rec, root=0)
+    verdict = round_overlap(event_order(got), R, block_dim, T) if rank == 0 else None
+    problems, pairs = comm.bcast(verdict, root=0)
+    assert problems == []
+    assert sorted(pairs) == [0, 1], pairs
+    assert all(before > 0 and concurrent > 0 for before, concurrent in pairs.values()), pairs
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), "y with the recorder attached")
 
 
 @pytest.mark.mpi(min_size=2)
