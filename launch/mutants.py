@@ -296,6 +296,55 @@ MUTANTS: list[Mutant] = [
     Mutant("QMRS: per_block host leaves isBias 0 with a bias given", "mc2emu/ops/quant_matmul_reduce_scatter_host.py",
            "int(bias_addr is not None)", "0",
            mpi=(QMRS_MPI + "::test_per_block_bias_is_added_once_per_rank_before_the_bf16_staging",)),
+    Mutant("QMRS: rounds fragment block Init'ed without isBias", "mc2emu/apace/qmm_mx_kernel_rs_frag.py",
+           "mmT.nBufferNum), params.biasGM is not None,", "mmT.nBufferNum), False,",
+           mpi=(QMRS_MPI + "::test_rounds_bias_is_added_once_per_rank_before_the_bf16_staging",)),
+    Mutant("QMRS: rounds bias slice taken at column 0 for every N block", "mc2emu/apace/qmm_mx_kernel_rs_frag.py",
+           "gmBias.Slice((0, nPos), (1, curNtile))", "gmBias.Slice((0, 0), (1, curNtile))",
+           mpi=(QMRS_MPI + "::test_rounds_bias_is_added_once_per_rank_before_the_bf16_staging",)),
+    Mutant("QMRS: rounds bias passed to the first round only", QMRS_ROUNDS,
+           "a.cBytesPerM, tileMOffset, a.biasGM)", "a.cBytesPerM, tileMOffset, a.biasGM if t == 0 else None)",
+           mpi=(QMRS_MPI + "::test_rounds_bias_is_added_once_per_rank_before_the_bf16_staging",)),
+    Mutant("QMRS: rounds host skips the bias L1 budget", "mc2emu/ops/quant_matmul_reduce_scatter_host.py",
+           "    if bias is not None:\n        violations = rounds_bias_violations(",
+           "    if False:\n        violations = rounds_bias_violations(",
+           mpi=(QMRS_MPI + "::test_rounds_bias_over_the_l1_budget_is_refused_on_every_rank",)),
+    Mutant("QMRS: bias L1 budget counted without the bias buffers",
+           "mc2emu/tiling/quant_matmul_reduce_scatter_tiling.py",
+           "        end = l1.end(True)", "        end = l1.end(False)",
+           serial=(QMRS_TILING,)),
+    Mutant("QMRS: rounds flagA only at the end of the round (no localLast early Set)",
+           "mc2emu/apace/qmm_mx_kernel_rs_frag.py",
+           "            if not remoteFlagSet and mPos >= localFragBoundary:", "            if False:",
+           mpi=(QMRS_MPI + "::test_rounds_reduction_overlaps_the_next_rounds_matmul_by_happens_before",)),
+    # A serialization needs a signal on both sides, so this mutant edits two places of one 8-line span: the AIVs
+    # Set flag 2 when they start round t >= 2 (after the reduction of round t - 2 and the SyncAll after it), the
+    # AIC waits for it before round t. Waiting for round t - 1's reduction would deadlock: it runs after flagA(t).
+    Mutant("QMRS: rounds AIC waits for the reduction of an earlier round", QMRS_ROUNDS,
+           "            self.mmKernel_(params)\n"
+           "            self.ctx.CrossCoreSetFlag(2, Pipe.PIPE_FIX, FLAG_B)\n"
+           "\n"
+           "    # -- AIV ------------------------------------------------------------------------------------------"
+           "-------\n"
+           "    def _WaitFlag(self, flagId: int) -> None:\n"
+           '        """The untemplated `CrossCoreWaitFlag(flagId)` (design.md §3.4: pairs with the AIC\'s templated\n'
+           '        `<0x2, PIPE_FIX>` Set and blocks the scalar pipe as well): a blocking mode-2 wait here."""\n'
+           "        self.ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE3, flagId)\n",
+           "            t >= 2 and self.ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, 2)\n"
+           "            self.mmKernel_(params)\n"
+           "            self.ctx.CrossCoreSetFlag(2, Pipe.PIPE_FIX, FLAG_B)\n"
+           "\n"
+           "    def _WaitFlag(self, flagId: int) -> None:\n"
+           "        self._nA = getattr(self, \"_nA\", 0) + (flagId == FLAG_A)\n"
+           "        flagId == FLAG_A and self._nA >= 3 and self.ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, 2)\n"
+           "        self.ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE3, flagId)\n",
+           mpi=(QMRS_MPI + "::test_rounds_reduction_overlaps_the_next_rounds_matmul_by_happens_before",)),
+    Mutant("ordering: a link's FIFO order taken for happens-before", "mc2emu/predict/ordering.py",
+           "    preds = [[p for p, _ in ps if not (g.cat[p] == Cat.LINK and g.cat[v] == Cat.LINK)]",
+           "    preds = [[p for p, _ in ps]", serial=("tests/predict/test_ordering.py",)),
+    Mutant("ordering: ancestors without the predecessor itself", "mc2emu/predict/ordering.py",
+           "            acc |= anc[p] | (1 << p)", "            acc |= anc[p]",
+           serial=("tests/predict/test_ordering.py",)),
     Mutant("QMRS: default headMSize ignores the T <= 15 bound", "mc2emu/tiling/quant_matmul_reduce_scatter_tiling.py",
            "    head = max(head, CeilDiv(m_seg, MAX_ROUNDS), CeilDiv(m_seg, max(1, MAX_RANK_ROUNDS // rank_size)))",
            "    head = max(head, CeilDiv(m_seg, max(1, MAX_RANK_ROUNDS // rank_size)))",

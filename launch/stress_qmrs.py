@@ -4,7 +4,8 @@
 
 Each iteration draws a kernel (rounds | per_block), a rank count (2..max), a shape (rows per rank segment,
 K, a ragged N), inputs (the ST recipe or the signed recipe with cancellation), a headMSize and block_dim
-(rounds), a seeded timing perturbation, and one of the kernel's variants. A clean variant (rounds source,
+(rounds), a seeded timing perturbation, one of the kernel's variants and whether each rank adds a float32 bias
+(integers in [-4096, 4096), C's magnitude). A clean variant (rounds source,
 per_block final_wait) must equal the golden bit for bit and an unperturbed run of the same inputs; a hazard
 variant must report its hazard on some rank (per_block source: UNCONSUMED_FLAG; ub_stale_nan:
 MUL_ZERO_KEEPS_NAN when an AIV ran no epilogue sub-tile, else nothing beyond UNCONSUMED_FLAG; templated_wait:
@@ -42,7 +43,7 @@ def draw(rng: np.random.Generator, max_ranks: int) -> dict:
     return {"kernel": kernel, "variant": variant, "R": R, "seg": seg, "k": int(rng.choice([128, 256])),
             "n": int(rng.choice([24, 40, 48, 72])), "signed": bool(rng.integers(2)), "head": head,
             "block_dim": R + int(rng.integers(1, 4)) if kernel == "rounds" else R // 2 + int(rng.integers(1, 3)),
-            "perturb": int(rng.integers(1 << 30)), "seed": int(rng.integers(1000))}
+            "perturb": int(rng.integers(1 << 30)), "seed": int(rng.integers(1000)), "bias": bool(rng.integers(2))}
 
 
 def overruns(cfg: dict, R: int) -> bool:
@@ -75,6 +76,10 @@ def worker(cfg: dict) -> int:
     kw = {"impl": cfg["kernel"], "kernel_variant": cfg["variant"], "block_dim": cfg["block_dim"], "timeout": 60}
     if cfg["kernel"] == "rounds":
         kw["head_m_size"] = cfg["head"]
+    bias = None
+    if cfg.get("bias"):
+        bias = np.random.default_rng(cfg["seed"] + rank).integers(-4096, 4096, cfg["n"]).astype(np.float32)
+        kw["bias"] = bias
 
     def call(**extra):
         try:
@@ -85,7 +90,8 @@ def worker(cfg: dict) -> int:
 
     y, names = call(perturb=PerturbPolicy(cfg["perturb"], max_delay_s=1e-3))
     al = {key: comm.allgather(v) for key, v in inp.items()}
-    g = golden_quant_matmul_reduce_scatter(al["x1"], al["x1_scale"], al["x2"], al["x2_scale"], rank)
+    g = golden_quant_matmul_reduce_scatter(al["x1"], al["x1_scale"], al["x2"], al["x2_scale"], rank,
+                                           bias_all=None if bias is None else comm.allgather(bias))
     clean = (cfg["kernel"], cfg["variant"]) in (("rounds", "source"), ("per_block", "final_wait"))
     every = comm.allgather(names)
     seen = {n for ns in every for n in ns}
@@ -139,7 +145,8 @@ def main() -> int:
         good = verdict.startswith(("PASS", "EXPECTED"))
         bad += not good
         print(f"[{i + 1:2d}/{a.iterations}] {cfg['kernel']:9s} {cfg['variant']:17s} R{cfg['R']} seg {cfg['seg']} "
-              f"k {cfg['k']} n {cfg['n']} bd {cfg['block_dim']} {time.monotonic() - t0:5.1f} s  {verdict}", flush=True)
+              f"k {cfg['k']} n {cfg['n']} bd {cfg['block_dim']}{' bias' if cfg['bias'] else ''} "
+              f"{time.monotonic() - t0:5.1f} s  {verdict}", flush=True)
         if not good:
             print("  replay: " + " ".join(cmd[:3]) + f" {sys.executable} launch/stress_qmrs.py --worker "
                   f"'{json.dumps(cfg)}'", flush=True)

@@ -19,8 +19,15 @@ source of this kernel is public: the skill describes it as an adaptation of the 
         while sch.GetTileIdx(blockIdx):           # mPos non-decreasing on a core (WINDOW_LEN 1)
           if !remoteFlagSet && mPos >= localFragBoundary:
             CrossCoreSetFlag<0x2, PIPE_FIX>(flagA); remoteFlagSet = true   # remote fragments done: PUT may start
-          SetL2Cache; slices; mmadFrag(17 args)   # FragmentSliceCopy<true> scatters C into staging
+          SetL2Cache; slices; mmadFrag(17 args)   # FragmentSliceCopy<true> scatters C into staging;
+                                                  # gmBias (1, curN) at nPos, or a null tensor
         if !remoteFlagSet: CrossCoreSetFlag<0x2, PIPE_FIX>(flagA)          # 兜底: a core with no local tile
+
+Bias (seed 000 §4.7 推论 2: optional, "bias 在各卡本地 matmul 内完成"; development.md §3.1 #6 budgets it on the
+host): `mmadFrag.Init(..., isBias, ...)` with isBias = a bias was given, and each tile passes the (1, curN) slice
+of the (1, N) float32 bias at nPos (seed 000 §5.1: Bias layout `MakeFrameLayout<NDExtLayoutPtn>(1, N)`);
+`qmm_mx_block_mmad_fragment.h` (hicann/ops-transformer 3e6c8dc4de) copies it GM -> L1 at iter0 0, L1 -> bias
+table at iter1 0 and starts that MMAD from it (init_with_zero false). Each C row gets it once, in its round.
 
 No wait: computing does not depend on communication (seed 000 §7.2 table). The impl Sets flagB after each
 round (`quant_matmul_reduce_scatter_rounds_impl.py`).
@@ -82,6 +89,7 @@ class RsFragParams:
     scaleBytesPerMRow: int
     cBytesPerM: int
     tileMOffset: int
+    biasGM: GmAddr | None = None   # the (1, N) float32 bias; None: isBias 0 (seed 000 §4.7 推论 2: optional)
 
 
 def local_last_order(rankSize: int, rankId: int) -> list[int]:
@@ -105,6 +113,8 @@ class QmmMxKernelRsFrag:
         self.MakeLayoutB = FrameLayoutFormat(DNExtLayoutPtn, C0_SIZE_B8)
         self.MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn, SCALE_C0)
         self.MakeLayoutC = FrameLayoutFormat(NDExtLayoutPtn)
+        self.MakeLayoutBias = FrameLayoutFormat(NDExtLayoutPtn)   # seed 000 §5.1: Bias (1, N) NDExt
+        self.BiasType = BlockMmadFragC.BiasType
         self.cFragAddrs_: list[Any] = [None] * MAX_FRAGMENT_COUNT
         self.addrListA_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
         self.addrListScale_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
@@ -126,7 +136,8 @@ class QmmMxKernelRsFrag:
         if self.mmadFrag is None:
             self.mmadFrag = self.BlockMmadFragC(self.ctx)
         self.mmadFrag.Init(problemShape, (mmT.baseM, mmT.baseN, mmT.baseK, 0),
-                           L1Params(mmT.stepK * mmT.baseK, mmT.scaleKL1, mmT.nBufferNum), False, mmT.dbL0c > 1)
+                           L1Params(mmT.stepK * mmT.baseK, mmT.scaleKL1, mmT.nBufferNum), params.biasGM is not None,
+                           mmT.dbL0c > 1)
         fragA, fragScaleA, fragC = self.BuildFragmentTensors(params)
         self.Process(params, problemShape, sch, fragA, fragScaleA, fragC)
 
@@ -160,6 +171,8 @@ class QmmMxKernelRsFrag:
         gmB = MakeTensor(MakeMemPtr(p.bGM, self.BType), self.MakeLayoutB(Ki, Ni), name="B")
         gmScaleB = MakeTensor(MakeMemPtr(p.bScaleGM, E8M0_DTYPE), self.MakeLayoutScaleB(scaleKLen, Ni),
                               name="scaleB")
+        gmBias = (None if p.biasGM is None else
+                  MakeTensor(MakeMemPtr(p.biasGM, self.BiasType), self.MakeLayoutBias(1, Ni), name="bias"))
         if (sch.GetEndBlockIdx() + 1) * mmT.mTailTile * mmT.nTailTile <= ctx.GetBlockNum():
             sch.UpdateTailTile(mmT.mTailTile, mmT.nTailTile)
         headMainRows = p.rankSize * p.tileM
@@ -182,8 +195,9 @@ class QmmMxKernelRsFrag:
             blockA = fragA.Slice((mPos, 0), (curMtile, Ki))
             blockScaleA = fragScaleA.Slice((mPos, 0), (curMtile, scaleKLen))
             blockC = fragC.Slice((mPos, nPos), (curMtile, curNtile))
+            gmBlockBias = None if gmBias is None else gmBias.Slice((0, nPos), (1, curNtile))
             self.mmadFrag(blockA, gmB.Slice((0, nPos), (Ki, curNtile)), blockScaleA,
-                          gmScaleB.Slice((0, nPos), (scaleKLen, curNtile)), None, self.cFragAddrs_, p.mPerRank,
+                          gmScaleB.Slice((0, nPos), (scaleKLen, curNtile)), gmBlockBias, self.cFragAddrs_, p.mPerRank,
                           p.tileM, 1, 0, p.rankSize, Ni, singleShape, mPos, nPos, 0, blockC)
             self.tiles_done += 1
         if not remoteFlagSet:

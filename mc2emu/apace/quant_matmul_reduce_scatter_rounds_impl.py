@@ -110,6 +110,7 @@ class RsRoundsArgs:
     shmem: Shmem
     teamBarrier: TeamBarrier
     variant: RsKernelVariant = RsKernelVariant.SOURCE
+    biasGM: GmAddr | None = None    # float32 (1, N); None: no bias (isBias 0)
 
     @property
     def cBytesPerM(self) -> int:
@@ -159,7 +160,7 @@ class QuantMatmulReduceScatterRoundsImpl:
             tileMOffset = ct.tile_m_offset(t)
             params = RsFragParams(a.roundTilings[t], a.rankSize, a.rankId, ct.mSeg, curTileM, a.k, a.n, a.scaleKLen,
                                   a.aGM, a.aScaleGM, a.bGM, a.bScaleGM, a.stagingGm, a.k, a.scaleKLen,
-                                  a.cBytesPerM, tileMOffset)
+                                  a.cBytesPerM, tileMOffset, a.biasGM)
             self.mmKernel_(params)
             self.ctx.CrossCoreSetFlag(2, Pipe.PIPE_FIX, FLAG_B)
 

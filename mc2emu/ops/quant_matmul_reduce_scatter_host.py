@@ -50,6 +50,7 @@ from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     make_rs_comm_tiling,
     per_block_violations,
+    rounds_bias_violations,
     rounds_violations,
     rs_round_tiling,
 )
@@ -84,12 +85,20 @@ def run_qmrs(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.
     if problem.impl is QmrsImpl.PER_BLOCK:
         return _run_per_block(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim,
                               stats=stats, bias=bias)
-    return _run_rounds(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats)
+    return _run_rounds(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats,
+                       bias=bias)
 
 
 def _inputs(gm: Any, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray) -> tuple[Any, ...]:
     return tuple(gm.alloc(0, name, data=np.ascontiguousarray(a).view(np.uint8))
                  for name, a in (("x1", x1), ("x1_scale", x1_scale), ("x2", x2), ("x2_scale", x2_scale)))
+
+
+def _bias(gm: Any, bias: np.ndarray | None) -> Any:
+    """The (1, N) float32 bias in GM, or None (isBias 0)."""
+    if bias is None:
+        return None
+    return gm.alloc(0, "bias", data=np.ascontiguousarray(bias, dtype=np.float32).reshape(-1).view(np.uint8))
 
 
 def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray,
@@ -113,8 +122,7 @@ def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x
         x1_addr, x1s_addr, x2_addr, x2s_addr = _inputs(gm, x1, x1_scale, x2, x2_scale)
         workspace = gm.alloc(m * cBytesPerM, "workspace")
         y_addr = gm.alloc((m // R) * cBytesPerM, "y")
-        bias_addr = (None if bias is None else
-                     gm.alloc(0, "bias", data=np.ascontiguousarray(bias, dtype=np.float32).reshape(-1).view(np.uint8)))
+        bias_addr = _bias(gm, bias)
         BlockMmad = BlockMmadMx.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False), problem.elem,
                                          NDExtLayoutPtn, problem.b_elem, DNExtLayoutPtn, problem.out)
         BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, NDExtLayoutPtn,
@@ -144,8 +152,8 @@ def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x
 
 
 def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
-             opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None
-             ) -> tuple[np.ndarray, list[HazardReport]]:
+                opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None,
+                bias: np.ndarray | None = None) -> tuple[np.ndarray, list[HazardReport]]:
     R, rank = problem.rank_size, problem.rank
     m, k, n = problem.m, problem.k, problem.n
     # Tiling before any collective set-up: a refused tiling is refused on every rank (same shapes).
@@ -158,6 +166,11 @@ def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: 
         raise ConstraintError(rule, reason)
     tilings = tuple(rs_round_tiling(R * ct.tile_m(t), n, k, problem.elem, problem.b_elem, DAV_3510, used)
                     for t in range(ct.commTurn))
+    if bias is not None:
+        violations = rounds_bias_violations(tilings, problem.elem, DAV_3510)
+        if violations:
+            rule, reason = violations[0]
+            raise ConstraintError(rule, reason)
     scaleKLen = scale_k_len(k)
     cBytesPerM = n * BF16.itemsize
     with LaunchHarness(KERNEL_NAME, opts, comm=comm, platform=DAV_3510) as h:
@@ -165,6 +178,7 @@ def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: 
         x1_addr, x1s_addr, x2_addr, x2s_addr = _inputs(gm, x1, x1_scale, x2, x2_scale)
         staging = gm.alloc(m * cBytesPerM, "staging")
         y_addr = gm.alloc(ct.mSeg * cBytesPerM, "y")
+        bias_addr = _bias(gm, bias)
         BlockMmadFragC = QmmMxBlockMmadFragment.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False),
                                                          problem.elem, NDExtLayoutPtn, problem.b_elem,
                                                          DNExtLayoutPtn, problem.out)
@@ -176,7 +190,7 @@ def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: 
         team = TeamBarrier(h.world, jobs=TEAM_BARRIER_JOBS, name="qmrs_team_barrier")
         shmem = Shmem(h.world)
         args = RsRoundsArgs(rank, R, ct, tilings, k, n, scaleKLen, x1_addr, x1s_addr, x2_addr, x2s_addr, staging,
-                            y_addr, win.addr(0), shmem, team, cast(RsKernelVariant, problem.variant))
+                            y_addr, win.addr(0), shmem, team, cast(RsKernelVariant, problem.variant), bias_addr)
         res = h.launch(quant_matmul_reduce_scatter_rounds, used, ROUNDS_KERNEL_TYPE, args, BlockMmadFragC,
                        BlockScheduler)
         y = h.read(y_addr, problem.out.dtype, (ct.mSeg, n))

@@ -16,10 +16,10 @@ status handshake, a per-row reduction; it always ends with one unconsumed flag-9
 UNCONSUMED_FLAG, so with `check=True` it raises HazardError carrying y; kernel_variant "final_wait" adds the
 missing wait). `split`: "m" (every rank's full A, seed 000
 §4.7 "完整输入") or "k" (tensor parallel: x1 / x2 are rank j's K slice; ceil(K_slice / 64) must be even, so
-the logical K = R * K_slice is divisible by R). Bias, float32 (N,), is taken by impl="per_block": the shipped
-GemmUniversal adds it as the first L0C value of every tile when `isBias` is 1 (its ST launcher passes 0), so each
-rank's C_j = bf16(deq(A_j) deq(B_j) + bias_j); impl="rounds" refuses it (the design spec leaves it optional
-and says to declare it when absent; that kernel is emulated without one).
+the logical K = R * K_slice is divisible by R). Bias, float32 (N,), by both kernels: each rank's
+C_j = bf16(deq(A_j) deq(B_j) + bias_j), the bias the first L0C value of every tile (per_block: the shipped
+GemmUniversal with `isBias` 1, its ST launcher passes 0; rounds: seed 000 §4.7 推论 2, QmmMxBlockMmadFragment
+Init'ed with isBias), so y_r sums R biases; rounds refuses a tiling with no L1 room for it (RS-9).
 `kernel_variant` reproduces a hazard (`RsKernelVariant` / `PerBlockVariant`). With `check=True` error-severity
 hazards raise `HazardError` (its `.output` holds y); bad input raises `ConstraintError` naming the rule on every rank.
 """
@@ -120,13 +120,9 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         errs.append(("x1_scale shape", f"x1_scale must be (M, ceil(K/64), 2) = {(m, pairs, 2)}, got {x1_scale.shape}"))
     if x2_scale.shape != (n, pairs, 2):
         errs.append(("x2_scale shape", f"x2_scale must be (N, ceil(K/64), 2) = {(n, pairs, 2)}, got {x2_scale.shape}"))
-    if bias is not None:
-        if imp is not QmrsImpl.PER_BLOCK:
-            errs.append(("bias", "bias is taken by impl='per_block' only: the shipped GemmUniversal adds it in "
-                                 "L0C (isBias), the design-spec rounds kernel is emulated without one"))
-        elif np.asarray(bias).dtype != np.float32 or np.shape(bias) not in ((n,), (1, n)):
-            errs.append(("bias", f"bias must be float32 of shape (N,) = ({n},) (the kernel's (1, N) BiasType "
-                                 f"float tensor), got {np.asarray(bias).dtype} {np.shape(bias)}"))
+    if bias is not None and (np.asarray(bias).dtype != np.float32 or np.shape(bias) not in ((n,), (1, n))):
+        errs.append(("bias", f"bias must be float32 of shape (N,) = ({n},) (the kernel's (1, N) BiasType "
+                             f"float tensor), got {np.asarray(bias).dtype} {np.shape(bias)}"))
     shape_errs = qmrs_shape_violations(m, k, n, rank_size)
     if spl is QmrsSplit.K:
         # §4.7 item 4: the TP reading also needs k % R == 0 and ceil(k / R / 64) even for the logical k = R * K.

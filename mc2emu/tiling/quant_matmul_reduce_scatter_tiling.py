@@ -21,11 +21,13 @@ for R >= 4 (256 for R = 3, between the two), capped at mSeg, raised to >= ceil(m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from mc2emu.arch.platform import DAV_3510, PlatformSpec
+from mc2emu.blaze.gemm.block.block_mmad_mx_l1_layout import L1BufferOffsets
 from mc2emu.numerics import ElemFormat
-from mc2emu.numerics.constants import MX_GROUP_SIZE, MXFP_DIVISOR_SIZE
+from mc2emu.numerics.constants import MX_GROUP_SIZE, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat
 
@@ -37,6 +39,10 @@ if TYPE_CHECKING:
 MAX_ROUNDS = 15
 # development.md §3.1 #8: R * T <= 32 (MAX_FRAGMENT_COUNT of the FragmentTensor).
 MAX_RANK_ROUNDS = 32
+# development.md §3.1 #6: the bias is float32 (BiasType), one (1, baseN) slot per scale buffer in L1 and in the
+# bias table (`biasBufId_ = scaleL1BufId`, BT offset baseN * biasBufId * 4).
+BIAS_BYTES = 4
+BIAS_TABLE_SLOTS = 2
 # development.md §5.6: row granularity of headMSize and of a tail round (Blaze's minimum row granule).
 ROW_ALIGN = 16
 # development.md §3.1 #7: one round's chunk to one peer must stay <= 512 KiB (UDMA intermittent FAIL above).
@@ -151,6 +157,51 @@ def rounds_violations(ct: RsCommTiling, n: int, rank_size: int, used: int | None
         if used > platform.aic_count:
             out.append(("RS-8 block_dim <= AIC count", f"block_dim {used} > {platform.aic_count} AICs"))
     return out
+
+
+class _RoundL1Map(L1BufferOffsets):
+    """The L1 map `QmmMxBlockMmadFragment.Init` lays out for one round's tiling (streamed A, the Init state the
+    rounds kernel passes: kL1 = stepK * baseK, scaleKL1, nBufferNum), computed on the host by the block's own
+    `InitNoneFullLoadL1BufferOffsets`."""
+
+    def __init__(self, t: QuantMatmulTilingData, elem: ElemFormat, platform: PlatformSpec) -> None:
+        self.T: Any = SimpleNamespace(AType=elem)   # the block's template: only its AType is read
+        self.TOTAL_L1_SIZE = platform.l1_size
+        self.kL1_ = t.stepK * t.baseK
+        self.scaleKL1_ = t.scaleKL1
+        self.l1BufNum_ = t.nBufferNum
+        self.baseM_, self.baseN_ = t.baseM, t.baseN
+
+    def end(self, isBias: bool) -> int:
+        """The end of the last buffer (Init's biasL1OneBuffer = baseN * sizeof(float) with a bias, else 0)."""
+        scaleBL1OneBuffer = self.baseN_ * CeilDiv(self.scaleKL1_, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
+        regions = self.InitNoneFullLoadL1BufferOffsets(
+            self.baseM_, self.l1BufNum_ >> 1, (self.baseN_ * self.kL1_) >> (1 if self.T.AType.is_fp4 else 0),
+            scaleBL1OneBuffer,
+            self.baseN_ * BIAS_BYTES if isBias else 0)
+        return max(off + size for _, off, size in regions if size > 0)
+
+
+def rounds_bias_violations(tilings: tuple[QuantMatmulTilingData, ...], elem: ElemFormat,
+                           platform: PlatformSpec = DAV_3510) -> list[tuple[str, str]]:
+    """development.md §3.1 #6 (\"新增输入 buffer 预算（bias 等 L1/BT 兜底核算）\", else L1 / BT overflow): with a
+    bias, QmmMxBlockMmadFragment reserves baseN * 4 bytes of L1 per scale buffer after ScaleB, and the bias
+    table holds two (1, baseN) float slots. The SWAT tiling emulated here fills L1 without that reserve (the
+    revision with `SetBiasInfo` is not emulated), so a round whose buffers already end at the L1 size (baseM =
+    baseN = 256, scaleKL1 = K = 8192) has no room for the bias: refused before the launch instead of the
+    block's Init overflowing L1 on every AIC."""
+    for t, tiling in enumerate(tilings):
+        l1 = _RoundL1Map(tiling, elem, platform)
+        end = l1.end(True)
+        if end > platform.l1_size:
+            return [("RS-9 bias L1/BT budget", f"round {t}: with a bias the L1 buffers of baseM {tiling.baseM}, "
+                                              f"baseN {tiling.baseN}, kL1 {l1.kL1_}, scaleKL1 {tiling.scaleKL1} end "
+                                              f"at {end} B > L1 {platform.l1_size} B (without it at {l1.end(False)})")]
+        bt = BIAS_TABLE_SLOTS * tiling.baseN * BIAS_BYTES
+        if bt > platform.bias_table_size:
+            return [("RS-9 bias L1/BT budget", f"round {t}: two (1, {tiling.baseN}) float bias slots need {bt} B > "
+                                              f"the {platform.bias_table_size} B bias table")]
+    return []
 
 
 def per_block_violations(rank_size: int, used: int, platform: PlatformSpec = DAV_3510) -> list[tuple[str, str]]:

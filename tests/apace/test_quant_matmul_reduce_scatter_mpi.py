@@ -4,9 +4,12 @@ blocks), signed inputs with cancellation across ranks (the FP32 order over ranks
 another order, or without the bf16 staging, differ), bitwise reproducibility under seeded perturbation,
 refusals on every rank, and the reproduced hazards with what each report names."""
 
+from collections import defaultdict
+
 import numpy as np
 import pytest
 
+from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.quant_matmul_reduce_scatter_golden import (
     gen_qmrs_signed_inputs,
     gen_qmrs_st_inputs,
@@ -15,6 +18,8 @@ from mc2emu.ops.quant_matmul_reduce_scatter_golden import (
     golden_reduce_scatter,
 )
 from mc2emu.ops.quant_matmul_reduce_scatter_op import quant_matmul_reduce_scatter
+from mc2emu.predict import PredictRecorder, gather_records
+from mc2emu.predict.ordering import event_order
 from mc2emu.runtime import ConstraintError, HazardError, PerturbPolicy
 
 TIMEOUT = 60.0
@@ -79,6 +84,85 @@ def test_rounds_kernel_matches_the_golden_bitwise(case):
         assert (ct.headMSize, ct.headCnt, ct.tailMSize, ct.tailCnt) == (32, 1, 16, 1)
 
 
+def round_overlap(order, R, block_dim, T):
+    """Per rank, from the happens-before relation of the recorded run: the AIC MMADs of each round, split at the
+    round's flagA Set (flag 0) of their AIC, the flagB Sets (flag 1) ending each round, and the reduce cores'
+    GM accesses (the first block_dim - R AIVs), each attributed to round (flagB Waits before it) - 1. Returns
+    (problems, {round t: (MMADs of t + 1 before its reductions, MMADs of t + 1 concurrent with them)})."""
+    cores = defaultdict(list)
+    for pos, r in enumerate(order.records):
+        cores[(r.rank, r.core)].append((pos, r))
+    problems, pairs = [], defaultdict(lambda: [0, 0])
+    for rank in range(R):
+        mmads = defaultdict(lambda: ([], []))      # round -> (before flagA, after flagA)
+        flag_b = defaultdict(list)
+        for i in range(block_dim):
+            t, after_a = 0, 0
+            for pos, r in cores[(rank, f"AIC{i}")]:
+                if r.kind == "flag_set" and r.obj == "flag0":
+                    after_a = 1
+                elif r.kind == "flag_set" and r.obj == "flag1":
+                    flag_b[t].append(order.node_of[pos])
+                    t, after_a = t + 1, 0
+                elif r.kind == "mmad":
+                    mmads[t][after_a].append(order.node_of[pos])
+        reductions = defaultdict(list)
+        for i in range(block_dim - R):
+            waited_b = 0
+            for pos, r in cores[(rank, f"AIV{i}")]:
+                if r.kind == "flag_raise" and r.obj == f"AIV{i}.flag1" and r.extra.get("consumed"):
+                    waited_b += 1
+                elif r.kind in ("gm_read", "gm_write") and pos in order.node_of:
+                    reductions[waited_b - 1].append(order.node_of[pos])
+        if sorted(reductions) != list(range(T)) or sorted(flag_b) != list(range(T)):
+            problems.append(f"rank {rank}: reductions of rounds {sorted(reductions)}, flagB of {sorted(flag_b)}")
+            continue
+        for t in range(T):
+            for e in reductions[t]:
+                if not all(order.before(s, e) for s in flag_b[t]):
+                    problems.append(f"rank {rank}: a round-{t} reduction is not after every flagB({t}) Set")
+                if t + 1 == T:
+                    continue
+                early, late = mmads[t + 1]
+                later = [u for tt in range(t + 2, T) for u in mmads[tt][0] + mmads[tt][1]]
+                if not all(order.before(u, e) for u in early):
+                    problems.append(f"rank {rank}: a round-{t + 1} MMAD before flagA({t + 1}) does not precede a "
+                                    f"round-{t} reduction")
+                if not all(order.concurrent(u, e) for u in late + later):
+                    problems.append(f"rank {rank}: a round-{t} reduction is ordered with a MMAD it should overlap "
+                                    f"(round {t + 1} after its flagA, or a later round)")
+                pairs[t][0] += len(early)
+                pairs[t][1] += sum(order.concurrent(u, e) for u in late)
+    return problems[:4], {t: tuple(v) for t, v in sorted(pairs.items())}
+
+
+@pytest.mark.mpi(min_size=2)
+def test_rounds_reduction_overlaps_the_next_rounds_matmul_by_happens_before():
+    """Issue 18 item 6, asserted on the synchronization instead of on timing. From the recorded events and their
+    happens-before edges (`mc2emu.predict.ordering`: program order, flag rounds, SyncAll, TeamBarrier, puts and
+    quiets of every rank), with T = 3 rounds: the reduction of round t (run in AIV iteration t + 1, after the
+    SyncAll that follows CrossCoreWaitFlag(flagA of round t + 1)) comes after every flagB Set of round t and after
+    the MMADs of round t + 1 that precede flagA on their AIC (the remote fragments), and is concurrent with the
+    MMADs of round t + 1 after flagA (the own fragment, localLast) and with every MMAD of the rounds after: the AIC
+    never waits for the AIVs, so nothing orders them and the device may overlap them. A kernel that serialized
+    the rounds (flagA only at the end of a round, or the AIC waiting for a reduction) fails here."""
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    seg, head, n, block_dim = 96, 32, 40, R + 2    # baseM 32 at R = 2, 4, 8: the own fragment has its own tiles
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
+    rec, stats = PredictRecorder(), {}
+    y = run(inp, head_m_size=head, block_dim=block_dim, observers=(rec,), stats=stats)
+    T = stats["launch"].comm_tiling.commTurn
+    assert T == 3
+    got = gather_records(comm, rec, root=0)
+    verdict = round_overlap(event_order(got), R, block_dim, T) if rank == 0 else None
+    problems, pairs = comm.bcast(verdict, root=0)
+    assert problems == []
+    assert sorted(pairs) == [0, 1], pairs
+    assert all(before > 0 and concurrent > 0 for before, concurrent in pairs.values()), pairs
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), "y with the recorder attached")
+
+
 @pytest.mark.mpi(min_size=2)
 def test_signed_cancellation_follows_the_ascending_fp32_order():
     """Even ranks carry 2^20 scales, odd ranks 2^0: the FP32 sum over ranks drops low bits. The kernel equals
@@ -115,6 +199,59 @@ def test_bitwise_identical_across_perturbation_seeds():
         assert_all_ranks(comm, np.array_equal(bits(out), bits(ref)), f"perturbation seed {seed}")
 
 
+def wrong_bias_goldens(bias_all, n_block):
+    """Goldens a wrong bias path would match: none, twice, another rank's, or every N block given the bias
+    columns of the first block (a slice at column 0)."""
+    R = len(bias_all)
+    col0 = [np.resize(b[:n_block], b.shape) for b in bias_all]
+    return {"no bias": None, "doubled bias": [2 * b for b in bias_all],
+            "the next rank's bias": [bias_all[(j + 1) % R] for j in range(R)], "bias columns of block 0": col0}
+
+
+@pytest.mark.mpi(min_size=2)
+def test_rounds_bias_is_added_once_per_rank_before_the_bf16_staging():
+    """impl="rounds" with a float32 (N,) bias per rank (seed 000 §4.7 推论 2: bias inside each rank's local
+    matmul): QmmMxBlockMmadFragment (Init isBias) loads the (1, curN) slice at the tile's nPos into the bias
+    table and the first MMAD of the tile starts from it, so C_j = bf16(deq(A_j) deq(B_j) + bias_j) in staging
+    and y_r sums R biases. Two rounds (T = 2) of R * 16 rows; N = 300 gives two N blocks (nPos 0 and 256).
+    Integer biases of C's magnitude keep the FP32 sums exact and change the bf16 roundings, so a missing,
+    doubled, rank-swapped or column-shifted bias gives another y (checked against those goldens too)."""
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    seg, n = 32, 300
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
+    bias = np.random.default_rng(11 + rank).integers(-4096, 4096, n).astype(np.float32)
+    stats = {}
+    y = run(inp, head_m_size=16, bias=bias, stats=stats)
+    assert stats["launch"].comm_tiling.commTurn == 2
+    n_block = stats["launch"].round_tilings[0].baseN
+    assert n_block < n, "two N blocks"
+    bias_all = comm.allgather(bias)
+    g = golden(comm, inp, bias_all=bias_all)
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(g)), "rounds with bias")
+    for what, other in wrong_bias_goldens(bias_all, n_block).items():
+        wrong = golden(comm, inp, bias_all=other)
+        differs = comm.allgather(not np.array_equal(bits(wrong), bits(g)))
+        assert any(differs), f"the {what} golden should differ from the kernel's y somewhere"
+
+
+@pytest.mark.mpi(min_size=2)
+def test_rounds_bias_over_the_l1_budget_is_refused_on_every_rank():
+    """development.md §3.1 #6: one round of 256 x 256 blocks with K = 8192 fills L1 without a bias; with one the
+    host refuses (rule RS-9) before launching. Zero inputs: nothing runs."""
+    import ml_dtypes
+
+    comm = world()
+    R = comm.Get_size()
+    m, k, n, block_dim = 256 * CeilDiv(R + 1, 2), 8192, 512, R + 1   # >= block_dim tiles: no AdjustBasicBlock
+    inp = {"x1": np.zeros((m, k), ml_dtypes.float8_e4m3fn), "x2": np.zeros((n, k), ml_dtypes.float8_e4m3fn),
+           "x1_scale": np.ones((m, k // 64, 2), ml_dtypes.float8_e8m0fnu),
+           "x2_scale": np.ones((n, k // 64, 2), ml_dtypes.float8_e8m0fnu)}
+    with pytest.raises(ConstraintError) as info:
+        run(inp, head_m_size=m // R, block_dim=block_dim, bias=np.zeros(n, np.float32))
+    assert info.value.rule == "RS-9 bias L1/BT budget"
+
+
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize(("shape", "kwargs", "rule"), [
     ((1, 128, 32), {}, "QMRS-1 M % R == 0"),                           # M = R * 16 + 1
@@ -122,7 +259,7 @@ def test_bitwise_identical_across_perturbation_seeds():
     ((16, 192, 32), {"split": "k"}, "QMRS-TP ceil(k/R/64) even"),
     ((256, 128, 32), {"head_m_size": 16}, "RS-4 T <= 15"),             # mSeg 256 / 16 = 16 rounds
     ((48, 128, 32), {"head_m_size": 24}, "RS-2 head_m_size % 16 == 0"),
-    ((16, 128, 32), {"bias": np.zeros(32, np.float32)}, "bias"),
+    ((16, 128, 32), {"bias": np.zeros(32, np.float64)}, "bias"),
     ((16, 128, 32), {"out_dtype": "float16"}, "out_dtype"),
     ((16, 128, 32), {"impl": "nope"}, "impl"),
 ])

@@ -5,11 +5,15 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from mc2emu.arch.platform import DAV_3510
+from mc2emu.numerics import ElemFormat
 from mc2emu.ops.quant_matmul_reduce_scatter_golden import golden_reduce_scatter
 from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     default_head_m_size,
     make_rs_comm_tiling,
+    rounds_bias_violations,
     rounds_violations,
+    rs_round_tiling,
 )
 
 
@@ -47,6 +51,23 @@ def test_rounds_and_tail():
 def test_rounds_violations_name_the_rule(m, R, head, n, used, rule):
     errs = rounds_violations(make_rs_comm_tiling(m, R, head), n, R, used)
     assert errs and errs[0][0] == rule
+
+
+@pytest.mark.parametrize(("rows", "n", "k", "used", "refused"), [
+    (512, 512, 8192, 4, True),    # baseM = baseN = 256, kL1 256, scaleKL1 8192: the buffers end at the L1 size
+    (512, 512, 4096, 4, False),   # scaleKL1 4096: 64 KiB to spare
+    (256, 256, 8192, 4, False),   # one tile for 4 cores: AdjustBasicBlock halves the block, room again
+])
+def test_rounds_bias_needs_its_l1_buffers(rows, n, k, used, refused):
+    """development.md §3.1 #6: with a bias the fragment block reserves baseN * 4 B of L1 after each ScaleB
+    buffer; the host refuses a round tiling that leaves no room (the block's Init would overflow L1)."""
+    t = rs_round_tiling(rows, n, k, ElemFormat.E4M3, ElemFormat.E4M3, DAV_3510, used)
+    errs = rounds_bias_violations((t, t), ElemFormat.E4M3, DAV_3510)
+    if not refused:
+        assert errs == []
+        return
+    assert [rule for rule, _ in errs] == ["RS-9 bias L1/BT budget"]
+    assert "round 0" in errs[0][1] and "end at 525312 B > L1 524288 B (without it at 524288)" in errs[0][1]
 
 
 def test_golden_reduction_rounds_each_term_and_keeps_the_order():
