@@ -35,6 +35,18 @@ Hazard variants (`AgKernelVariant`), reproduced and reported:
   constraint 2): the kernel reports ADDR_LIST_UPDATED_EARLY (core, round, the flag not yet waited). On the
   device the previous tile's MTE2 may still read through the list; here copies are synchronous, so the data
   stay right and only the report shows it.
+Slot ring (`enableBufferReuse = true` with `UrmaBufferSync`, the class at commit 67a83540d75e, hicann/
+ops-transformer 67a83540d75ec60a1809a5d672659b72c04022f9; `ProcessBufferReuse`): `Acquire(0)` first, then
+rounds in order from readyTileIdx -1: before acquiring round r + 1 the AIC releases round r
+(`Release(GetRoundSlotIdx(r) + 1)` = `CrossCoreSetFlag<2, PIPE_FIX>`) when r < commTurn - slotNum (the last
+slotNum rounds are never overwritten), acquires `GetNextSlot().slotIdx + 1` (`CrossCoreWaitFlag<2, PIPE_MTE2>`)
+and takes the data / scale slot offsets from its own channel cursors; MAIN tiles read A and scaleA as plain
+tensors at the slot offset (the R - 1 remote tiles packed by remote index, so regionMPos is the row in the
+slot; the fragment mmad copies them with one `copy`, `CopyGmToL1`), only the MAIN C fragment is built and
+moved; TAIL (round tileCnt) is addressed by hand: data slot tileCnt % slotNum, scale slot tileCnt, remote index
+r - 1 above this rank. That commit also takes a bias (`params.isBias`) and `MAX_RANK_SIZE` 16: the emulation
+keeps isBias false and R <= 8 (the AG tiling's rule).
+
 A block that straddles two regions (small m, or AdjustBasicBlock's baseM) is resolved by its first row, as
 the source does; its rows past the region's fragments are reported by the FragmentSliceCopy
 (FRAGMENT_OUT_OF_RANGE) and those C rows are never written.
@@ -441,14 +453,10 @@ class AllGatherQbmmMxKernel:
             self.tiles_done += 1
 
         # drain: every round acquired; the rounds whose slots are written again released (a core with no tile
-        # that left them unreleased would leave the writer waiting forever)
+        # that left them unreleased would leave the writer waiting forever). The source repeats the loop body
+        # here (without the scale cursor, which nothing reads after it).
         while readyTileIdx < commTurnI - 1:
-            if 0 <= readyTileIdx < commTurnI - dataSlotNum:
-                self.bufferSyncMgr_.Release(self.dataChannel_.GetRoundSlotIdx(readyTileIdx) + 1)
-            readyTileIdx += 1
-            dataSlot = self.dataChannel_.GetNextSlot()
-            self._acquire(dataSlot.slotIdx + 1)
-            self.readyRound_ = readyTileIdx
+            advance()
 
     def _build_or_update(self, params: Params, tctx: TileCtx) -> None:
         """MAIN / TAIL fragment tensors built on first use (MAIN addresses moved when the round changes);
