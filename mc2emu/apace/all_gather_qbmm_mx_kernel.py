@@ -437,10 +437,15 @@ class AllGatherQbmmMxKernel:
             if tctx.region == RegionTag.MAIN:
                 # MAIN reads the slot contiguously: the R - 1 remote tiles packed by remote index, so
                 # regionMPos is the row inside the slot (data slots wrap, scale slots do not).
+                # The source's layout has mainRoundRows rows; its slice is not bounds-checked, so a block that
+                # crosses the round's end (small m, AdjustBasicBlock's baseM) reads on past the slot (the next
+                # slot, the scale region): the emulated layout is widened to let that read through, the host
+                # pads the window by baseM rows, and the C scatter drops those rows (FRAGMENT_OUT_OF_RANGE).
+                slotRows = max(mainRoundRows, tctx.regionMPos + curMtile)
                 gmA = MakeTensor(MakeMemPtr(params.winDataBase + dataSlotOffset, self.AType),
-                                 self.MakeLayoutA(mainRoundRows, Ki), name="winA")
+                                 self.MakeLayoutA(slotRows, Ki), name="winA")
                 gmScaleA = MakeTensor(MakeMemPtr(params.winScaleBase + scaleSlotOffset, E8M0_DTYPE),
-                                      self.MakeLayoutScaleA(mainRoundRows, scaleKLen), name="winScaleA")
+                                      self.MakeLayoutScaleA(slotRows, scaleKLen), name="winScaleA")
                 blockA: Any = gmA.Slice((tctx.regionMPos, 0), (curMtile, Ki))
                 blockScaleA: Any = gmScaleA.Slice((tctx.regionMPos, 0), (curMtile, scaleKLen))
             else:

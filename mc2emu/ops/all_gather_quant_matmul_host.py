@@ -104,7 +104,10 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
             # URMA impl: bufferCount_ data slots, then commTurn scale slots (R - 1 packed remote tiles each)
             dataSlot, scaleSlot = slot_sizes(fp, rowBytes, scaleRowBytes)
             slots = normalized_slot_num(problem.slot_num, ct.commTurn)
-            dataRegionBytes, winBytes = slots * dataSlot, slots * dataSlot + ct.commTurn * scaleSlot
+            # + baseM rows: a MAIN block crossing its round's end reads on past the last slot (the source's
+            # plain-tensor slice is unchecked; on the device the rows land past the window's used part)
+            dataRegionBytes = slots * dataSlot
+            winBytes = dataRegionBytes + ct.commTurn * scaleSlot + mm.baseM * rowBytes
         else:
             dataRegionBytes = R * m * rowBytes
             winBytes = dataRegionBytes + R * m * scaleRowBytes + pad * scaleRowBytes

@@ -264,13 +264,18 @@ def validate(case: Case, size: int) -> list[str]:
     return out
 
 
-# `--predict` sweep: wait order x block_dim (the seed protocol; the slot ring is not emulated yet).
+# `--predict` sweep: the window protocol (the seed's two wait orders; the slot ring with one slot and with
+# commTurn slots, i.e. no reuse) x block_dim.
 PREDICT_BLOCK_DIMS = (8, 16, 32)
+PREDICT_SLOT_NUMS = (1, 0)
 
 
 def predict_knobs(shape: Shape, size: int) -> list[Knob]:
-    return [Knob(AGMode(wo), bd, {"wait": wo.value, "block_dim": bd})
-            for wo in WaitOrder for bd in PREDICT_BLOCK_DIMS if bd >= size]
+    windows = [(AGMode(wo), f"seed {wo.value}") for wo in WaitOrder]
+    windows += [(AGMode(None, protocol=AgProtocol.SLOT_RING, slot_num=s), f"slot_ring {s or 'commTurn'}")
+                for s in PREDICT_SLOT_NUMS]
+    return [Knob(mode, bd, {"window": name, "block_dim": bd})
+            for mode, name in windows for bd in PREDICT_BLOCK_DIMS if bd >= size]
 
 
 SPEC = OperatorSpec(
