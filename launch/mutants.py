@@ -58,6 +58,7 @@ DIAG = "tests/runtime/test_diagnoses.py"
 GMM = "tests/ops/test_grouped_matmul_mx.py"
 GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
 GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
+GMM_BLAZE = "tests/ops/test_grouped_matmul_blaze.py"
 PREDICT_COST = "tests/predict/test_cost_model.py"
 PREDICT_REPLAY = "tests/predict/test_replay.py"
 PREDICT_KNOBS = "tests/predict/test_predict_knobs.py"
@@ -166,6 +167,29 @@ MUTANTS: list[Mutant] = [
     Mutant("GMM tail split also when fewer than half the cores are free", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
            "return bs.GetEndBlockIdx() + 1 <= (bs.blockNum_ >> 1)", "return bs.GetEndBlockIdx() + 1 <= bs.blockNum_",
            serial=(f"{GMM}::test_tail_split_needs_half_the_cores_free", GMM_SCHED)),
+    # -- grouped_matmul_mx variants: the IS_BLAZE kernel (kernel_qgmm_mx.h / block_mmad_qgmm_mx.h) and the sample ----
+    Mutant("GMM Blaze BlockMmad: unitFlag by baseK (CGMCT's rule)", "mc2emu/blaze/gemm/block/block_mmad_qgmm_mx.py",
+           "isFinal = absKOffset + tile.curKL0 >= self.k_", "isFinal = absKOffset + self.baseK_ >= self.k_",
+           serial=(f"{GMM_BLAZE}::test_unitflag_rule_on_a_short_inner_step",)),
+    Mutant("GMM variant blaze runs CGMCT's BlockMmad", "mc2emu/ops/grouped_matmul_mx_host.py",
+           "Mmad = BlockMmadQgmmMx if p.variant is TailSplitVariant.BLAZE else BlockMmadMxCgmct",
+           "Mmad = BlockMmadMxCgmct",
+           serial=(f"{GMM_BLAZE}::test_unitflag_rule_on_a_short_inner_step",)),
+    Mutant("GMM Blaze kernel: the sample's tail alignments", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
+           "bs.SetTailAlign(1, BLOCK_CUBE if self.transB else self.c0Size)  # Blaze split-M",
+           "bs.SetTailAlign(BLOCK_CUBE, BLOCK_CUBE if self.transB else INNER_AXIS_MIN_SPLIT_VAL)",
+           serial=(GMM_BLAZE,)),
+    Mutant("GMM Blaze kernel: count-only refusal of the sample", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
+           "if self.variant is TailSplitVariant.BLAZE_SAMPLE and", "if self.variant is not TailSplitVariant.CGMCT and",
+           serial=(f"{GMM_BLAZE}::test_blaze_reads_every_group_list_type",)),
+    Mutant("GMM Blaze scheduler: CGMCT's minimum pieces", "mc2emu/blaze/gemm/block/block_scheduler_gmm_aswt.py",
+           "blaze = self.variant_ is not TailSplitVariant.CGMCT",
+           "blaze = self.variant_ is TailSplitVariant.BLAZE_SAMPLE",
+           serial=(GMM_BLAZE,)),
+    Mutant("GMM Blaze BlockMmad: B-major passes A's start as B's", "mc2emu/blaze/gemm/block/block_mmad_qgmm_mx.py",
+           "self.Iterate(tile, aL1BufId, bL1BufId, scaleL1BufId, kInner, kOuter, 0, kInner - kOuter,",
+           "self.Iterate(tile, aL1BufId, bL1BufId, scaleL1BufId, kOuter, kOuter, 0, kInner - kOuter,",
+           serial=(GMM_BLAZE,)),
     # -- runtime ---------------------------------------------------------------------------------------------
     Mutant("atomic add overwrites", "mc2emu/runtime/gm.py",
            "dst[...] = (dst.astype(np.float32) + value.astype(np.float32)).astype(dtype)",
