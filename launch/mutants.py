@@ -40,6 +40,9 @@ A2A_MULTI = "tests/apace/test_a2a_multi_tile_mpi.py"
 HAZ_MPI = "tests/apace/test_hazard_checks_mpi.py"
 DIAG_MPI = "tests/apace/test_diagnoses_mpi.py"
 AG_MPI = "tests/apace/test_all_gather_quant_matmul_mpi.py"
+SLOT_MPI = "tests/apace/test_all_gather_slot_ring_mpi.py"
+AG_KERNEL = "mc2emu/apace/all_gather_qbmm_mx_kernel.py"
+AG_URMA = "mc2emu/apace/all_gather_mx_matmul_urma_impl.py"
 QMRS_MPI = "tests/apace/test_quant_matmul_reduce_scatter_mpi.py"
 QMRS_TILING = "tests/tiling/test_quant_matmul_reduce_scatter_tiling.py"
 QMRS_ROUNDS = "mc2emu/apace/quant_matmul_reduce_scatter_rounds_impl.py"
@@ -55,6 +58,7 @@ DIAG = "tests/runtime/test_diagnoses.py"
 GMM = "tests/ops/test_grouped_matmul_mx.py"
 GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
 GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
+GMM_BLAZE = "tests/ops/test_grouped_matmul_blaze.py"
 PREDICT_COST = "tests/predict/test_cost_model.py"
 PREDICT_REPLAY = "tests/predict/test_replay.py"
 PREDICT_KNOBS = "tests/predict/test_predict_knobs.py"
@@ -163,6 +167,29 @@ MUTANTS: list[Mutant] = [
     Mutant("GMM tail split also when fewer than half the cores are free", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
            "return bs.GetEndBlockIdx() + 1 <= (bs.blockNum_ >> 1)", "return bs.GetEndBlockIdx() + 1 <= bs.blockNum_",
            serial=(f"{GMM}::test_tail_split_needs_half_the_cores_free", GMM_SCHED)),
+    # -- grouped_matmul_mx variants: the IS_BLAZE kernel (kernel_qgmm_mx.h / block_mmad_qgmm_mx.h) and the sample ----
+    Mutant("GMM Blaze BlockMmad: unitFlag by baseK (CGMCT's rule)", "mc2emu/blaze/gemm/block/block_mmad_qgmm_mx.py",
+           "isFinal = absKOffset + tile.curKL0 >= self.k_", "isFinal = absKOffset + self.baseK_ >= self.k_",
+           serial=(f"{GMM_BLAZE}::test_unitflag_rule_on_a_short_inner_step",)),
+    Mutant("GMM variant blaze runs CGMCT's BlockMmad", "mc2emu/ops/grouped_matmul_mx_host.py",
+           "Mmad = BlockMmadQgmmMx if p.variant is TailSplitVariant.BLAZE else BlockMmadMxCgmct",
+           "Mmad = BlockMmadMxCgmct",
+           serial=(f"{GMM_BLAZE}::test_unitflag_rule_on_a_short_inner_step",)),
+    Mutant("GMM Blaze kernel: the sample's tail alignments", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
+           "bs.SetTailAlign(1, BLOCK_CUBE if self.transB else self.c0Size)  # Blaze split-M",
+           "bs.SetTailAlign(BLOCK_CUBE, BLOCK_CUBE if self.transB else INNER_AXIS_MIN_SPLIT_VAL)",
+           serial=(GMM_BLAZE,)),
+    Mutant("GMM Blaze kernel: count-only refusal of the sample", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
+           "if self.variant is TailSplitVariant.BLAZE_SAMPLE and", "if self.variant is not TailSplitVariant.CGMCT and",
+           serial=(f"{GMM_BLAZE}::test_blaze_reads_every_group_list_type",)),
+    Mutant("GMM Blaze scheduler: CGMCT's minimum pieces", "mc2emu/blaze/gemm/block/block_scheduler_gmm_aswt.py",
+           "blaze = self.variant_ is not TailSplitVariant.CGMCT",
+           "blaze = self.variant_ is TailSplitVariant.BLAZE_SAMPLE",
+           serial=(GMM_BLAZE,)),
+    Mutant("GMM Blaze BlockMmad: B-major passes A's start as B's", "mc2emu/blaze/gemm/block/block_mmad_qgmm_mx.py",
+           "self.Iterate(tile, aL1BufId, bL1BufId, scaleL1BufId, kInner, kOuter, 0, kInner - kOuter,",
+           "self.Iterate(tile, aL1BufId, bL1BufId, scaleL1BufId, kOuter, kOuter, 0, kInner - kOuter,",
+           serial=(GMM_BLAZE,)),
     # -- runtime ---------------------------------------------------------------------------------------------
     Mutant("atomic add overwrites", "mc2emu/runtime/gm.py",
            "dst[...] = (dst.astype(np.float32) + value.astype(np.float32)).astype(dtype)",
@@ -228,15 +255,52 @@ MUTANTS: list[Mutant] = [
            "        tailCOff = tailRowOff * params.cBytesPerM", "        tailCOff = 0",
            mpi=(AG_MPI,)),
     Mutant("AG: UpdateAddrList-before-wait check removed", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
-           "        if dep not in self._waitedIds:", "        if False:",
+           "        elif dep in self._waitedIds:\n            return", "        elif True:\n            return",
            mpi=(AG_MPI,)),
+    # -- AG slot ring (URMA impl, 67a83540d75e) ----------------------------------------------------------------
+    Mutant("AG slot ring: slot index without the flag-id modulo", "mc2emu/apace/basic/buffer_channel.py",
+           "        s = Slot(self.slotIdxRaw_ * self.slotSize_, self.slotIdxRaw_ % FLAG_ID_MODULO)",
+           "        s = Slot(self.slotIdxRaw_ * self.slotSize_, self.slotIdxRaw_)",
+           serial=("tests/apace/test_buffer_channel.py",)),
+    Mutant("AG slot ring: AIC releases one round too many", AG_KERNEL,
+           "            if 0 <= readyTileIdx < commTurnI - dataSlotNum:",
+           "            if 0 <= readyTileIdx <= commTurnI - dataSlotNum:", mpi=(SLOT_MPI,)),
+    Mutant("AG slot ring: AIC never releases", AG_KERNEL,
+           "                self.bufferSyncMgr_.Release(self.dataChannel_.GetRoundSlotIdx(readyTileIdx) + 1)",
+           "                pass", mpi=(SLOT_MPI,)),
+    Mutant("AG slot ring: AIC skips the acquire", AG_KERNEL,
+           "            self._acquire(dataSlot.slotIdx + 1)", "            pass", mpi=(SLOT_MPI,)),
+    Mutant("AG slot ring: MAIN reads slot 0 whatever the round", AG_KERNEL,
+           "gmA = MakeTensor(MakeMemPtr(params.winDataBase + dataSlotOffset, self.AType),",
+           "gmA = MakeTensor(MakeMemPtr(params.winDataBase, self.AType),", mpi=(SLOT_MPI,)),
+    Mutant("AG slot ring: a crossing MAIN block's read stops at the slot", AG_KERNEL,
+           "                slotRows = max(mainRoundRows, tctx.regionMPos + curMtile)",
+           "                slotRows = mainRoundRows", mpi=(SLOT_MPI,)),
+    Mutant("AG slot ring: TAIL data slot without the wrap", AG_KERNEL,
+           "dataSlotOff = (fp.tileCnt % self.dataChannel_.GetSlotNum())",
+           "dataSlotOff = (fp.tileCnt % (self.dataChannel_.GetSlotNum() + 1))", mpi=(SLOT_MPI,)),
+    Mutant("AG slot ring: AIV puts at its rank, not its packed remote index", AG_URMA,
+           "        remoteIdx = self.rankId_ - 1 if self.rankId_ > target else self.rankId_",
+           "        remoteIdx = self.rankId_", mpi=(SLOT_MPI,)),
+    Mutant("AG slot ring: AIV reuses a slot without the release wait", AG_URMA,
+           "                if not skipRelease:", "                if False:", mpi=(SLOT_MPI,)),
+    Mutant("AG slot ring: reserved flag 11 not reported with its slot", AG_URMA,
+           "        if flagId not in reserved or self._reservedReported:", "        if True:", mpi=(SLOT_MPI,)),
+    Mutant("HB: a reuse ordered after the read reported as a race", "mc2emu/check/happens_before.py",
+           "                    if after and prior:\n                        continue",
+           "                    if False:\n                        continue", mpi=(SLOT_MPI,)),
+    Mutant("HB: an overwriting put reported as a missing wait", "mc2emu/check/happens_before.py",
+           "                    if prior:\n                        q = prior[-1]",
+           "                    if False:\n                        q = prior[-1]", mpi=(SLOT_MPI,)),
+    Mutant("AG stress: a one-round slot-ring scenario is accepted", "mc2emu/check/stress_model.py",
+           "    if slots is not None and s.ag_comm_turn <= slots:", "    if False:",
+           serial=("tests/check/test_stress_units.py",)),
     Mutant("AG L2: B streams without the full-M gate", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
            "            gmB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if fullMBlock and bAlignForL2Stream",
            "            gmB.SetL2CacheHint(self.ctx, CacheMode.CACHE_MODE_DISABLE if bAlignForL2Stream",
            mpi=(AG_MPI,)),
     Mutant("AG: the wait_tile fault hook skips nothing", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
-           "            if faults.fault is Fault.SKIP_WAIT_TILE:\n                return",
-           "            if faults.fault is Fault.SKIP_WAIT_TILE:\n                pass",
+           "            return faults.fault is Fault.SKIP_WAIT_TILE", "            return False",
            serial=("tests/check/test_stress_jobs.py::test_ag_fault_is_caught",)),
     Mutant("AG stress: a skipped AG wait is expected clean", "mc2emu/check/stress_model.py",
            "    if inj in (Injection.EXTRA_SET_FLAG, Injection.SKIP_WAIT_TILE):\n        return \"UNCONSUMED_FLAG\"",
@@ -357,8 +421,8 @@ MUTANTS: list[Mutant] = [
            '            lines.append(f"      releaser {where} {who}: {st}")', "            pass",
            mpi=_existing(HAZ_MPI, DIAG_MPI)),
     Mutant("READ_BEFORE_WAIT names the reader as the putting core", "mc2emu/check/happens_before.py",
-           "window=window, lo=max(lo, plo), hi=min(hi, phi), put_rank=pr, put_core=pcore)",
-           "window=window, lo=max(lo, plo), hi=min(hi, phi), put_rank=pr, put_core=core)",
+           "window=window, lo=a, hi=b, put_rank=pr, put_core=pcore)",
+           "window=window, lo=a, hi=b, put_rank=pr, put_core=core)",
            mpi=_existing("tests/checkers/test_happens_before_mpi.py", HAZ_MPI, DIAG_MPI)),
     # -- tiling ----------------------------------------------------------------------------------------------
     Mutant("A2A tiling: head tile count rounds up", "mc2emu/tiling/all_to_all_quant_matmul_tiling.py",

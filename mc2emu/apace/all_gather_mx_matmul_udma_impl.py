@@ -26,9 +26,9 @@ component runs the same with winOffset = dataRegionBytes. Window layout (every r
 CrossDevice, then CrossCore) and none for the data component (BARRIER_NONE); as in the all-to-all
 emulation they run on the AIVs (blocks < R). `Finalize` and the closing `dcci` have no effect here.
 
-The source has no further window-reuse ("slot ring") protocol at this commit: every round lands in its own
-rows of the window. The slot ring came later with the URMA impl (`all_gather_mx_matmul_urma_impl.h`, commit
-67a83540d75e; see `ops.all_gather_quant_matmul_op`), not emulated yet.
+The source has no window-reuse ("slot ring") protocol at this commit: every round lands in its own rows of the
+window. The slot ring came later with the URMA impl (`all_gather_mx_matmul_urma_impl.h`, commit 67a83540d75e),
+emulated in `apace.all_gather_mx_matmul_urma_impl` (`protocol="slot_ring"`).
 """
 
 from __future__ import annotations

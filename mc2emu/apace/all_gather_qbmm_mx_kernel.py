@@ -35,6 +35,18 @@ Hazard variants (`AgKernelVariant`), reproduced and reported:
   constraint 2): the kernel reports ADDR_LIST_UPDATED_EARLY (core, round, the flag not yet waited). On the
   device the previous tile's MTE2 may still read through the list; here copies are synchronous, so the data
   stay right and only the report shows it.
+Slot ring (`enableBufferReuse = true` with `UrmaBufferSync`, the class at commit 67a83540d75e, hicann/
+ops-transformer 67a83540d75ec60a1809a5d672659b72c04022f9; `ProcessBufferReuse`): `Acquire(0)` first, then
+rounds in order from readyTileIdx -1: before acquiring round r + 1 the AIC releases round r
+(`Release(GetRoundSlotIdx(r) + 1)` = `CrossCoreSetFlag<2, PIPE_FIX>`) when r < commTurn - slotNum (the last
+slotNum rounds are never overwritten), acquires `GetNextSlot().slotIdx + 1` (`CrossCoreWaitFlag<2, PIPE_MTE2>`)
+and takes the data / scale slot offsets from its own channel cursors; MAIN tiles read A and scaleA as plain
+tensors at the slot offset (the R - 1 remote tiles packed by remote index, so regionMPos is the row in the
+slot; the fragment mmad copies them with one `copy`, `CopyGmToL1`), only the MAIN C fragment is built and
+moved; TAIL (round tileCnt) is addressed by hand: data slot tileCnt % slotNum, scale slot tileCnt, remote index
+r - 1 above this rank. That commit also takes a bias (`params.isBias`) and `MAX_RANK_SIZE` 16: the emulation
+keeps isBias false and R <= 8 (the AG tiling's rule).
+
 A block that straddles two regions (small m, or AdjustBasicBlock's baseM) is resolved by its first row, as
 the source does; its rows past the region's fragments are reported by the FragmentSliceCopy
 (FRAGMENT_OUT_OF_RANGE) and those C rows are never written.
@@ -93,6 +105,7 @@ class AgKernelVariant(enum.Enum):
     SOURCE = "source"
     SKIP_FLAG0_WAIT = "skip_flag0_wait"
     UPDATE_ADDR_BEFORE_WAIT = "update_addr_before_wait"
+    SKIP_RELEASE_WAIT = "skip_release_wait"   # slot ring only: the AIV reuses a slot without the AIC's release
 
 
 @dataclass(frozen=True)
@@ -156,8 +169,15 @@ class AllGatherQbmmMxKernel:
     `BlockSchedulerQuantBatchMatmulV3.template(..., window_len=AG_WINDOW_LEN)`."""
 
     def __init__(self, ctx: CoreContext, BlockMmadFragC: Any, scheduler_cls: Any, *,
-                 wait_order: WaitOrder = WaitOrder.MASK, variant: AgKernelVariant = AgKernelVariant.SOURCE) -> None:
+                 wait_order: WaitOrder = WaitOrder.MASK, variant: AgKernelVariant = AgKernelVariant.SOURCE,
+                 enableBufferReuse: bool = False, bufferSyncMgr: Any = None) -> None:
         self.ctx = ctx
+        # `enableBufferReuse` (67a83540d75e): the slot ring; `bufferSyncMgr_` its `UrmaBufferSync`.
+        self.enableBufferReuse = enableBufferReuse
+        self.bufferSyncMgr_ = bufferSyncMgr
+        self.dataChannel_: Any = None    # BufferChannel*, injected by SetChannels
+        self.scaleChannel_: Any = None
+        self.readyRound_ = -1            # reuse path: the last round acquired (`readyTileIdx`)
         self.BlockMmadFragC = BlockMmadFragC
         self.BlockScheduler = scheduler_cls
         self.wait_order = wait_order
@@ -210,6 +230,11 @@ class AllGatherQbmmMxKernel:
     def __call__(self, params: Params) -> None:
         self.Run(params)
 
+    def SetChannels(self, dataChannel: Any, scaleChannel: Any) -> None:
+        """The impl's channels (slotNum / slotSize come from them; this core advances its own cursor)."""
+        self.dataChannel_ = dataChannel
+        self.scaleChannel_ = scaleChannel
+
     # -- Init / Run --------------------------------------------------------------------------------------------
     def Init(self, params: Params) -> bool:
         if self.ctx.ASCEND_IS_AIV:
@@ -242,19 +267,34 @@ class AllGatherQbmmMxKernel:
         self.Process(params, problemShape, sch, self.mmadFrag)
 
     # -- waits -------------------------------------------------------------------------------------------------
-    def _wait(self, flagId: int) -> None:
+    def _fault_skips(self, flagId: int) -> bool:
+        """The `wait_tile` fault hook (stress): SKIP_WAIT_TILE drops this wait, its round stays unconsumed."""
         ctx = self.ctx
         faults = ctx.device.faults
         if faults is not None and faults.fires(FaultHook.WAIT_TILE, ctx.rank, ctx.label):
-            # the `wait_tile` fault hook (stress): SKIP_WAIT_TILE drops this wait, its round stays unconsumed
             ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", flagId)
-            if faults.fault is Fault.SKIP_WAIT_TILE:
-                return
-        ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, flagId)
+            return faults.fault is Fault.SKIP_WAIT_TILE
+        return False
+
+    def _wait(self, flagId: int) -> None:
+        if self._fault_skips(flagId):
+            return
+        self.ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE2, flagId)
+        self.waited.append(flagId)
+        self._waitedIds.add(flagId)
+
+    def _acquire(self, flagId: int) -> None:
+        """`bufferSyncMgr_.Acquire(flagId)` (reuse path)."""
+        if self._fault_skips(flagId):
+            return
+        self.bufferSyncMgr_.Acquire(flagId)
         self.waited.append(flagId)
         self._waitedIds.add(flagId)
 
     def Process(self, params: Params, problemShape: tuple[int, int, int, int], sch: Any, mmadFrag: Any) -> None:
+        if self.enableBufferReuse:
+            self.ProcessBufferReuse(params, problemShape, sch, mmadFrag)
+            return
         ctx = self.ctx
         mmT, fp = params.mmTile, params.fragParams
         Ki, Ni, scaleKLen = fp.k, fp.n, fp.scaleKLen
@@ -329,6 +369,99 @@ class AllGatherQbmmMxKernel:
             while readyTileIdx < fp.commTurn:
                 readyTileIdx += 1
                 self._wait(readyTileIdx)
+
+    def ProcessBufferReuse(self, params: Params, problemShape: tuple[int, int, int, int], sch: Any,
+                           mmadFrag: Any) -> None:
+        """`Process` of the `enableBufferReuse = true` instantiation (67a83540d75e, the slot ring): in-order
+        rounds (readyTileIdx from -1), each acquired at its slot's flag (slotIdx + 1) after releasing the round
+        before it when that slot will be written again (r < commTurn - slotNum); MAIN tiles read A / scaleA as
+        plain tensors at the round's slot offsets (rows packed by remote index), HEAD / TAIL through their
+        fragments; the drain acquires (and releases) up to the last round."""
+        ctx = self.ctx
+        mmT, fp = params.mmTile, params.fragParams
+        Ki, Ni, scaleKLen = fp.k, fp.n, fp.scaleKLen
+        headMainRows = fp.headRows
+        mainRoundRows = (fp.rankSize - 1) * fp.tileM
+        mainSectionRows = fp.tileCnt * mainRoundRows
+
+        gmB = MakeTensor(MakeMemPtr(self.bGmAddr_, self.BType), self.MakeLayoutB(Ki, Ni), name="B")
+        gmScaleB = MakeTensor(MakeMemPtr(self.scaleBGmAddr_, E8M0_DTYPE), self.MakeLayoutScaleB(scaleKLen, Ni),
+                              name="scaleB")
+        gmBias = None  # `biasNull` (isBias false: the emulated launch passes no bias)
+
+        mTailTile, nTailTile = mmT.mTailTile, mmT.nTailTile
+        if (sch.GetEndBlockIdx() + 1) * mTailTile * nTailTile <= ctx.GetBlockNum():
+            sch.UpdateTailTile(mTailTile, nTailTile)
+
+        dataSlotNum = self.dataChannel_.GetSlotNum()
+        self._acquire(0)   # HEAD's pre-set flag 0
+        commTurnI = fp.commTurn
+        readyTileIdx = -1
+        dataSlotOffset = 0
+        scaleSlotOffset = 0
+
+        def advance() -> None:
+            """One step of `while (readyTileIdx < dependRound)`: release the round done, acquire the next."""
+            nonlocal readyTileIdx, dataSlotOffset, scaleSlotOffset
+            if 0 <= readyTileIdx < commTurnI - dataSlotNum:
+                self.bufferSyncMgr_.Release(self.dataChannel_.GetRoundSlotIdx(readyTileIdx) + 1)
+            readyTileIdx += 1
+            dataSlot = self.dataChannel_.GetNextSlot()
+            self._acquire(dataSlot.slotIdx + 1)
+            self.readyRound_ = readyTileIdx
+            dataSlotOffset = dataSlot.offset
+            scaleSlotOffset = self.scaleChannel_.GetNextSlot().offset
+
+        blockIdx = BlockCoord()
+        while sch.GetTileIdx(blockIdx):
+            singleShape = sch.GetBlockShape(blockIdx, self.weightNz)
+            curMtile, curNtile = singleShape[IDX_M_TILEIDX], singleShape[IDX_N_TILEIDX]
+            if curMtile <= 0 or curNtile <= 0:
+                break
+            mPos, nPos = sch.GetTileCoord(blockIdx)
+            tctx = self.ResolveTileCtx(mPos, headMainRows, mainRoundRows, mainSectionRows, fp.rankSize, fp.commTurn)
+            early = self.variant is AgKernelVariant.UPDATE_ADDR_BEFORE_WAIT
+            if early:
+                self._build_or_update(params, tctx)
+            dependRound = tctx.dependTileIdx - 1
+            while readyTileIdx < dependRound:
+                advance()
+
+            self.SetL2Cache(problemShape, curMtile, curNtile, gmB, gmScaleB)
+
+            gmBlockB = gmB.Slice((0, nPos), (Ki, curNtile))
+            gmBlockScaleB = gmScaleB.Slice((0, nPos), (scaleKLen, curNtile))
+            coordC = (tctx.regionMPos, nPos)
+            if not early:
+                self._build_or_update(params, tctx)
+            if tctx.region == RegionTag.MAIN:
+                # MAIN reads the slot contiguously: the R - 1 remote tiles packed by remote index, so
+                # regionMPos is the row inside the slot (data slots wrap, scale slots do not).
+                # The source's layout has mainRoundRows rows; its slice is not bounds-checked, so a block that
+                # crosses the round's end (small m, AdjustBasicBlock's baseM) reads on past the slot (the next
+                # slot, the scale region): the emulated layout is widened to let that read through, the host
+                # pads the window by baseM rows, and the C scatter drops those rows (FRAGMENT_OUT_OF_RANGE).
+                slotRows = max(mainRoundRows, tctx.regionMPos + curMtile)
+                gmA = MakeTensor(MakeMemPtr(params.winDataBase + dataSlotOffset, self.AType),
+                                 self.MakeLayoutA(slotRows, Ki), name="winA")
+                gmScaleA = MakeTensor(MakeMemPtr(params.winScaleBase + scaleSlotOffset, E8M0_DTYPE),
+                                      self.MakeLayoutScaleA(slotRows, scaleKLen), name="winScaleA")
+                blockA: Any = gmA.Slice((tctx.regionMPos, 0), (curMtile, Ki))
+                blockScaleA: Any = gmScaleA.Slice((tctx.regionMPos, 0), (curMtile, scaleKLen))
+            else:
+                coordA = (tctx.regionMPos, 0)
+                blockA = tctx.fragA.Slice(coordA, (curMtile, Ki))
+                blockScaleA = tctx.fragScaleA.Slice(coordA, (curMtile, scaleKLen))
+            blockC = tctx.fragC.Slice(coordC, (curMtile, curNtile))
+            mmadFrag(blockA, gmBlockB, blockScaleA, gmBlockScaleB, gmBias, self.cFragAddrs_, fp.mPerRank,
+                     fp.tileM, fp.tileCnt, fp.tailM, tctx.rankCnt, Ni, singleShape, tctx.regionMPos, nPos, 0, blockC)
+            self.tiles_done += 1
+
+        # drain: every round acquired; the rounds whose slots are written again released (a core with no tile
+        # that left them unreleased would leave the writer waiting forever). The source repeats the loop body
+        # here (without the scale cursor, which nothing reads after it).
+        while readyTileIdx < commTurnI - 1:
+            advance()
 
     def _build_or_update(self, params: Params, tctx: TileCtx) -> None:
         """MAIN / TAIL fragment tensors built on first use (MAIN addresses moved when the round changes);
@@ -410,26 +543,37 @@ class AllGatherQbmmMxKernel:
     def _check_round_waited(self, roundIdx: int, what: str) -> None:
         """Seed 000 §7 constraint 2: the round's addresses may change only once its flag has been waited."""
         dep = roundIdx + 1
-        if dep not in self._waitedIds:
-            self.ctx.device.hazards.report(
-                Hazard.ADDR_LIST_UPDATED_EARLY, self.ctx.label,
-                f"{what} for MAIN round {roundIdx} before CrossCoreWaitFlag({dep}) (waited so far: "
-                f"{sorted(self._waitedIds)}): the previous tile's copies may still read through the list",
-                round=roundIdx, flag=dep, waited=sorted(self._waitedIds))
+        if self.enableBufferReuse:
+            # reuse path: rounds are acquired in order at their slot's flag; the round must be acquired
+            if roundIdx <= self.readyRound_:
+                return
+            dep = self.dataChannel_.GetRoundSlotIdx(roundIdx) + 1
+        elif dep in self._waitedIds:
+            return
+        self.ctx.device.hazards.report(
+            Hazard.ADDR_LIST_UPDATED_EARLY, self.ctx.label,
+            f"{what} for MAIN round {roundIdx} before CrossCoreWaitFlag({dep}) (waited so far: "
+            f"{sorted(self._waitedIds)}): the previous tile's copies may still read through the list",
+            round=roundIdx, flag=dep, waited=sorted(self._waitedIds))
 
     def BuildMainFragment(self, params: Params, roundIdx: int) -> None:
+        """MAIN fragments of `roundIdx`. Reuse path: only C (A / scaleA are read at the slot offsets)."""
         self._check_round_waited(roundIdx, "BuildMainFragment")
-        self.EnsureWinRankBasesReady(params)
+        reuse = self.enableBufferReuse
+        if not reuse:
+            self.EnsureWinRankBasesReady(params)
         fp = params.fragParams
-        self.curRoundDataOff_ = roundIdx * self.tileMDataStride_
-        self.curRoundScaleOff_ = roundIdx * self.tileMScaleStride_
+        if not reuse:
+            self.curRoundDataOff_ = roundIdx * self.tileMDataStride_
+            self.curRoundScaleOff_ = roundIdx * self.tileMScaleStride_
         self.curRoundCOff_ = roundIdx * self.tileMCStride_
         self._fill_main_lists(fp)
         cnt = fp.rankSize - 1
-        self.curMainA_ = self._frag_a(self.MakeFragParam(fp.tileM, fp.tileM, cnt, fp.k), self.mainAddrListA_,
-                                      "curMainA_")
-        self.curMainScaleA_ = self._frag_scale(self.MakeFragParam(fp.tileM, fp.tileM, cnt, fp.scaleKLen),
-                                               self.mainAddrListScale_, "curMainScaleA_")
+        if not reuse:
+            self.curMainA_ = self._frag_a(self.MakeFragParam(fp.tileM, fp.tileM, cnt, fp.k), self.mainAddrListA_,
+                                          "curMainA_")
+            self.curMainScaleA_ = self._frag_scale(self.MakeFragParam(fp.tileM, fp.tileM, cnt, fp.scaleKLen),
+                                                   self.mainAddrListScale_, "curMainScaleA_")
         self.curMainC_ = self._frag_c(self.MakeFragParam(fp.tileM, fp.tileM, cnt, fp.n), self.mainAddrListC_,
                                       "curMainC_")
         self.curMainRoundIdx_ = roundIdx
@@ -439,22 +583,36 @@ class AllGatherQbmmMxKernel:
         for r in range(fp.rankSize):
             if r == fp.rankId:
                 continue
-            self.mainAddrListA_[fragIdx] = self.winDataRankBase_[r] + self.curRoundDataOff_
-            self.mainAddrListScale_[fragIdx] = self.winScaleRankBase_[r] + self.curRoundScaleOff_
+            if not self.enableBufferReuse:
+                self.mainAddrListA_[fragIdx] = self.winDataRankBase_[r] + self.curRoundDataOff_
+                self.mainAddrListScale_[fragIdx] = self.winScaleRankBase_[r] + self.curRoundScaleOff_
             self.mainAddrListC_[fragIdx] = self.cFragAddrs_[r] + self.curRoundCOff_
             fragIdx += 1
 
     def BuildTailFragment(self, params: Params) -> None:
-        self.EnsureWinRankBasesReady(params)
+        reuse = self.enableBufferReuse
+        if not reuse:
+            self.EnsureWinRankBasesReady(params)
         fp = params.fragParams
         tailRowOff = fp.headRows
         tailDataOff = tailRowOff * params.dataBytesPerMRow
         tailScaleOff = tailRowOff * params.scaleBytesPerMRow
         tailCOff = tailRowOff * params.cBytesPerM
+        # Reuse path: TAIL is round tileCnt, addressed by hand (not through the channel cursor): the data slot
+        # wraps (tileCnt % slotNum), the scale slot does not.
+        dataSlotOff = scaleSlotOff = 0
+        if reuse:
+            dataSlotOff = (fp.tileCnt % self.dataChannel_.GetSlotNum()) * ((fp.rankSize - 1) * self.tileMDataStride_)
+            scaleSlotOff = fp.tileCnt * ((fp.rankSize - 1) * self.tileMScaleStride_)
         for r in range(fp.rankSize):
             if r == fp.rankId:
                 self.tailAddrListA_[r] = params.aGM + tailDataOff
                 self.tailAddrListScale_[r] = params.aScaleGM + tailScaleOff
+            elif reuse:
+                # packed remote tiles: remoteIdx is the rank's place with this rank skipped (the writer's layout)
+                remoteIdx = r - 1 if r > fp.rankId else r
+                self.tailAddrListA_[r] = params.winDataBase + dataSlotOff + remoteIdx * self.tileMDataStride_
+                self.tailAddrListScale_[r] = params.winScaleBase + scaleSlotOff + remoteIdx * self.tileMScaleStride_
             else:
                 self.tailAddrListA_[r] = self.winDataRankBase_[r] + tailDataOff
                 self.tailAddrListScale_[r] = self.winScaleRankBase_[r] + tailScaleOff
@@ -471,13 +629,15 @@ class AllGatherQbmmMxKernel:
         self._check_round_waited(roundIdx, "UpdateMainRoundAddrs")
         fp = params.fragParams
         delta = roundIdx - self.curMainRoundIdx_
-        self.curRoundDataOff_ += delta * self.tileMDataStride_
-        self.curRoundScaleOff_ += delta * self.tileMScaleStride_
+        if not self.enableBufferReuse:
+            self.curRoundDataOff_ += delta * self.tileMDataStride_
+            self.curRoundScaleOff_ += delta * self.tileMScaleStride_
         self.curRoundCOff_ += delta * self.tileMCStride_
         self._fill_main_lists(fp)
-        assert self.curMainA_ is not None and self.curMainScaleA_ is not None and self.curMainC_ is not None
-        self.curMainA_.UpdateAddrList(self.mainAddrListA_)
-        self.curMainScaleA_.UpdateAddrList(self.mainAddrListScale_)
+        if not self.enableBufferReuse:
+            assert self.curMainA_ is not None and self.curMainScaleA_ is not None
+            self.curMainA_.UpdateAddrList(self.mainAddrListA_)
+            self.curMainScaleA_.UpdateAddrList(self.mainAddrListScale_)
         self.curMainC_.UpdateAddrList(self.mainAddrListC_)
         self.curMainRoundIdx_ = roundIdx
 

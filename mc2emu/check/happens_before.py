@@ -26,6 +26,13 @@ computed over the happens-before graph, and each read of window bytes written by
 checked: the put's completion (its quiet or signal) must happen before the read. A read that is not is reported as
 READ_BEFORE_WAIT with rank, core, byte range, the put and what is missing.
 
+Reused window bytes (the all-gather slot ring writes a slot again every slot_num rounds): a put of the read's
+bytes that is issued after the read (its vector clock covers the reader's next sync event, e.g. the release
+the writer waited for) is a later use of the space, not a race. A put that is neither completed before the read
+nor issued after it, over bytes the read is ordered to see from an earlier put, is READ_OVERWRITTEN (rank,
+core, byte range, both puts): the space was reused before its reader released it, whatever the timing.
+A window whose GM allocation has `describe` gets the protocol place of the range (slot, flag, source rank).
+
 Puts of the HCCL server (its AlltoAll / AllGather repeats) are checked against what the reading core's
 HCCL Waits prove, in its program order (SPEC §3.2): an AICPU Wait, or the CCU working block's, that
 returned its n-th time on handle h proves repeats 0..n-1 of h finished on this rank (every rank's block
@@ -454,38 +461,70 @@ class HappensBeforeChecker:
         verdicts: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
         for core, rlist in reads.items():
             ent = (me, core)
+            me_idx = index.get(ent)
             for sync_pos, window, lo, hi, got in rlist:
                 if ent in vcs and sync_pos > 0 and sync_pos <= len(vcs[ent]):
                     vc = vcs[ent][sync_pos - 1]
                 else:
                     vc = np.zeros(n_ent, dtype=np.int64)
-                for pwin, plo, phi, pr, pcore, _ppos, quiet in puts:
+                before: list[tuple] = []
+                pending: list[tuple[tuple, bool]] = []
+                for put in puts:
+                    pwin, plo, phi, pr, pcore, ppos, quiet = put
                     if pwin != window or phi <= lo or plo >= hi:
                         continue
                     src_ent = index.get((pr, pcore))
                     if quiet is not None and src_ent is not None and vc[src_ent] >= quiet + 1:
+                        before.append(put)
                         if got is not None and (pwin, plo, phi) in once:
                             reported += self._check_content(core, window, plo, phi, pr, pcore, got, verdicts)
                             if reported >= MAX_REPORTS:
                                 return reported
                         continue
-                    key = (core, pr, pcore)
+                    pvcs = vcs.get((pr, pcore), [])
+                    after = me_idx is not None and ppos < len(pvcs) and pvcs[ppos][me_idx] >= sync_pos + 1
+                    pending.append((put, after))
+                for (_pwin, plo, phi, pr, pcore, _ppos, quiet), after in pending:
+                    a, b = max(lo, plo), min(hi, phi)
+                    prior = [q for q in before if q[1] < b and q[2] > a]
+                    if after and prior:
+                        continue   # a later reuse of bytes this read saw, ordered after the read (its release)
+                    key = (core, pr, pcore, bool(prior))
                     if key in seen:
                         continue
                     seen.add(key)
-                    missing = ("the put is never completed by a quiet or a signal" if quiet is None else
-                               f"no wait of {core} is ordered after the completion of that put (rank {pr} "
-                               f"{pcore}'s event #{quiet}: its quiet or signal)")
-                    self.device.hazards.report(
-                        Hazard.READ_BEFORE_WAIT, core,
-                        f"read of window '{window}' bytes [{max(lo, plo)}, {min(hi, phi)}) is not ordered after "
-                        f"the put from rank {pr} {pcore} that writes them: {missing} (the data may or may not "
-                        f"have arrived: on hardware, sporadic wrong numbers)",
-                        window=window, lo=max(lo, plo), hi=min(hi, phi), put_rank=pr, put_core=pcore)
+                    place = self._place(window, a)
+                    if prior:
+                        q = prior[-1]
+                        self.device.hazards.report(
+                            Hazard.READ_OVERWRITTEN, core,
+                            f"read of window '{window}' bytes [{a}, {b}){place} is ordered after the put from rank "
+                            f"{q[3]} {q[4]} that it reads, but the put from rank {pr} {pcore} that writes the same "
+                            f"bytes again is not ordered after this read: the bytes may be overwritten before "
+                            f"{core} has read them (window space reused before its reader released it; on hardware, "
+                            f"sporadic wrong numbers)",
+                            window=window, lo=a, hi=b, put_rank=pr, put_core=pcore, prior_rank=q[3],
+                            prior_core=q[4], place=place.strip(" ()"))
+                    else:
+                        missing = ("the put is never completed by a quiet or a signal" if quiet is None else
+                                   f"no wait of {core} is ordered after the completion of that put (rank {pr} "
+                                   f"{pcore}'s event #{quiet}: its quiet or signal)")
+                        self.device.hazards.report(
+                            Hazard.READ_BEFORE_WAIT, core,
+                            f"read of window '{window}' bytes [{a}, {b}){place} is not ordered after the put from "
+                            f"rank {pr} {pcore} that writes them: {missing} (the data may or may not have arrived: "
+                            f"on hardware, sporadic wrong numbers)",
+                            window=window, lo=a, hi=b, put_rank=pr, put_core=pcore)
                     reported += 1
                     if reported >= MAX_REPORTS:
                         return reported
         return reported
+
+    def _place(self, window: str, offset: int) -> str:
+        """` (<protocol place>)` of a window byte when the window's owner describes its layout, else ''."""
+        describe = getattr(self._windows.get(window), "describe", None)
+        text = describe(offset) if describe is not None else ""
+        return f" ({text})" if text else ""
 
 
 class ReadContent:

@@ -16,6 +16,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mc2emu.apace.all_gather_mx_matmul_udma_impl import AgUdmaArgs, all_gather_quant_matmul_udma
+from mc2emu.apace.all_gather_mx_matmul_urma_impl import (
+    AgUrmaArgs,
+    all_gather_quant_matmul_urma,
+    normalized_slot_num,
+    slot_sizes,
+)
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AG_WINDOW_LEN, FragmentParams, Params, QBMMTiling
 from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment
 from mc2emu.arch.platform import DAV_3510
@@ -91,20 +97,61 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
                                                                    DNExtLayoutPtn, problem.elem,
                                                                    window_len=AG_WINDOW_LEN)
         assert h.world is not None
-        dataRegionBytes = R * m * rowBytes
-        scaleRegionBytes = R * m * scaleRowBytes
-        win = h.window(dataRegionBytes + scaleRegionBytes + pad * scaleRowBytes, "udma_all_gather")
-        winData, winScale = win.addr(0), win.addr(dataRegionBytes)
-        team = TeamBarrier(h.world, jobs=R)
-        shmem = Shmem(h.world)
         fp = FragmentParams(ct.tileCnt, ct.tileM, ct.tailCnt, ct.tailM, ct.paddedTailM, ct.commTurn, ct.headRows,
                             rank, R, m, k, n, scaleRowBytes)
+        slotRing = problem.protocol.value == "slot_ring"
+        if slotRing:
+            # URMA impl: bufferCount_ data slots, then commTurn scale slots (R - 1 packed remote tiles each)
+            dataSlot, scaleSlot = slot_sizes(fp, rowBytes, scaleRowBytes)
+            slots = normalized_slot_num(problem.slot_num, ct.commTurn)
+            # + baseM rows: a MAIN block crossing its round's end reads on past the last slot (the source's
+            # plain-tensor slice is unchecked; on the device the rows land past the window's used part)
+            dataRegionBytes = slots * dataSlot
+            winBytes = dataRegionBytes + ct.commTurn * scaleSlot + mm.baseM * rowBytes
+        else:
+            dataRegionBytes = R * m * rowBytes
+            winBytes = dataRegionBytes + R * m * scaleRowBytes + pad * scaleRowBytes
+        win = h.window(max(winBytes, 1), "udma_all_gather")
+        winData, winScale = win.addr(0), win.addr(dataRegionBytes)
+        if slotRing and win.base is not None:
+            win.base.alloc.describe = _slot_describer(dataRegionBytes, dataSlot, scaleSlot,
+                                                      max(ct.tileM, ct.tailM), rowBytes, scaleRowBytes, rank, R)
+        team = TeamBarrier(h.world, jobs=R)
+        shmem = Shmem(h.world)
         params = Params(mm, QBMMTiling(mm.baseM, mm.baseN, mm.baseK, mm.dbL0c), fp, x1_addr, x1s_addr, x2_addr,
                         x2s_addr, c_addr, winData, winScale, rowBytes, scaleRowBytes, n * out_dtype.itemsize)
-        args = AgUdmaArgs(params, shmem, team, problem.wait_order, problem.variant)
-        res = h.launch(all_gather_quant_matmul_udma, used, KERNEL_TYPE, args, BlockMmadFragC, BlockScheduler)
+        if slotRing:
+            uargs = AgUrmaArgs(params, shmem, team, problem.slot_num, problem.variant)
+            res = h.launch(all_gather_quant_matmul_urma, used, KERNEL_TYPE, uargs, BlockMmadFragC, BlockScheduler)
+        else:
+            args = AgUdmaArgs(params, shmem, team, problem.wait_order, problem.variant)
+            res = h.launch(all_gather_quant_matmul_udma, used, KERNEL_TYPE, args, BlockMmadFragC, BlockScheduler)
         c = h.read(c_addr, out_dtype, (R * m, n))
     if stats is not None:
         stats["launch"] = AgLaunchInfo(used, (mm.baseM, mm.baseN, mm.baseK), ct, mm, res.wall_s,
                                        sum(v for v in res.returns.values() if isinstance(v, int)))
     return c, h.hazards
+
+
+def _slot_describer(dataRegionBytes: int, dataSlot: int, scaleSlot: int, maxTileM: int, rowBytes: int,
+                    scaleRowBytes: int, rank: int, R: int) -> Any:
+    """Names the slot-ring place of a window byte offset (for the happens-before diagnoses): region, slot, the
+    flag id its rounds signal with (slot % 11 + 1) and the source rank of the packed remote tile."""
+    from mc2emu.apace.basic.buffer_channel import FLAG_ID_MODULO
+
+    def describe(offset: int) -> str:
+        if offset < dataRegionBytes and dataSlot:
+            slot, inside = divmod(offset, dataSlot)
+            region, flag = "data", f", flag {slot % FLAG_ID_MODULO + 1}"
+            per = maxTileM * rowBytes
+        elif scaleSlot:
+            slot, inside = divmod(offset - dataRegionBytes, scaleSlot)
+            region, flag = "scale", ""
+            per = maxTileM * scaleRowBytes
+        else:
+            return ""
+        remoteIdx = inside // per if per else 0
+        src = remoteIdx + 1 if remoteIdx >= rank else remoteIdx
+        return f"{region} slot {slot}{flag}, the tile from rank {src if src < R else '?'}"
+
+    return describe

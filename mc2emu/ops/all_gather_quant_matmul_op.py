@@ -9,14 +9,13 @@ Every rank calls it with its own inputs and gets its own C (SPEC §7.1):
     C         bf16 (fp16, fp32)             (R * m, N)             C[r*m:(r+1)*m] = deq(x1 of r) @ deq(x2)^T
 
 The kernel is the UDMA AllGather (`apace.all_gather_mx_matmul_udma_impl`), launched MIX_AIC_1_1 with the
-ST host's tiling (`tiling.all_gather_quant_matmul_tiling`). `wait_order` "mask" (the source before
-2026-08-12) or "in_order" (after); `protocol` "seed" is the window protocol of the UDMA impl (commit
-5778144076): "slot_ring" is refused. The slot ring exists in a later public source, not yet emulated:
-`kernel/fusions/all_gather_quant_matmul/all_gather_mx_matmul_urma_impl.h` (AllGatherMxMatmulUrmaImpl, commit
-67a83540d75e) with `basic/buffer/buffer_channel.h` (BufferChannel: slotNum slots, flag id = slot % 11 + 1,
-FLAG_ID_MODULO 11 "avoiding SyncAll's 11-14") and `AllGatherQbmmMxKernel<..., UrmaBufferSync, true>` (the AIC
-Acquires a slot with CrossCoreWaitFlag<2, MTE2> and Releases it with CrossCoreSetFlag<2, FIX>; the AIV waits
-for the release, SyncAll, CrossDevice before reusing a slot; remote tiles packed per slot, scale not reused).
+ST host's tiling (`tiling.all_gather_quant_matmul_tiling`). `protocol` "seed" is the window protocol of the
+UDMA impl (commit 5778144076: every round in its own window rows), with `wait_order` "mask" (the source
+before 2026-08-12) or "in_order" (after); "slot_ring" is the window reuse of the URMA impl
+(`apace.all_gather_mx_matmul_urma_impl`, commit 67a83540d75e): `slot_num` data slots (0 or >= commTurn means
+commTurn, i.e. no reuse), flag id = slot % 11 + 1, the AIC acquiring and releasing slots, the AIV waiting for
+the release before reusing one. That source waits in order only: `wait_order` defaults to the protocol's
+("mask" for seed, "in_order" for slot_ring) and slot_ring with "mask" is refused.
 Bias is refused (the source passes isBias = false). `kernel_variant`
 reproduces a hazard (`AgKernelVariant`). With `check=True` error-severity hazards raise `HazardError`
 (its `.output` holds C); bad input raises `ConstraintError` naming the rule on every rank.
@@ -46,8 +45,8 @@ PAIR_K = 64
 
 
 class AgProtocol(enum.Enum):
-    SEED = "seed"            # every round in its own window rows (the source)
-    SLOT_RING = "slot_ring"  # window reuse through a ring of slots: not in the public source
+    SEED = "seed"            # every round in its own window rows (UDMA impl, 5778144076)
+    SLOT_RING = "slot_ring"  # window reuse through a ring of slot_num slots (URMA impl, 67a83540d75e)
 
 
 @dataclass(frozen=True)
@@ -62,6 +61,8 @@ class AgProblem:
     out: OutDtype
     wait_order: WaitOrder
     variant: AgKernelVariant
+    protocol: AgProtocol = AgProtocol.SEED
+    slot_num: int = 0
 
 
 def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
@@ -69,26 +70,33 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
              kernel_variant: Any) -> tuple[AgProblem | None, list[tuple[str, str]]]:
     """Every input rule as (rule, reason) pairs; the problem when there are none."""
     errs: list[tuple[str, str]] = []
-    order = variant = out = None
-    try:
-        order = WaitOrder.parse(wait_order)
-    except ConstraintError as exc:
-        errs.append((exc.rule, str(exc)))
+    order = variant = out = proto = None
     try:
         proto = protocol if isinstance(protocol, AgProtocol) else AgProtocol(str(protocol))
-        if proto is AgProtocol.SLOT_RING:
-            errs.append(("protocol", "protocol 'slot_ring' is not emulated yet: it is the URMA impl of a later "
-                                     "public source (ops-transformer 67a83540d75e, all_gather_mx_matmul_urma_impl.h "
-                                     "+ buffer_channel.h); the emulated UDMA impl (5778144076) has none"))
     except ValueError:
         errs.append(("protocol", f"protocol={protocol!r} is not one of {[p.value for p in AgProtocol]}"))
-    if slot_num != 0:
-        errs.append(("slot_num", f"slot_num={slot_num!r}: only the seed protocol exists, which takes slot_num 0"))
+    try:
+        order = WaitOrder.parse(wait_order if wait_order is not None else
+                                (WaitOrder.IN_ORDER if proto is AgProtocol.SLOT_RING else WaitOrder.MASK))
+    except ConstraintError as exc:
+        errs.append((exc.rule, str(exc)))
+    if proto is AgProtocol.SLOT_RING and order is WaitOrder.MASK:
+        errs.append(("AG-6 slot_ring waits in order", "protocol 'slot_ring' with wait_order 'mask': the slot ring "
+                     "(all_gather_qbmm_mx_kernel.h at 67a83540d75e) acquires rounds in order only; a per-flag mask "
+                     "cannot tell round r from round r + slot_num on a shared flag id"))
+    if isinstance(slot_num, bool) or not isinstance(slot_num, (int, np.integer)) or slot_num < 0:
+        errs.append(("slot_num", f"slot_num={slot_num!r} must be an integer >= 0 (0 or >= commTurn: no reuse)"))
+    elif slot_num != 0 and proto is AgProtocol.SEED:
+        errs.append(("slot_num", f"slot_num={slot_num!r}: the seed protocol has no slots (protocol 'slot_ring' "
+                                 f"takes slot_num)"))
     try:
         variant = kernel_variant if isinstance(kernel_variant, AgKernelVariant) else AgKernelVariant(kernel_variant)
     except ValueError:
         errs.append(("kernel_variant", f"kernel_variant={kernel_variant!r} is not one of "
                                        f"{[v.value for v in AgKernelVariant]}"))
+    if variant is AgKernelVariant.SKIP_RELEASE_WAIT and proto is not AgProtocol.SLOT_RING:
+        errs.append(("kernel_variant", "kernel_variant 'skip_release_wait' is a slot_ring variant (the seed "
+                                       "protocol never reuses a window row)"))
     try:
         out = OutDtype.parse(out_dtype)
     except ValueError as exc:
@@ -113,13 +121,13 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
     errs += ag_constraint_violations(m, k, n, rank_size, comm, None)
     if errs:
         return None, errs
-    assert out is not None and order is not None and variant is not None  # parsed when errs is empty
-    return AgProblem(rank, rank_size, m, k, n, elems[0], elems[1], out, order, variant), errs
+    assert out is not None and order is not None and variant is not None and proto is not None
+    return AgProblem(rank, rank_size, m, k, n, elems[0], elems[1], out, order, variant, proto, int(slot_num)), errs
 
 
 def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                             bias: np.ndarray | None = None, out_dtype: Any = "bfloat16",
-                            wait_order: str | WaitOrder = "mask", protocol: str | AgProtocol = "seed",
+                            wait_order: str | WaitOrder | None = None, protocol: str | AgProtocol = "seed",
                             slot_num: int = 0, block_dim: int | None = None, check: bool = True,
                             timeout: float | None = None, comm: Any = None, perturb: Any = None,
                             observers: Iterable[Callable[[Any], None]] = (), faults: Any = None,
@@ -129,7 +137,8 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
 
     The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
     `mc2emu.host.CallOptions`. Extras: `stats` (filled with launch facts), `kernel_variant` (a reproduced
-    hazard of the kernel, `AgKernelVariant`)."""
+    hazard of the kernel, `AgKernelVariant`). `wait_order` None: the protocol's (seed "mask", slot_ring
+    "in_order")."""
     from mc2emu.ops.all_gather_quant_matmul_host import run_ag
 
     comm = world_comm(comm)

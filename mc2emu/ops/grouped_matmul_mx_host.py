@@ -15,6 +15,7 @@ import numpy as np
 
 from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze.gemm.block.block_mmad_mx_cgmct import BlockMmadMxCgmct
+from mc2emu.blaze.gemm.block.block_mmad_qgmm_mx import BlockMmadQgmmMx
 from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import TailSplitVariant
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
 from mc2emu.blaze.gemm.kernel.gqmm_cgmct_mx_kernel import grouped_matmul_mx
@@ -93,7 +94,9 @@ def run_grouped_matmul_mx(p: GmmProblem, opts: CallOptions) -> tuple[np.ndarray,
         bias_addr = gm.alloc(0, "bias", data=np.ascontiguousarray(p.bias, dtype=np.float32)) \
             if p.bias is not None else None
         h.expect_writes(y_addr, p.out.dtype, p.y_shape, p.expected_writes())
-        BlockMmad = BlockMmadMxCgmct.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False), p.fx,
+        # variant "blaze": the IS_BLAZE kernel's BlockMmad (ops-tensor block_mmad_qgmm_mx.h); otherwise CGMCT's
+        Mmad = BlockMmadQgmmMx if p.variant is TailSplitVariant.BLAZE else BlockMmadMxCgmct
+        BlockMmad = Mmad.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False), p.fx,
                                               DNExtLayoutPtn if p.split_k else NDExtLayoutPtn, p.fw,
                                               DNExtLayoutPtn if p.trans_b else NDExtLayoutPtn, p.out,
                                               NDExtLayoutPtn, np.float32, NDExtLayoutPtn)

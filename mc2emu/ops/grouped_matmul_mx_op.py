@@ -84,8 +84,11 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
                       observers: Iterable[Callable[[Event], None]] = (), faults: FaultPlan | None = None) -> np.ndarray:
     """Run the MX GroupedMatmul kernel on a fresh emulated device and return y (see the module docstring).
 
-    block_dim: AICs the tiling may use (default: the platform's 32). variant: the scheduler's tail split,
-    "cgmct" (default, the production kernel) or "blaze" (needs a count group list). The common keywords
+    block_dim: AICs the tiling may use (default: the platform's 32). variant: which source kernel runs,
+    "cgmct" (default: GmmCgmctMxKernel, the non-IS_BLAZE branch of grouped_matmul_apt.cpp), "blaze" (the IS_BLAZE
+    branch: ops-tensor kernel_qgmm_mx.h with its BlockMmad block_mmad_qgmm_mx.h and tail alignments; every
+    group-list type) or "blaze_sample" (ops-tensor's sample kernel: its tail alignments, CGMCT's BlockMmad, a
+    count group list only). The outputs are bitwise equal across variants. The common keywords
     (check, timeout, perturb, observers, faults) are those of `mc2emu.host.CallOptions`."""
     gt = parse_group_type(group_type)
     split_k = gt == SPLIT_K_GROUP_TYPE
@@ -96,7 +99,8 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
     try:
         tail_variant = TailSplitVariant(str(variant).strip().lower())
     except ValueError:
-        raise ConstraintError("variant", f"variant {variant!r} is not 'cgmct' or 'blaze'") from None
+        raise ConstraintError("variant", f"variant {variant!r} is not 'cgmct', 'blaze' or "
+                              "'blaze_sample'") from None
     xa, fx = _operand(x, x_format, "x", 2)
     wa, fw = _operand(weight, w_format, "weight", 2 if split_k else 3)
     sx, sw = _scale(x_scale, "x_scale"), _scale(weight_scale, "weight_scale")

@@ -101,8 +101,9 @@ def grouped_matmul_mx_schedule(group_sizes: Sequence, n: int, k: int | None = No
     schedule does not depend on K). split "K": they are the groups' K extents, `m` is required and K is their
     sum (groups with K = 0 run no tile: their outputs are zero-filled by the AIV side). `group_list_type`
     "cumsum" / "sparse" ((group, size) rows) read `group_sizes` the way the kernel reads groupList.
-    `variant` "cgmct" (default: ops-transformer's GmmCgmctMxKernel) or "blaze" (ops-tensor's Blaze scheduler and
-    sample kernel) selects the tail-split rule (see block_scheduler_gmm_aswt.py)."""
+    `variant` "cgmct" (default: ops-transformer's GmmCgmctMxKernel), "blaze" (the IS_BLAZE kernel, ops-tensor
+    kernel_qgmm_mx.h) or "blaze_sample" (ops-tensor's sample kernel, count lists only) selects the tail split
+    (see kernel_qgmm_mx.py and block_scheduler_gmm_aswt.py)."""
     split_k = str(split).strip().upper() == "K"
     if not split_k and str(split).strip().upper() != "M":
         raise ConstraintError("grouped_matmul_mx_schedule: split", f"split {split!r} is not 'M' or 'K'")
@@ -111,8 +112,8 @@ def grouped_matmul_mx_schedule(group_sizes: Sequence, n: int, k: int | None = No
     try:
         tail_variant = TailSplitVariant(str(variant).strip().lower())
     except ValueError:
-        raise ConstraintError("grouped_matmul_mx_schedule: variant", f"variant {variant!r} is not 'cgmct' or "
-                              "'blaze'") from None
+        raise ConstraintError("grouped_matmul_mx_schedule: variant", f"variant {variant!r} is not 'cgmct', "
+                              "'blaze' or 'blaze_sample'") from None
     glt = parse_group_list_type(group_list_type)
     flat = _flat_group_list(group_sizes, glt)
     lengths = _group_lengths(flat, glt)

@@ -31,7 +31,7 @@ from mc2emu.runtime.events import EventBus, EventKind
 from mc2emu.runtime.hazards import GmError, Hazard, HazardLog
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 # 0xFF decodes as NaN in float8_e4m3fn, float8_e5m2, float8_e8m0fnu, bfloat16, float16 and float32, so
 # poisoned data is visible in any result it reaches.
@@ -68,6 +68,8 @@ class Allocation:
     # A window filled with POISON_BYTE (check mode): the happens-before checker reports reads of its
     # bytes that nothing wrote (peers' puts cannot update `written`, so it is not used for windows).
     poisoned: bool = False
+    # Optional: names the protocol place of a byte offset (a window's slot, flag, source rank) in diagnoses.
+    describe: Callable[[int], str] | None = None
 
     @property
     def stable(self) -> bool:

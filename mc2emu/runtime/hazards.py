@@ -41,6 +41,7 @@ class Hazard(enum.Enum):
     # memory
     READ_UNWRITTEN = "READ_UNWRITTEN"
     READ_BEFORE_WAIT = "READ_BEFORE_WAIT"
+    READ_OVERWRITTEN = "READ_OVERWRITTEN"   # a later put may overwrite the bytes before the read (reuse too early)
     READ_NOT_VISIBLE = "READ_NOT_VISIBLE"   # ordered after the put's completion, yet saw other bytes
     TAIL_COPY_OVERRUN = "TAIL_COPY_OVERRUN"
     # communication

@@ -113,7 +113,7 @@ def test_bitwise_identical_across_runs_and_perturbation_seeds():
     ({}, (64, 80, 64), "AG-1 K % 32 == 0"),
     ({}, (16 * 512, 128, 64), "AG-4 commTurn <= 15"),       # the CANN m = 8192 case: 16 rounds
     ({"bias": True}, (64, 128, 64), "bias"),
-    ({"protocol": "slot_ring"}, (64, 128, 64), "protocol"),
+    ({"protocol": "slot_ring", "wait_order": "mask"}, (64, 128, 64), "AG-6 slot_ring waits in order"),
     ({"wait_order": "random"}, (64, 128, 64), "wait_order"),
 ])
 def test_constraint_violations_are_refused_on_every_rank(kwargs, shape, rule):

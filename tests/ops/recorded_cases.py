@@ -267,6 +267,7 @@ class AgCase:
     k: int
     n: int
     wait_order: str
+    slot_num: int | None = None   # None: the seed protocol; else protocol "slot_ring" with these slots
 
     def inputs(self, rank: int, size: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng([15, rank, size, self.m, self.k, self.n])
@@ -279,6 +280,9 @@ AG_CASES: tuple[AgCase, ...] = (
     AgCase("in_order-2tiles", 1024, 128, 64, "in_order"),     # two whole 512-row tiles per rank
     AgCase("mask-1tile-k256", 512, 256, 48, "mask"),          # one whole tile, two scale pairs
     AgCase("mask-tile-tail13", 525, 128, 64, "mask"),         # one tile + a 13-row tail (padded to 16)
+    # the slot ring with one slot: the tail round reuses slot 0 (same inputs as the seed case above, so the
+    # same bytes are pinned: the two protocols agree bit for bit)
+    AgCase("slot_ring1-tile-tail13", 525, 128, 64, "in_order", slot_num=1),
 )
 
 
@@ -286,8 +290,9 @@ def run_ag_case(case: AgCase, comm: Any) -> tuple[np.ndarray, dict[str, np.ndarr
     from mc2emu.ops import all_gather_quant_matmul
 
     inp = case.inputs(comm.Get_rank(), comm.Get_size())
+    proto = {} if case.slot_num is None else {"protocol": "slot_ring", "slot_num": case.slot_num}
     out = all_gather_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], comm=comm, timeout=TIMEOUT,
-                                  wait_order=case.wait_order, block_dim=comm.Get_size())
+                                  wait_order=case.wait_order, block_dim=comm.Get_size(), **proto)
     return out, inp
 
 

@@ -172,9 +172,15 @@ def test_schedule_refusals(args: list, kwargs: dict, rule: str) -> None:
 
 
 def test_blaze_variant_tail_split() -> None:
-    """Blaze: minimum pieces of 16 on both axes -> 2 x 3 pieces per tail tile; M pieces rounded to 16 (16 / 9),
-    N pieces to 128, so the third N piece of a 256 tile starts past the edge and its core idles."""
-    recs = grouped_matmul_mx_schedule([25, 25, 25, 25], 700, 4096, variant="blaze")
+    """Blaze sample (SetTailAlign 16 / 128): minimum pieces of 16 on both axes -> 2 x 3 pieces per tail tile; M
+    pieces rounded to 16 (16 / 9), N pieces to 128, so the third N piece of a 256 tile starts past the edge and
+    its core idles. The IS_BLAZE kernel (SetTailAlign 1 / C0 32): minimum pieces 1 x 16, the same 2 x 3, M
+    pieces 13 / 12, N pieces rounded to 32: every core 9..26 gets a piece."""
+    prod = grouped_matmul_mx_schedule([25, 25, 25, 25], 700, 4096, variant="blaze")
+    assert sorted({r.m_piece for r in prod if r.group == 3}) == [12, 13]
+    assert sorted(r.core for r in prod if r.group == 3) == list(range(9, 27))
+    assert_exactly_once(prod, {g: (25, 700) for g in range(4)})
+    recs = grouped_matmul_mx_schedule([25, 25, 25, 25], 700, 4096, variant="blaze_sample")
     last = [r for r in recs if r.group == 3]
     assert sorted({r.m_piece for r in last}) == [9, 16]
     assert sorted(r.core for r in last) == [9, 12, 13, 14, 15, 18, 19, 20, 21, 24, 25, 26]
@@ -185,7 +191,9 @@ def test_blaze_variant_tail_split() -> None:
 
 def test_blaze_variant_reads_counts_only() -> None:
     with pytest.raises(ConstraintError, match="count group list"):
-        grouped_matmul_mx_schedule([10, 30], 256, 1024, group_list_type="cumsum", variant="blaze")
+        grouped_matmul_mx_schedule([10, 30], 256, 1024, group_list_type="cumsum", variant="blaze_sample")
+    assert grouped_matmul_mx_schedule([10, 30], 256, 1024, group_list_type="cumsum", variant="blaze") == \
+        grouped_matmul_mx_schedule([10, 20], 256, 1024, variant="blaze")
     with pytest.raises(ConstraintError, match="variant"):
         grouped_matmul_mx_schedule([10, 30], 256, 1024, variant="catlass")
 
@@ -200,7 +208,7 @@ group_lists = st.one_of(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sizes=group_lists, n=st.integers(1, 2100), block_num=st.sampled_from([1, 7, 20, 24, 25, 32]),
-       trans_b=st.booleans(), fp4=st.booleans(), variant=st.sampled_from(["cgmct", "blaze"]))
+       trans_b=st.booleans(), fp4=st.booleans(), variant=st.sampled_from(["cgmct", "blaze", "blaze_sample"]))
 def test_split_m_every_element_exactly_once(sizes: list[int], n: int, block_num: int, trans_b: bool,
                                             fp4: bool, variant: str) -> None:
     if sum(sizes) == 0:
@@ -217,7 +225,8 @@ def test_split_m_every_element_exactly_once(sizes: list[int], n: int, block_num:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ks=st.lists(st.integers(0, 3) .map(lambda v: 256 * v), min_size=1, max_size=8), m=st.integers(1, 1200),
-       n=st.integers(1, 1500), block_num=st.sampled_from([1, 8, 24, 32]), variant=st.sampled_from(["cgmct", "blaze"]))
+       n=st.integers(1, 1500), block_num=st.sampled_from([1, 8, 24, 32]),
+       variant=st.sampled_from(["cgmct", "blaze", "blaze_sample"]))
 def test_split_k_every_element_exactly_once(ks: list[int], m: int, n: int, block_num: int, variant: str) -> None:
     if sum(ks) == 0:
         return

@@ -130,7 +130,11 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
 
     def CopyScalesInL1(self, gmScaleA: Any, gmScaleB: GmTensor, curM: int, curN: int, scaleL1BufId: int,
                        kL1Offset: int, scaleGmOffset: int, needCopyScale: bool) -> tuple[np.ndarray, np.ndarray]:
-        """`CopyScalesInL1` (mode 0): when the scales are due, scaleA gathered from the fragments, scaleB copied."""
+        """`CopyScalesInL1` (mode 0): when the scales are due, scaleA gathered from the fragments, scaleB copied.
+        A plain scaleA tensor (the slot ring's MAIN tiles, 67a83540d75e `CopyGmToL1`) is one contiguous copy."""
+        if not isinstance(gmScaleA, FragmentTensor):
+            return super().CopyScalesInL1(gmScaleA, gmScaleB, curM, curN, scaleL1BufId, kL1Offset, scaleGmOffset,
+                                          needCopyScale)
         if needCopyScale:
             curScaleKL1 = self.scaleKL1_
             if kL1Offset + curScaleKL1 > self.k_:
@@ -153,7 +157,10 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
 
     def CopyAInL1(self, gmA: Any, curM: int, curGmKL1: int, l1BufId: int, kL1Offset: int,
                   iter0: int) -> L1Operand:
-        """`CopyAInL1` (mode 0): PadMxKAL1Zero, then the gather of this K chunk's rows from the fragments."""
+        """`CopyAInL1` (mode 0): PadMxKAL1Zero, then the gather of this K chunk's rows from the fragments. A
+        plain A tensor (the slot ring's MAIN tiles, 67a83540d75e `CopyGmToL1`) is one contiguous copy."""
+        if not isinstance(gmA, FragmentTensor):
+            return super().CopyAInL1(gmA, curM, curGmKL1, l1BufId, kL1Offset, iter0)
         blockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
         stampA, covered = _gather_stamp(blockA)
         tensorAL1 = _gather_buffer((curM, curGmKL1), np.dtype(blockA.ElementType), covered)

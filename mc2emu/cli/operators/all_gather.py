@@ -10,7 +10,10 @@ Launch: `--block-dim`, else max(8, R) blocks. The CANN cases (m >= 2048, n >= 25
 baseM 256, which divides the 512-row tiles; the reduced default shape keeps that character at 8 blocks
 (at 32 cores AdjustBasicBlock would shrink baseM and blocks would straddle regions).
 
-Modes (`AGMode`): the two wait orders. Hazard showcase (`--hazards`): the kernel without its flag-0 wait
+Modes (`AGMode`): the seed protocol with the two wait orders, and the slot ring (`protocol=slot_ring`, the URMA
+impl of 67a83540d75e) with one slot (every round after the first reuses slot 0) and with no reuse (slot_num 0:
+commTurn slots); the slot ring waits in order only, so its modes have no wait order (`--wait-order` selects
+the seed modes). Hazard showcase (`--hazards`): the kernel without its flag-0 wait
 (UNCONSUMED_FLAG) and with UpdateAddrList before the wait (ADDR_LIST_UPDATED_EARLY); the mode's `variant`
 names the reproduced kernel variant (`AgKernelVariant`); and a block crossing a region boundary
 (`blocks=crossing`): the launch takes the first AIC count (R .. 32, `--block-dim` does not apply) whose SWAT
@@ -20,7 +23,12 @@ region finds no fragment (FRAGMENT_OUT_OF_RANGE) and those C rows are never writ
 against the golden: `ag_lost_rows` predicts the lost C rows from the tiling alone (block starts every baseM
 logical rows, the region map of SPEC §7.1), every other row must pass the AG ST rule and every lost row must
 hold the never-written pattern (poison 0xFF bytes with checks on, zeros with --no-check). A shape and rank
-count with no crossing block runs as a clean case.
+count with no crossing block runs as a clean case. The slot ring's AIV without its release wait
+(`variant=skip_release_wait`, one slot): READ_OVERWRITTEN (the peers' next-round puts into slot 0 are not
+ordered after this rank's AICs' reads) and UNCONSUMED_FLAG (the AICs' releases); a shape of one round (commTurn
+1, e.g. --quick) never reuses a slot and runs clean. The other slot-ring hazard, flag id 11 from slot 10, needs
+commTurn >= 11 (m >= 5121): `--shape` with such an m and the slot_num 0 mode shows the FLAG_ID_RESERVED
+warnings.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from mc2emu.cli.scenarios import (
 )
 from mc2emu.numerics import ElemFormat, bf16_ulp_distance
 from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gather_quant_matmul
+from mc2emu.ops.all_gather_quant_matmul_op import AgProtocol
 from mc2emu.runtime.gm import POISON_BYTE
 from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_gather_quant_matmul_tiling import MAX_RANKS, ag_matmul_tiling, make_ag_comm_tiling
@@ -65,17 +74,23 @@ class AgBlocks(enum.Enum):
 
 @dataclass(frozen=True)
 class AGMode(OperatorMode):
-    """wait order, the kernel variant (the source, or a reproduced hazard) and the launch's block count."""
+    """wait order (None: the protocol's own, the slot ring's in-order), the kernel variant (the source, or a
+    reproduced hazard), the launch's block count, the window protocol and its slot count."""
 
     CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"wait_order": WaitOrder, "variant": AgKernelVariant,
-                                                             "blocks": AgBlocks}
+                                                             "blocks": AgBlocks, "protocol": AgProtocol,
+                                                             "slot_num": int}
 
-    wait_order: WaitOrder = WaitOrder.MASK
+    wait_order: WaitOrder | None = WaitOrder.MASK
     variant: AgKernelVariant = AgKernelVariant.SOURCE
     blocks: AgBlocks = AgBlocks.ST
+    protocol: AgProtocol = AgProtocol.SEED
+    slot_num: int = 0
 
     def label_parts(self) -> list[str]:
-        parts = [self.wait_order.value]
+        parts = [self.wait_order.value] if self.wait_order is not None else []
+        if self.protocol is not AgProtocol.SEED:
+            parts.append(f"{self.protocol.value}={self.slot_num}")
         if self.variant is not AgKernelVariant.SOURCE:
             parts.append(self.variant.value)
         if self.blocks is not AgBlocks.ST:
@@ -90,11 +105,15 @@ MAX_AIC = 32
 DEFAULT_SHAPE = Shape(m=525, k=256, n=512)
 QUICK_SHAPE = Shape(m=64, k=128, n=128)
 
-MODES = tuple(AGMode(wo) for wo in WaitOrder)
+# The slot ring: one slot (rounds after the first reuse slot 0), and slot_num 0 (commTurn slots, no reuse).
+SLOT_RING_MODES = (AGMode(None, protocol=AgProtocol.SLOT_RING, slot_num=1),
+                   AGMode(None, protocol=AgProtocol.SLOT_RING, slot_num=0))
+MODES = (*(AGMode(wo) for wo in WaitOrder), *SLOT_RING_MODES)
 HAZARD_MODES = (AGMode(WaitOrder.IN_ORDER, AgKernelVariant.SKIP_FLAG0_WAIT),
                 AGMode(WaitOrder.MASK, AgKernelVariant.SKIP_FLAG0_WAIT),
                 AGMode(WaitOrder.IN_ORDER, AgKernelVariant.UPDATE_ADDR_BEFORE_WAIT),
-                AGMode(WaitOrder.IN_ORDER, blocks=AgBlocks.CROSSING))
+                AGMode(WaitOrder.IN_ORDER, blocks=AgBlocks.CROSSING),
+                AGMode(None, AgKernelVariant.SKIP_RELEASE_WAIT, protocol=AgProtocol.SLOT_RING, slot_num=1))
 RULES = (
     ModeRule({"variant": AgKernelVariant.SKIP_FLAG0_WAIT}, Expect(hazards=frozenset({Hazard.UNCONSUMED_FLAG})),
              "the AIV pre-sets flag 0 before its loop; a kernel that never waits it leaves one round per AIC"),
@@ -105,6 +124,11 @@ RULES = (
              Expect(hazards=frozenset({Hazard.FRAGMENT_OUT_OF_RANGE}), optional=True, compare=True,
                     optional_on="the shape"),
              "a block is resolved by its first row: its rows past that region have no fragment and are lost"),
+    ModeRule({"variant": AgKernelVariant.SKIP_RELEASE_WAIT},
+             Expect(hazards=frozenset({Hazard.READ_OVERWRITTEN, Hazard.UNCONSUMED_FLAG}), optional=True,
+                    optional_on="the shape"),
+             "the AIV reuses a slot without the AICs' release: the peers' puts may overwrite a round still read "
+             "(a shape of one round never reuses a slot)"),
 )
 
 
@@ -198,6 +222,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     assert isinstance(mode, AGMode)
     return all_gather_quant_matmul(
         inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], wait_order=mode.wait_order,
+        protocol=mode.protocol, slot_num=mode.slot_num,
         block_dim=_block_dim(case, ctx.size, ctx.block_dim), check=ctx.check,
         timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
         kernel_variant=mode.variant)
@@ -239,13 +264,18 @@ def validate(case: Case, size: int) -> list[str]:
     return out
 
 
-# `--predict` sweep: wait order x block_dim (the seed protocol; the slot ring is not emulated yet).
+# `--predict` sweep: the window protocol (the seed's two wait orders; the slot ring with one slot and with
+# commTurn slots, i.e. no reuse) x block_dim.
 PREDICT_BLOCK_DIMS = (8, 16, 32)
+PREDICT_SLOT_NUMS = (1, 0)
 
 
 def predict_knobs(shape: Shape, size: int) -> list[Knob]:
-    return [Knob(AGMode(wo), bd, {"wait": wo.value, "block_dim": bd})
-            for wo in WaitOrder for bd in PREDICT_BLOCK_DIMS if bd >= size]
+    windows = [(AGMode(wo), f"seed {wo.value}") for wo in WaitOrder]
+    windows += [(AGMode(None, protocol=AgProtocol.SLOT_RING, slot_num=s), f"slot_ring {s or 'commTurn'}")
+                for s in PREDICT_SLOT_NUMS]
+    return [Knob(mode, bd, {"window": name, "block_dim": bd})
+            for mode, name in windows for bd in PREDICT_BLOCK_DIMS if bd >= size]
 
 
 SPEC = OperatorSpec(

@@ -339,34 +339,41 @@ class BlockMmadMxCgmct(BlockMmadMx):
         aStart, aF32 = self._chunk_f32("A", self._aL1Chunks[al1BufId], scaleL1BufId)
         bStart, bF32 = self._chunk_f32("B", self._bL1Chunks[bl1BufId], scaleL1BufId)
         minPadKL1 = min(tile.curPadBKL1, tile.curPadAKL1)
-        halfL0 = self.TOTAL_L0A_SIZE // DOUBLE_BUFFER_COUNT
-        shift = 1 if self.IS_FP4 else 0
         for kL0Offset in range(kL1Offset, min(kL1Offset + self.minKL1_, self.k_), self.baseK_):
             tile.curKL0 = min(self.baseK_, minPadKL1 + kL1Offset - kL0Offset)
-            l0PingPongId = self.l0PingPong_ & 1
-            aBytes = (tile.curAlignM * Align64(tile.curKL0)) >> shift
-            bBytes = (Align64(tile.curKL0) * tile.curAlignN) >> shift
-            if aBytes > halfL0 or bBytes > self.TOTAL_L0B_SIZE // DOUBLE_BUFFER_COUNT:
-                raise CapacityError(f"{self.ctx.label}: L0A/L0B half of {halfL0} B cannot hold the step (A {aBytes} "
-                                    f"B, B {bBytes} B) of tile ({tile.curM}, {tile.curN}) x {tile.curKL0}")
             needBias = self.isBias_ and kL0Offset == 0  # NeedBias(kL0Offset)
-            if needBias:  # CopyInC2: bias L1 -> BT
-                if Align16(tile.curN) * FLOAT32_BYTES + self.baseN_ * self.biasBufId_ * FLOAT32_BYTES > \
-                        self.TOTAL_BT_SIZE:
-                    raise CapacityError(f"{self.ctx.label}: bias of {tile.curN} at BT buffer {self.biasBufId_} "
-                                        f"exceeds the {self.TOTAL_BT_SIZE} B bias table")
-                self._bt = self._biasL1C[self.biasBufId_]
-            kHi = min(kL0Offset + tile.curKL0, self.k_)
-            a = aF32[:, kL0Offset - aStart:kHi - aStart]
-            b = bF32[kL0Offset - bStart:kHi - bStart, :]
-            if a.shape[1] != kHi - kL0Offset or b.shape[0] != kHi - kL0Offset:
-                raise KernelError(f"{self.ctx.label}: the K step [{kL0Offset}, {kHi}) runs past the A chunk at "
-                                  f"{aStart} or the B chunk at {bStart} held in L1")
             isFinal = kL0Offset + self.baseK_ >= self.k_
             initCMatrix = kL0Offset == 0 and not self.isBias_
-            self.Mmad(tile.curM, tile.curN, tile.curKL0, isFinal, initCMatrix, needBias, tensorL0C, a, b, gmC,
-                      l0PingPongId)
-            self.l0PingPong_ += 1
+            self._l0_step(tile, kL0Offset, needBias, isFinal, initCMatrix, aStart, aF32, bStart, bF32, tensorL0C, gmC)
+
+    def _l0_step(self, tile: TileL1L0Param, kL0Offset: int, needBias: bool, isFinal: bool, initCMatrix: bool,
+                 aStart: int, aF32: np.ndarray, bStart: int, bF32: np.ndarray, tensorL0C: np.ndarray,
+                 gmC: GmTensor) -> None:
+        """One L0 step of Iterate at absolute K kL0Offset, tile.curKL0 wide: L1 -> L0A / L0B half l0PingPong_ & 1
+        (+ bias L1 -> BT), the MMAD with the given unitFlag / cmatrixInitVal, and the L0 flip."""
+        halfL0 = self.TOTAL_L0A_SIZE // DOUBLE_BUFFER_COUNT
+        shift = 1 if self.IS_FP4 else 0
+        l0PingPongId = self.l0PingPong_ & 1
+        aBytes = (tile.curAlignM * Align64(tile.curKL0)) >> shift
+        bBytes = (Align64(tile.curKL0) * tile.curAlignN) >> shift
+        if aBytes > halfL0 or bBytes > self.TOTAL_L0B_SIZE // DOUBLE_BUFFER_COUNT:
+            raise CapacityError(f"{self.ctx.label}: L0A/L0B half of {halfL0} B cannot hold the step (A {aBytes} "
+                                f"B, B {bBytes} B) of tile ({tile.curM}, {tile.curN}) x {tile.curKL0}")
+        if needBias:  # CopyInC2: bias L1 -> BT
+            if Align16(tile.curN) * FLOAT32_BYTES + self.baseN_ * self.biasBufId_ * FLOAT32_BYTES > \
+                    self.TOTAL_BT_SIZE:
+                raise CapacityError(f"{self.ctx.label}: bias of {tile.curN} at BT buffer {self.biasBufId_} "
+                                    f"exceeds the {self.TOTAL_BT_SIZE} B bias table")
+            self._bt = self._biasL1C[self.biasBufId_]
+        kHi = min(kL0Offset + tile.curKL0, self.k_)
+        a = aF32[:, kL0Offset - aStart:kHi - aStart]
+        b = bF32[kL0Offset - bStart:kHi - bStart, :]
+        if a.shape[1] != kHi - kL0Offset or b.shape[0] != kHi - kL0Offset:
+            raise KernelError(f"{self.ctx.label}: the K step [{kL0Offset}, {kHi}) runs past the A chunk at "
+                              f"{aStart} or the B chunk at {bStart} held in L1")
+        self.Mmad(tile.curM, tile.curN, tile.curKL0, isFinal, initCMatrix, needBias, tensorL0C, a, b, gmC,
+                  l0PingPongId)
+        self.l0PingPong_ += 1
 
     def Destroy(self) -> None:
         """`~BlockMmadMx()`: waits its own intra-core event flags; no accumulation index to close (CopyOut, the

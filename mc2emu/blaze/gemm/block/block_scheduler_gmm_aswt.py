@@ -26,11 +26,13 @@ Two variants of the tail split, selected with `variant=` (default `TailSplitVari
 - CGMCT (above): piece counts from minimum pieces of 128 on an inner axis (M with transA, N without transB)
   and 16 otherwise; M pieces rounded to 128 with transA only, N pieces to nTailAlign then to 128 without
   transB.
-- BLAZE: hicann/ops-tensor `include/blaze/gemm/block/block_scheduler_gmm_aswt_with_tail_split.h`
-  (`Blaze::Gemm::Block::BlockSchedulerGmmSwatWithTailSplit`, 1ea0db2f): minimum pieces of
-  min(16, tail align) on both axes (no split when there is no tail tile), pieces rounded to mTailAlign /
-  nTailAlign only (its sample kernel sets 16 / 128 for an ND operand and 128 / 16 for a DN one).
-The tile walk (windows, core ranges, rounds) is the same in both.
+- BLAZE and BLAZE_SAMPLE (the same scheduler arithmetic; the kernels set different tail alignments, see
+  kernel_qgmm_mx.py): hicann/ops-tensor `include/blaze/gemm/block/block_scheduler_gmm_swat_with_tail_split.h`
+  (`Blaze::Gemm::Block::BlockSchedulerGmmSwatWithTailSplit`, 03460a61, used by the production Blaze kernel
+  `kernel_qgmm_mx.h`) and `block_scheduler_gmm_aswt_with_tail_split.h` (1ea0db2f, used by the sample
+  kernel): minimum pieces of min(16, tail align) on both axes (no split when there is no tail tile), pieces
+  rounded to mTailAlign / nTailAlign only.
+The tile walk (windows, core ranges, rounds) is the same in all.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class TailSplitVariant(enum.Enum):
     """Which source's tail split the scheduler follows."""
 
     CGMCT = "cgmct"  # ops-transformer gmm/common/cgmct (the production GroupedMatmul kernel)
-    BLAZE = "blaze"  # ops-tensor include/blaze (Blaze::Gemm::Block::BlockSchedulerGmmSwatWithTailSplit)
+    BLAZE = "blaze"  # ops-tensor include/blaze kernel_qgmm_mx.h (the IS_BLAZE path of grouped_matmul_apt.cpp)
+    BLAZE_SAMPLE = "blaze_sample"  # ops-tensor's sample quant_grouped_matmul_mx_kernel.h (count list only)
 
 
 class BlockContext(Protocol):
@@ -146,7 +149,7 @@ class BlockSchedulerGmmAswtWithTailSplit:
         """Without arguments: choose mTailCnt x nTailCnt <= the idle cores per tail tile (the source's overload
         `UpdateTailTile()`), then split. With arguments: split each last-round tile that many ways."""
         if mTailCnt is None or nTailCnt is None:
-            blaze = self.variant_ is TailSplitVariant.BLAZE
+            blaze = self.variant_ is not TailSplitVariant.CGMCT
             if blaze and self.GetTailTileCnt() == 0:
                 return
             remainTile = (self.blockNum_ - self.endBlockIdx_ - 1) // self.GetTailTileCnt() + 1
@@ -221,7 +224,7 @@ class BlockSchedulerGmmAswtWithTailSplit:
             return singleCoreM, singleCoreN, 0, 0
         singleCoreMSplit = CeilDiv(singleCoreM, self.mTailCnt_)
         singleCoreNSplit = CeilDiv(singleCoreN, self.nTailCnt_)
-        if self.variant_ is TailSplitVariant.BLAZE:
+        if self.variant_ is not TailSplitVariant.CGMCT:
             singleCoreMSplit = Align(singleCoreMSplit, self.mTailAlign_)
             singleCoreNSplit = Align(singleCoreNSplit, self.nTailAlign_)
         else:

@@ -15,9 +15,21 @@ tiles of a group: curBaseM = Align16(ceil(m / ceil(m / baseM))) (m 600, baseM 25
 last group's tail split is tried only when `(GetEndBlockIdx() + 1) <= blockNum >> 1`; a tail piece of size 0
 ends the core's group (`return`). transA is split-K (SetMNK sets K), otherwise split-M (SetMNK sets M).
 
-`variant=TailSplitVariant.BLAZE` follows the Blaze sample kernel (ops-tensor `quant_grouped_matmul_mx_kernel.h`,
-`KernelQGmmMx` over `Blaze::...::BlockSchedulerGmmAswtWithTailSplit`): SetTailAlign(16 for ND A / 128 for DN A,
-128 for ND B / 16 for DN B), a count group list only, no sparse break; the group loop is otherwise the same.
+Three variants (`variant=`), which differ here only in the tail alignments the kernel gives the scheduler
+and in the group-list types it reads (the schedulers' tail split: block_scheduler_gmm_aswt.py):
+- CGMCT (default): the kernel above, the one `grouped_matmul_apt.cpp` runs without `IS_BLAZE` (and the only
+  one in cannmirror/ops-transformer 25fb6b92): SetTailAlign(1, transB ? 16 : c0Size) for split-M, none for
+  split-K.
+- BLAZE: the production Blaze kernel of the `IS_BLAZE` branch (hicann/ops-transformer grouped_matmul_apt.cpp
+  0baa2e82 -> `GmmTensorApiMxKernel` -> hicann/ops-tensor `include/blaze/gemm/kernel/kernel_qgmm_mx.h`
+  03460a61, `GemmUniversal<..., KernelGroupedMmadWithScaleMx>`): `SetSchedulerTailAlign` gives split-M
+  (1, TRANS_B ? BLOCK_CUBE : C0_SIZE) and split-K (INNER_AXIS_MIN_SPLIT_VAL, TRANS_B ? BLOCK_CUBE :
+  INNER_AXIS_MIN_SPLIT_VAL); cumsum / count / sparse lists with the same sparse break. Its group loop is
+  otherwise this one (an empty tail piece `continue`s its do-while where CGMCT `return`s: the same, empty
+  pieces only occur in the last round).
+- BLAZE_SAMPLE: ops-tensor's sample kernel (`quant_grouped_matmul_mx_kernel.h`, `KernelQGmmMx` over
+  `Blaze::...::BlockSchedulerGmmAswtWithTailSplit`, 1ea0db2f): SetTailAlign(16 for ND A / 128 for DN A,
+  128 for ND B / 16 for DN B), a count group list only.
 """
 
 from __future__ import annotations
@@ -111,7 +123,7 @@ class KernelQGmmMx:
     def __init__(self, gmmParams: GMMTiling, *, transA: bool, transB: bool, isFp4: bool = False,
                  variant: TailSplitVariant = TailSplitVariant.CGMCT) -> None:
         self.variant = TailSplitVariant(variant)
-        if self.variant is TailSplitVariant.BLAZE and gmmParams.groupListType != GROUP_LIST_TYPE_COUNT:
+        if self.variant is TailSplitVariant.BLAZE_SAMPLE and gmmParams.groupListType != GROUP_LIST_TYPE_COUNT:
             raise ConstraintError("KernelQGmmMx (Blaze sample): count group list", "the Blaze sample kernel reads "
                                   "groupList as per-group counts only (groupListType 1)")
         self.gmmParams = gmmParams
@@ -179,7 +191,12 @@ class KernelQGmmMx:
         p = self.gmmParams
         bs = BlockSchedulerGmmAswtWithTailSplit(p.baseM, p.baseN, p.baseK, ctx, transA=self.transA,
                                                 transB=self.transB, variant=self.variant)
-        if self.variant is TailSplitVariant.BLAZE:  # SetSchedulerTailAlign
+        if self.variant is TailSplitVariant.BLAZE:  # kernel_qgmm_mx.h SetSchedulerTailAlign
+            if not self.transA:  # mTailAlign 1, nTailAlign TRANS_B ? BLOCK_CUBE : C0_SIZE
+                bs.SetTailAlign(1, BLOCK_CUBE if self.transB else self.c0Size)  # Blaze split-M
+            else:
+                bs.SetTailAlign(INNER_AXIS_MIN_SPLIT_VAL, BLOCK_CUBE if self.transB else INNER_AXIS_MIN_SPLIT_VAL)
+        elif self.variant is TailSplitVariant.BLAZE_SAMPLE:  # the sample kernel's SetTailAlign
             bs.SetTailAlign(INNER_AXIS_MIN_SPLIT_VAL if self.transA else BLOCK_CUBE,
                             BLOCK_CUBE if self.transB else INNER_AXIS_MIN_SPLIT_VAL)
         elif not self.transA:

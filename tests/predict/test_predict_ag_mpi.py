@@ -1,0 +1,29 @@
+"""`--predict` for all_gather_quant_matmul: the window sweep (seed protocol vs slot ring x slot counts) runs at
+every world size; the slot ring with one slot is predicted slower than without reuse (each reused round waits
+for the AICs' release, SyncAll and a CrossDevice before its put), and slot_num 0 (commTurn slots) predicts
+exactly the seed in-order protocol's time (the same synchronization structure)."""
+
+import pytest
+
+from mc2emu.cli.operators import all_gather
+from mc2emu.cli.predict import predict_operator
+from mc2emu.cli.scenarios import Shape
+
+SHAPE = Shape(m=525, k=128, n=64)   # a 512-row tile + a 13-row tail: commTurn 2, one slot is reused once
+
+
+@pytest.mark.mpi(min_size=2)
+def test_window_sweep_orders_the_slot_ring_after_the_seed():
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    size = comm.Get_size()
+    knobs = all_gather.predict_knobs(SHAPE, size)
+    names = {k.values["window"] for k in knobs}
+    assert names == {"seed mask", "seed in_order", "slot_ring 1", "slot_ring commTurn"}
+    bd = max(8, size)
+    pick = [k for k in knobs if k.block_dim == bd and k.values["window"].startswith("slot_ring")]
+    t = predict_operator(all_gather.SPEC, SHAPE, comm=comm, knobs=pick)
+    assert all(r.ok and r.total_s > 0 for r in t.rows), [r.refused for r in t.rows]
+    times = {r.knob.values["window"]: r.total_s for r in t.rows}
+    assert times["slot_ring 1"] > times["slot_ring commTurn"], times
