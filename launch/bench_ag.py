@@ -53,15 +53,19 @@ def main():
         idle_barrier(comm)
         t0, c0 = time.perf_counter(), cpu_s()
         ref = golden_all_gather_quant_matmul(x1s, x1ss, inp["x2"], inp["x2_scale"])
-        golden_cpus.append(comm.allreduce(cpu_s() - c0, op=MPI.SUM))
-        golden_walls.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        wall, cpu = time.perf_counter() - t0, cpu_s() - c0
+        idle_barrier(comm)   # ranks done first sleep here: a blocking reduction would spin against the others
+        golden_cpus.append(comm.allreduce(cpu, op=MPI.SUM))
+        golden_walls.append(comm.allreduce(wall, op=MPI.MAX))
         idle_barrier(comm)
         t0, c0 = time.perf_counter(), cpu_s()
         out = all_gather_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"],
                                       wait_order=args.wait_order, block_dim=args.block_dim, timeout=300,
                                       check=args.check)
-        emu_cpus.append(comm.allreduce(cpu_s() - c0, op=MPI.SUM))
-        emu_walls.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        wall, cpu = time.perf_counter() - t0, cpu_s() - c0
+        idle_barrier(comm)
+        emu_cpus.append(comm.allreduce(cpu, op=MPI.SUM))
+        emu_walls.append(comm.allreduce(wall, op=MPI.MAX))
     ok, raw_max, _ = ag_st_verify(out, ref)
     oks = comm.allgather(ok)
     raw = comm.allreduce(raw_max, op=MPI.MAX)

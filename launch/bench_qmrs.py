@@ -62,8 +62,10 @@ def main():
         idle_barrier(comm)
         t0, c0 = time.perf_counter(), time.process_time()
         ref = numpy_golden(comm, inp)
-        golden_walls.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
-        golden_cpus.append(comm.allreduce(time.process_time() - c0, op=MPI.SUM))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        idle_barrier(comm)   # ranks done first sleep here: a blocking reduction would spin against the others
+        golden_walls.append(comm.allreduce(wall, op=MPI.MAX))
+        golden_cpus.append(comm.allreduce(cpu, op=MPI.SUM))
         idle_barrier(comm)
         t0, c0 = time.perf_counter(), time.process_time()
         kw = {"kernel_variant": "final_wait"} if args.impl == "per_block" else {"head_m_size": args.head_m_size}
@@ -73,8 +75,10 @@ def main():
         except HazardError as exc:
             out = exc.output
             print(f"rank {rank}: {exc}", flush=True)
-        emu_walls.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
-        emu_cpus.append(comm.allreduce(time.process_time() - c0, op=MPI.SUM))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        idle_barrier(comm)
+        emu_walls.append(comm.allreduce(wall, op=MPI.MAX))
+        emu_cpus.append(comm.allreduce(cpu, op=MPI.SUM))
     bad = comm.allreduce(int((out.view(np.uint16) != ref.view(np.uint16)).sum()), op=MPI.SUM)
     if rank == 0:
         g, e = min(golden_walls), min(emu_walls)

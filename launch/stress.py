@@ -10,7 +10,8 @@ source's hcomm localMatmul 2 under CCU); "pairing", the faults that unbalance pa
 localMatmul 2 under AICPU; no_atomic_add; aiv_joins_aic_kernel) and clean runs (delay_rank, seeded
 perturbation) whose C must equal an unperturbed run's bitwise and the golden within 1 ULP. "ag", the same
 for all_gather_quant_matmul (`StressOp.AG`): drop_set_flag and kill_rank (DEADLOCK), extra_set_flag and
-skip_wait_tile (UNCONSUMED_FLAG), the kernel's reproduced hazards skip_flag0_wait (UNCONSUMED_FLAG) and
+skip_wait_tile (UNCONSUMED_FLAG), the kernel's reproduced hazards skip_flag0_wait (UNCONSUMED_FLAG),
+skip_release_wait (the slot ring with one slot, the AIV without its release wait: READ_OVERWRITTEN) and
 update_addr_before_wait (ADDR_LIST_UPDATED_EARLY), delay_rank and perturbation (clean, bitwise, golden),
 both wait orders, shapes of one to three communication rounds (a ragged tail or none).
 `stress_deadlock.py` / `stress_pairing.py` are this driver with the family fixed. Kinds run in a shuffled
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mc2emu.check.stress_model import (
+    AG_SLOT_RING,
     DEFAULT_TIMEOUT_S,
     Injection,
     JobRun,
@@ -109,9 +111,12 @@ PAIRING_KINDS = (
 )
 # all_gather_quant_matmul: UDMA only; a config names the wait order (impl, localMatmul, server are unused).
 AG_CONFIGS = tuple((Impl.UDMA, 0, wo, CCU) for wo in WaitOrder)
-AG_KINDS = tuple(Kind(f"ag/{inj.value}", inj, AG_CONFIGS, StressOp.AG) for inj in (
+AG_KINDS = (*(Kind(f"ag/{inj.value}", inj, AG_CONFIGS, StressOp.AG) for inj in (
     Injection.DROP_SET_FLAG, Injection.KILL_RANK, Injection.EXTRA_SET_FLAG, Injection.SKIP_WAIT_TILE,
-    Injection.SKIP_FLAG0_WAIT, Injection.UPDATE_ADDR_BEFORE_WAIT, Injection.DELAY_RANK, Injection.PERTURB))
+    Injection.SKIP_FLAG0_WAIT, Injection.UPDATE_ADDR_BEFORE_WAIT, Injection.DELAY_RANK, Injection.PERTURB)),
+    # the slot ring's AIV reusing a slot without the release: in-order waits, two rounds or more
+    Kind("ag/skip_release_wait", Injection.SKIP_RELEASE_WAIT, ((Impl.UDMA, 0, WaitOrder.IN_ORDER, CCU),),
+         StressOp.AG))
 FAMILIES = {"deadlock": DEADLOCK_KINDS, "pairing": PAIRING_KINDS, "all": DEADLOCK_KINDS + PAIRING_KINDS,
             "ag": AG_KINDS}
 # Shapes: 3-4 head tiles of 16 or 32 rows plus maybe a half tail (every seeded hook occurrence exists), Ka of
@@ -128,7 +133,8 @@ def draw_ag(kind: Kind, rng: np.random.Generator, max_ranks: int, timeout: float
     _, _, wo, _ = kind.configs[int(rng.integers(len(kind.configs)))]
     ranks = int(rng.integers(MIN_RANKS, max(MIN_RANKS, max_ranks) + 1))
     clean = expected_diagnosis(Scenario(kind.injection, ranks, op=StressOp.AG)) is None
-    return Scenario(kind.injection, ranks, wait_order=wo, ori_m=int(rng.choice(AG_M_CHOICES)),
+    m_choices = AG_M_CHOICES if kind.injection not in AG_SLOT_RING else AG_M_CHOICES[1:]   # >= 2 rounds
+    return Scenario(kind.injection, ranks, wait_order=wo, ori_m=int(rng.choice(m_choices)),
                     ka=int(rng.choice(AG_K_CHOICES)), n=int(rng.choice(N_CHOICES)),
                     block_dim=ranks + int(rng.integers(EXTRA_BLOCKS)), seed=int(rng.integers(1, 2**31 - 1)),
                     timeout=timeout, reference=clean, golden=clean, op=StressOp.AG)

@@ -248,10 +248,10 @@ class QuantMatmulReduceScatterRoundsImpl:
                     src = a.stagingGm + (a.rankId * ct.mSeg + segRow) * a.cBytesPerM
                 else:
                     src = a.winData + j * a.chunkBytes + segRow * a.cBytesPerM
-                srcBuf[:cnt] = ctx.gm_read(src, BF16, (cnt,))                      # DataCopyPad, exact bytes
-                srcFP32[:cnt] = srcBuf[:cnt].astype(np.float32)                    # Cast CAST_NONE
-                accFP32[:cnt] = accFP32[:cnt] + srcFP32[:cnt]                      # Add (fp32, RNE)
-            dstBuf[:cnt] = accFP32[:cnt].astype(BF16)                              # Cast CAST_RINT
+                ctx.gm_read(src, BF16, (cnt,), out=srcBuf[:cnt])                   # DataCopyPad, exact bytes
+                srcFP32[:cnt] = srcBuf[:cnt]                                       # Cast CAST_NONE
+                np.add(accFP32[:cnt], srcFP32[:cnt], out=accFP32[:cnt])            # Add (fp32, RNE)
+            dstBuf[:cnt] = accFP32[:cnt]                                           # Cast CAST_RINT
             self.CopyOut(a.yGm + segRow * a.cBytesPerM, dstBuf, cnt, t)
 
     def CopyOut(self, dst: GmAddr, dstBuf: np.ndarray, cnt: int, t: int) -> None:

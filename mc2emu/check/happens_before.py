@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import math
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -540,9 +541,11 @@ class ReadContent:
 
     def same_bytes(self, raw: np.ndarray) -> bool:
         a, b = self.data.reshape(-1), raw.reshape(-1)
+        if a.size != b.size:
+            return False
         if a.size % _WORD.itemsize == 0:
             a, b = a.view(_WORD), b.view(_WORD)
-        return bool(np.array_equal(a, b))
+        return bool((a == b).all())
 
     def offsets(self) -> np.ndarray:
         """Absolute byte offset of every returned byte, in the order of `data`."""
@@ -591,7 +594,7 @@ class _ReadContents:
             return None
         shape, strides, item = tuple(x["shape"]), tuple(x["strides"]), int(x["item"])
         raw = np.ascontiguousarray(data).view(np.uint8)
-        if raw.size != int(np.prod(shape, dtype=np.int64)) * item:
+        if raw.size != math.prod(shape) * item:
             return None
         key = (window, int(addr.offset), shape, strides, item)
         last = self._last.get(key)   # dict get / set are atomic under the GIL; a lost race only costs a copy

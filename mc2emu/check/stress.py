@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mc2emu.check.stress_model import (
+    AG_SLOT_RING,
     DEADLOCK,
     DEFAULT_TIMEOUT_S,
     GATHER_POLL_S,
@@ -163,6 +164,9 @@ def run_rank(s: Scenario, comm: Any, data_seed: int, notify: Any = None) -> dict
         op: Any = all_gather_quant_matmul
         kw: dict[str, Any] = dict(wait_order=s.wait_order, block_dim=s.block_dim, timeout=s.timeout, comm=comm,
                                   kernel_variant=s.injection.ag_variant or "source")
+        slots = AG_SLOT_RING.get(s.injection)
+        if slots is not None:   # the slot ring waits in order only
+            kw.update(protocol="slot_ring", slot_num=slots, wait_order=None)
     else:
         inp = gen_st_inputs(rank, s.ranks, s.ori_m, s.ka, s.n, seed=data_seed)
         op = all_to_all_quant_matmul

@@ -7,8 +7,10 @@ reads `ori_m` as the rows of x1 per rank (the ST tile rule then gives tileM = mi
 and maybe a tail), `ka` as K, `wait_order` as the kernel's; it ignores impl, localMatmul, the HCCL server
 and head_tile_size (the AG kernel is UDMA only). Its injections: the cross-core flag faults (every AIV Sets
 flags 0..commTurn, every AIC waits each once), skip_wait_tile (the AIC skips one of those waits), kill_rank,
-delay_rank and seeded perturbation, plus the kernel's two reproduced hazards as source variants
-(`AgKernelVariant`: skip_flag0_wait, update_addr_before_wait)."""
+delay_rank and seeded perturbation, plus the kernel's reproduced hazards as source variants
+(`AgKernelVariant`: skip_flag0_wait, update_addr_before_wait; and skip_release_wait, which runs the slot ring
+(`protocol="slot_ring"`, one slot, in-order waits) with the AIV reusing a slot without the AICs' release:
+READ_OVERWRITTEN; it needs two rounds or more)."""
 
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class Injection(enum.Enum):
     NONE = "none"
     SKIP_FLAG0_WAIT = "skip_flag0_wait"                   # AG kernel variant
     UPDATE_ADDR_BEFORE_WAIT = "update_addr_before_wait"   # AG kernel variant
+    SKIP_RELEASE_WAIT = "skip_release_wait"               # AG kernel variant of the slot ring (one slot)
 
     @property
     def fault(self) -> Fault | None:
@@ -82,7 +85,10 @@ class Injection(enum.Enum):
 # The AllGather kernel variants (source hazards reproduced by the kernel, `AgKernelVariant`) and what each
 # must end in: the AIV's pre-set flag 0 never consumed; MAIN addresses moved before their round's wait.
 AG_VARIANTS = {Injection.SKIP_FLAG0_WAIT: "UNCONSUMED_FLAG",
-               Injection.UPDATE_ADDR_BEFORE_WAIT: "ADDR_LIST_UPDATED_EARLY"}
+               Injection.UPDATE_ADDR_BEFORE_WAIT: "ADDR_LIST_UPDATED_EARLY",
+               Injection.SKIP_RELEASE_WAIT: "READ_OVERWRITTEN"}
+# The AllGather injections that run the slot ring (protocol "slot_ring", this many slots, in-order waits).
+AG_SLOT_RING = {Injection.SKIP_RELEASE_WAIT: 1}
 # The injections an AllGather scenario may carry.
 AG_INJECTIONS = frozenset({Injection.DROP_SET_FLAG, Injection.EXTRA_SET_FLAG, Injection.SKIP_WAIT_TILE,
                            Injection.KILL_RANK, Injection.DELAY_RANK, Injection.PERTURB, *AG_VARIANTS})
@@ -220,6 +226,9 @@ def _ag_can_run(s: Scenario) -> list[str]:
     violations = ag_constraint_violations(s.ori_m, s.ka, s.n, s.ranks, make_ag_comm_tiling(s.ori_m, s.ka),
                                           s.block_dim)
     out += [f"ag {rule}: {reason}" for rule, reason in violations]
+    slots = AG_SLOT_RING.get(s.injection)
+    if slots is not None and s.ag_comm_turn <= slots:
+        out.append(f"{s.injection.value}: {s.ag_comm_turn} round(s) in {slots} slot(s) never reuse a slot")
     return out
 
 

@@ -124,6 +124,15 @@ def _copy_out(view: np.ndarray) -> np.ndarray:
     return np.array(view.view(as_int), copy=True).view(view.dtype)
 
 
+def _copy_into(dst: np.ndarray, view: np.ndarray) -> None:
+    """`dst[...] = view` (host speed only: ml_dtypes data moved as same-size integers, as `_copy_out`)."""
+    as_int = _COPY_AS.get(view.dtype.itemsize)
+    if as_int is None or view.dtype == as_int or view.dtype.hasobject:
+        dst[...] = view
+    else:
+        dst.view(as_int)[...] = view.view(as_int)
+
+
 def _is_fp4(dtype: np.dtype) -> bool:
     return dtype in FP4_DTYPES
 
@@ -230,14 +239,23 @@ class GlobalMemory:
         return self._raw(addr.alloc.buf, addr.offset, sshape, st, dtype)
 
     def read(self, addr: GmAddr, dtype: np.dtype | type, shape: Sequence[int],
-             strides: Sequence[int] | None = None, *, core: str = "host") -> np.ndarray:
-        """Copy out of GM (a DataCopy GM -> L1/UB). Checks bounds and, in check mode, unwritten bytes."""
+             strides: Sequence[int] | None = None, *, core: str = "host", out: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Copy out of GM (a DataCopy GM -> L1/UB). Checks bounds and, in check mode, unwritten bytes.
+
+        With `out` (a local buffer of the element shape and dtype; not FP4) the bytes land there directly and
+        `out` is returned: the same bytes, events and reports as a read followed by a copy into `out`."""
         dtype = np.dtype(dtype)
         sshape, st, eshape, item = self._geometry(dtype, shape, strides)
         lo, hi = self._span(addr, sshape, st, item, "read")
         alloc = addr.alloc
         sdtype = np.dtype(np.uint8) if _is_fp4(dtype) else dtype
-        out = _copy_out(self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
+        if out is None:
+            out = _copy_out(self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
+        else:
+            if _is_fp4(dtype) or out.shape != sshape or out.dtype != dtype:
+                raise GmError(f"rank {self.rank}: read of {dtype} {sshape} into a {out.dtype} {out.shape} buffer")
+            _copy_into(out, self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
         if not alloc.fully_written and alloc.written is not None and hi > lo:
             mask = np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
                               strides=(*st, 1))

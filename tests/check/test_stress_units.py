@@ -194,6 +194,7 @@ AG = dict(op=StressOp.AG, ori_m=525, ka=128, n=64, block_dim=2)
     (Injection.SKIP_WAIT_TILE, "UNCONSUMED_FLAG"),
     (Injection.SKIP_FLAG0_WAIT, "UNCONSUMED_FLAG"),
     (Injection.UPDATE_ADDR_BEFORE_WAIT, "ADDR_LIST_UPDATED_EARLY"),
+    (Injection.SKIP_RELEASE_WAIT, "READ_OVERWRITTEN"),
     (Injection.DELAY_RANK, None),
     (Injection.PERTURB, None),
 ])
@@ -201,8 +202,8 @@ def test_ag_expected_diagnosis(injection, expected):
     s = Scenario(injection, 2, **AG)
     assert expected_diagnosis(s) == expected
     assert can_run(s) == []
-    assert s.injection.ag_variant == (injection.value if "UPDATE" in injection.name or "FLAG0" in injection.name
-                                      else None)
+    assert s.injection.ag_variant == (injection.value if any(w in injection.name for w in ("UPDATE", "FLAG0",
+                                                                                           "RELEASE")) else None)
 
 
 @pytest.mark.parametrize("scenario, reason", [
@@ -211,6 +212,7 @@ def test_ag_expected_diagnosis(injection, expected):
     (Scenario(Injection.DROP_SET_FLAG, 4, **dict(AG, block_dim=3)), "AG-5"),
     (Scenario(Injection.DROP_SET_FLAG, 2, **dict(AG, ka=192)), "AG-2"),
     (Scenario(Injection.DROP_SET_FLAG, 2, **dict(AG, ori_m=16 * 512)), "AG-4"),
+    (Scenario(Injection.SKIP_RELEASE_WAIT, 2, **dict(AG, ori_m=48)), "never reuse a slot"),
 ])
 def test_ag_scenarios_without_a_sound_expectation_are_refused(scenario, reason):
     assert any(reason in r for r in can_run(scenario)), can_run(scenario)

@@ -68,15 +68,24 @@ def _gather_stamp(t: FragmentTensor) -> tuple[tuple | None, bool]:
     or a piece past the list); equal stamps prove two gathers returned the same bytes. Host time only."""
     axis = t.GetSplitAxis()
     comp = t.ComputeFragmentComposition(t.GetSliceCoord(axis), t.GetSliceShape(axis))
-    stamps: list[tuple | None] = []
+    stamps: list[tuple] | None = []
     for idx in range(comp.totalFragmentCnt):
         info = t.GetFragmentInfo(idx, comp)
         if info.fragmentIdx >= t.GetFragmentCnt() or not isinstance(info.addr, GmAddr):
             return None, False
+        if stamps is None:
+            continue                   # a piece is unstamped (a window): only `covered` is left to find
+        if not info.addr.alloc.stable:
+            stamps = None              # read_stamp of any slice of it is None
+            continue
         piece = t.GetFragment(info.fragmentIdx).Slice(cast("tuple[int, int]", tuple(info.fragCoord)),
                                                       cast("tuple[int, int]", tuple(info.copyShape)))
-        stamps.append(read_stamp(piece))
-    return (None if any(s is None for s in stamps) else tuple(stamps)), True
+        stamp = read_stamp(piece)
+        if stamp is None:
+            stamps = None
+        else:
+            stamps.append(stamp)
+    return (None if stamps is None else tuple(stamps)), True
 
 
 def _still(stamp: tuple | None, t: FragmentTensor) -> tuple | None:

@@ -66,12 +66,7 @@ class CopyGM2L1:
             raise LayoutError(f"{self.ctx.label}: CopyGM2L1 of a {src.shape} GM tensor into a {dst.shape} buffer")
         if dst.dtype != src.dtype:
             raise LayoutError(f"{self.ctx.label}: CopyGM2L1 of {src.dtype} into a {dst.dtype} buffer")
-        loaded = src.load(self.ctx)
-        if dst.dtype.itemsize == 1 and loaded.dtype == dst.dtype:
-            # the same bytes, moved as uint8 (an ml_dtypes float8 assignment copies element by element)
-            dst.view(np.uint8)[...] = loaded.view(np.uint8)
-        else:
-            dst[...] = loaded
+        src.load(self.ctx, out=dst)   # the GM read lands in dst (no intermediate copy)
 
 
 @dataclass(frozen=True)

@@ -113,16 +113,23 @@ class GmTensor:
         """(storage shape, byte strides, perm or None when the storage order is the logical order)."""
         return _geometry_of(self.layout, self.ptr.dtype, self.name)
 
-    def load(self, ctx: CoreContext) -> np.ndarray:
-        """Copy this tensor out of GM on behalf of `ctx`'s core; returns the logical (rows, cols) array."""
+    def load(self, ctx: CoreContext, out: np.ndarray | None = None) -> np.ndarray:
+        """Copy this tensor out of GM on behalf of `ctx`'s core; returns the logical (rows, cols) array. With
+        `out` (a local buffer of the logical shape and element type) the bytes land there and `out` is
+        returned."""
         rows, cols = self.layout.shape
         if rows == 0 or cols == 0:
-            return np.empty((rows, cols), dtype=self.ptr.dtype)
+            return np.empty((rows, cols), dtype=self.ptr.dtype) if out is None else out
         sshape, bstrides, perm = self._geometry()
+        if out is not None and perm is None and not is_fp4(self.ptr.dtype):
+            return ctx.gm_read(self.ptr.addr, self.ptr.dtype, sshape, bstrides, out=out)
         raw = ctx.gm_read(self.ptr.addr, self.ptr.dtype, sshape, bstrides)
-        if perm is None:
+        if perm is not None:
+            raw = raw.transpose(perm).reshape(rows, cols)
+        if out is None:
             return raw
-        return raw.transpose(perm).reshape(rows, cols)
+        out[...] = raw
+        return out
 
     def store(self, ctx: CoreContext, value: np.ndarray) -> None:
         """Write the logical (rows, cols) array `value` into this tensor on behalf of `ctx`'s core (adds when
