@@ -69,15 +69,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3, help="timed repetitions per side (best is reported)")
     ap.add_argument("--block-dim", type=int, default=None, help="AICs (default: the platform's 32)")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--variant", choices=("cgmct", "blaze", "blaze_sample"), default="cgmct",
+                    help="the source kernel (docs/grouped-matmul-mx.md)")
     args = ap.parse_args(argv)
 
     inp = make_inputs(args.m, args.n, args.k, args.groups, args.trans_b, args.seed)
     ops = (inp["x"], inp["x_scale"], inp["weight"], inp["weight_scale"], inp["group_list"])
     kw = {"group_list_type": "count", "trans_b": args.trans_b}
     print(f"GroupedMatmul MX e4m3  g {args.groups}  M {args.m} (sizes {inp['group_list'].tolist()})  N {args.n}  "
-          f"K {args.k}  trans_b={args.trans_b}  best of {args.repeat} alternating runs, BLAS threads 1, "
+          f"K {args.k}  trans_b={args.trans_b}  variant {args.variant}  best of {args.repeat} alternating runs, "
+          f"BLAS threads 1, "
           f"{os.cpu_count()} host CPUs")
-    best = side_by_side(lambda: grouped_matmul_mx(*ops, block_dim=args.block_dim, **kw),
+    best = side_by_side(lambda: grouped_matmul_mx(*ops, block_dim=args.block_dim, variant=args.variant, **kw),
                         lambda: golden_grouped_matmul_mx(*ops, **kw), args.repeat)
     (t_emu, cpu_emu, y_emu), (t_gold, cpu_gold, y_gold) = best["emulator"], best["golden"]
     print(f"emulator  {t_emu:8.3f} s   (CPU {cpu_emu:.3f} s)")

@@ -190,6 +190,13 @@ MUTANTS: list[Mutant] = [
            "self.Iterate(tile, aL1BufId, bL1BufId, scaleL1BufId, kInner, kOuter, 0, kInner - kOuter,",
            "self.Iterate(tile, aL1BufId, bL1BufId, scaleL1BufId, kOuter, kOuter, 0, kInner - kOuter,",
            serial=(GMM_BLAZE,)),
+    Mutant("GMM CLI: the mode's kernel variant not passed to the operator", "mc2emu/cli/operators/grouped_matmul_mx.py",
+           "variant=_mode(case).gmm_variant, **_kw(case))", "**_kw(case))",
+           serial=(f"{GMM_CLI}::test_gmm_variant_mode_option_runs_every_mode_on_that_kernel",),
+           why="the variants' values are bitwise equal: only the fixpipe pieces tell the kernels apart"),
+    Mutant("GMM CLI: --print-schedule ignores --gmm-variant", "mc2emu/cli/operators/grouped_matmul_mx.py",
+           'variant = opts.gmm_variant or "cgmct"', 'variant = "cgmct"',
+           serial=(f"{GMM_CLI}::test_print_schedule_per_variant",)),
     # -- runtime ---------------------------------------------------------------------------------------------
     Mutant("atomic add overwrites", "mc2emu/runtime/gm.py",
            "dst[...] = (dst.astype(np.float32) + value.astype(np.float32)).astype(dtype)",

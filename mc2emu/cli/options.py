@@ -66,13 +66,15 @@ class RunOptions:
     trans_b: bool = False
     split_k: bool = False
     json: bool = False
+    gmm_variant: str | None = None  # grouped_matmul_mx: cgmct | blaze | blaze_sample (a mode option, and the plan's)
     # --predict: compare the operator's knobs on the DAV_3510 cost model (mc2emu/cli/predict.py).
     predict: bool = False
     plot: Path | None = None
     cost: tuple[str, ...] = ()
 
     # Options that set a field of an operator's mode type (validated against the operator's mode type).
-    MODE_OPTIONS: ClassVar[tuple[str, ...]] = ("impl", "local_matmul", "wait_order", "hccl_server", "isolate")
+    MODE_OPTIONS: ClassVar[tuple[str, ...]] = ("impl", "local_matmul", "wait_order", "hccl_server", "isolate",
+                                               "gmm_variant")
 
     def mode_filters(self) -> dict[str, object]:
         """The mode options the user set (field name -> value)."""
@@ -210,6 +212,9 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     pln.add_argument("--trans-b", action="store_true", help="weight [g, N, K]")
     pln.add_argument("--split-k", action="store_true", help="group along K (x [K, M], transA)")
     pln.add_argument("--json", action="store_true", help="JSON with the source's field names")
+    pln.add_argument("--gmm-variant", choices=("cgmct", "blaze", "blaze_sample"),
+                     help="grouped_matmul_mx kernel: cgmct (default) | blaze (IS_BLAZE) | blaze_sample; also "
+                          "narrows a run's modes")
     prd = ap.add_argument_group("predict the device (docs/predict.md)")
     prd.add_argument("--predict", action="store_true",
                      help="compare the operator's knobs (A2A localMatmul x head tile, QBMM block_dim, AG wait x "

@@ -32,6 +32,47 @@ def test_print_schedule_per_core(capsys):
     assert lines[18] == "core 18: g3(0,2)r0[0+13,640+60]"
 
 
+def test_print_schedule_per_variant(capsys):
+    """--gmm-variant: the IS_BLAZE kernel (SetTailAlign 1 / 32) splits group 3's tiles 2 x 3 on cores 9..26 with
+    rows 13 | 12 and columns rounded to 32; the sample (16 / 128) gives rows 16 | 9, columns 128, cores idle."""
+    argv = [*OP, "--print-schedule", "--shape", "100,700,4096", "--group-list", "25,25,25,25", "--gmm-variant"]
+    assert run_main([*argv, "blaze"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 27 and lines[9] == "core  9: g3(0,0)r0[13+12,96+96]"
+    assert lines[26] == "core 26: g3(0,2)r0[0+13,576+64]"
+    assert run_main([*argv, "blaze_sample"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[9] == "core  9: g3(0,0)r0[16+9,128+128]" and lines[10].startswith("core 12: ")
+    assert run_main([*argv, "cgmct"]) == 0
+    assert capsys.readouterr().out.splitlines()[18] == "core 18: g3(0,2)r0[0+13,640+60]"
+
+
+def test_gmm_variant_mode_option_runs_every_mode_on_that_kernel():
+    from mc2emu.cli.operators.grouped_matmul_mx import SPEC
+    from mc2emu.cli.scenarios import check_mode_options, operator_cases
+
+    cases, _ = operator_cases(SPEC, parse_options([*OP, "--quick", "--gmm-variant", "blaze", "--hazards"]))
+    assert len(cases) == 5 and {c.mode.gmm_variant for c in cases} == {"blaze"}
+    # the mode's kernel is the one that runs: the quick count case's last group splits into 22 vs 5 fixpipes
+    from mc2emu.cli.scenarios import ExecContext
+    from mc2emu.runtime.events import EventKind
+
+    fix = {}
+    for case in cases[:1] + operator_cases(SPEC, parse_options([*OP, "--quick"]))[0][:1]:
+        evs = []
+        obs = (lambda ev, evs=evs: ev.kind is EventKind.FIXPIPE and evs.append(ev),)
+        ctx = ExecContext(rank=0, size=1, observers=obs)
+        SPEC.execute(case, SPEC.make_inputs(case, 0, 1), ctx)
+        fix[case.mode.gmm_variant] = len(evs)
+    assert fix == {"blaze": 22, "cgmct": 5}
+    cases, _ = operator_cases(SPEC, parse_options([*OP, "--quick", "--gmm-variant", "blaze_sample"]))
+    assert sorted((c.mode.split, c.mode.group_list_type) for c in cases) == [("K", "count"), ("M", "count")]
+    from mc2emu.cli.operators import default_registry
+    other = default_registry().get("quant_batch_matmul_mx")
+    with pytest.raises(OptionError, match="--gmm-variant does not apply"):
+        check_mode_options(other, parse_options(["--op", "quant_batch_matmul_mx", "--gmm-variant", "blaze"]))
+
+
 def test_print_schedule_split_k_json(capsys):
     argv = [*OP, "--print-schedule", "--shape", "128,512,768", "--group-list", "512,0,256", "--split-k", "--json",
             "--block-dim", "8"]

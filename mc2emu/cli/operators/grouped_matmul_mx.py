@@ -3,7 +3,9 @@ communication, plus the host-only plan printouts (`--print-tiling`, `--print-sch
 
     python -m mc2emu.run --op grouped_matmul_mx [--quick] [--hazards]
     python -m mc2emu.run --op grouped_matmul_mx --print-tiling --shape 600,700,4096 [--trans-b] [--json]
-    python -m mc2emu.run --op grouped_matmul_mx --print-schedule --shape 100,700,4096 --group-list 25,25,25,25
+    python -m mc2emu.run --op grouped_matmul_mx --print-schedule --shape 100,700,4096 --group-list 25,25,25,25 \
+        [--gmm-variant cgmct | blaze | blaze_sample]
+    python -m mc2emu.run --op grouped_matmul_mx --gmm-variant blaze     # every mode on the IS_BLAZE kernel
 
 The printouts run without MPI. Under mpirun every rank runs its own call on its own data (seed + rank).
 Shape m x k x n: M = all rows of x (split-M) or of each group's y (split-K), K = the total K, N.
@@ -14,6 +16,9 @@ K == 0 group, zero-filled by the AIVs). Inputs: elements uniform(1, 8) with rand
 format (saturating), E8M0 scale codes 2^-1 .. 2^1. Hazard showcase: a sparse list naming group 0 after
 group 1 -- the source's UpdateOffset returns at groupIdx 0 and keeps group 1's offsets, so group 0 writes
 over group 1's rows and its own rows stay unwritten (OUTPUT_WRITE_COUNT).
+Kernel variant (mode field `gmm_variant`, option `--gmm-variant`): "cgmct" (default: GmmCgmctMxKernel),
+"blaze" (the IS_BLAZE kernel, ops-tensor kernel_qgmm_mx.h + block_mmad_qgmm_mx.h), "blaze_sample" (ops-tensor's
+sample kernel; count lists only: other modes are skipped with the reason). See docs/grouped-matmul-mx.md.
 Compare: the golden (per group: decode, one FP32 matmul, cast) bit-exact or within 1 bf16 ULP.
 """
 
@@ -70,30 +75,43 @@ def plan_text(opts: RunOptions) -> str:
                                           group_type="split_k" if opts.split_k else "split_m")
         return format_grouped_matmul_mx_tiling(tiling, as_json=opts.json)
     block_num = opts.block_dim if opts.block_dim is not None else DEFAULT_BLOCK_NUM
+    variant = opts.gmm_variant or "cgmct"
     if opts.split_k:
         records = grouped_matmul_mx_schedule(groups, n, k, m=m, split="K", block_num=block_num,
-                                             trans_b=opts.trans_b, x_dtype=x_dtype)
+                                             trans_b=opts.trans_b, x_dtype=x_dtype, variant=variant)
     else:
         records = grouped_matmul_mx_schedule(groups, n, k, m=m, split="M", block_num=block_num,
-                                             trans_b=opts.trans_b, x_dtype=x_dtype)
+                                             trans_b=opts.trans_b, x_dtype=x_dtype, variant=variant)
     return format_grouped_matmul_mx_schedule(records, as_json=opts.json)
 
 
 @dataclass(frozen=True)
 class GmmMode(OperatorMode):
-    """split "M" / "K", trans_b, the group list form ("count", "cumsum", "sparse"), and the hazard showcase
-    (a sparse list naming group 0 after group 1)."""
+    """split "M" / "K", trans_b, the group list form ("count", "cumsum", "sparse"), the hazard showcase
+    (a sparse list naming group 0 after group 1) and the source kernel (`gmm_variant`)."""
 
     CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"split": str, "trans_b": bool, "group_list_type": str,
-                                                              "group0_late": bool}
+                                                              "group0_late": bool, "gmm_variant": str}
 
     split: str = "M"
     trans_b: bool = False
     group_list_type: str = "count"
     group0_late: bool = False
+    gmm_variant: str = "cgmct"
+
+    def with_overrides(self, overrides: Mapping[str, object]) -> OperatorMode | None:
+        """`--gmm-variant X` runs every mode on kernel X, except that the sample kernel drops the split-M modes
+        whose group list it cannot read (cumsum, sparse)."""
+        mode = super().with_overrides(overrides)
+        if isinstance(mode, GmmMode) and mode.gmm_variant == "blaze_sample" and mode.split == "M" \
+                and mode.group_list_type != "count":
+            return None
+        return mode
 
     def label_parts(self) -> list[str]:
         parts = [f"split-{self.split}", self.group_list_type]
+        if self.gmm_variant != "cgmct":
+            parts.append(self.gmm_variant)
         if self.trans_b:
             parts.append("transB")
         if self.group0_late:
@@ -106,7 +124,8 @@ QUICK_SHAPE = Shape(m=96, k=256, n=128)
 ST_LOW, ST_HIGH = 1.0, 8.0
 E8M0_ONE = 127  # E8M0 code of 2^0
 MODES = (GmmMode(), GmmMode(trans_b=True, group_list_type="cumsum"), GmmMode(group_list_type="sparse"),
-         GmmMode(split="K"))
+         GmmMode(split="K"), GmmMode(group_list_type="sparse", gmm_variant="blaze"),
+         GmmMode(gmm_variant="blaze_sample"))
 HAZARD_MODES = (GmmMode(group_list_type="sparse", group0_late=True),)
 RULES = (ModeRule({"group0_late": True}, Expect(hazards=frozenset({Hazard.OUTPUT_WRITE_COUNT})),
                   "UpdateOffset returns at groupIdx 0: group 0 keeps group 1's offsets"),)
@@ -179,7 +198,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     return grouped_matmul_mx(inputs["x"], inputs["x_scale"], inputs["weight"], inputs["weight_scale"],
                              inputs["group_list"], trans_a=_mode(case).split == "K", block_dim=ctx.block_dim,
                              check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers,
-                             **_kw(case))
+                             variant=_mode(case).gmm_variant, **_kw(case))
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
@@ -193,8 +212,11 @@ def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
 
 def validate(case: Case, size: int) -> list[str]:
     fmt = case.dtype or ElemFormat.E4M3
-    if fmt.is_fp4 and _mode(case).split == "K":
+    mode = _mode(case)
+    if fmt.is_fp4 and mode.split == "K":
         return ["FP4 x is split-M only (the source's AnalyzeAttrs)"]
+    if mode.gmm_variant == "blaze_sample" and mode.split == "M" and mode.group_list_type != "count":
+        return ["the Blaze sample kernel reads a count group list only"]
     return []
 
 

@@ -16,9 +16,11 @@ Emulates ops-transformer (cannmirror/ops-transformer 25fb6b92):
   The AIC kernel skips those groups, so no flag orders the two sides (they write disjoint rows of y).
   Its group walk advances y by m * n per list entry; with a count or cumsum list that is the group index.
 
-The Blaze path of the source (`IS_BLAZE`, ASC devkit >= 9.1: `GmmTensorApiMxKernel`, ops-tensor's
-BlockMmad `block_mmad_qgmm_mx.h` with l1BufferStage) is not emulated; `variant` selects only the tail split
-of the scheduler (CGMCT default, see block_scheduler_gmm_aswt.py).
+`variant` picks the source kernel (kernel_qgmm_mx.py): CGMCT (default, the above), BLAZE (the `IS_BLAZE`
+branch of hicann/ops-transformer grouped_matmul_apt.cpp 0baa2e82: `GmmTensorApiMxKernel` -> ops-tensor
+kernel_qgmm_mx.h 03460a61, whose BlockMmad `block_mmad_qgmm_mx.h` the host instantiates as `BlockMmadQgmmMx`;
+its TN branch runs the same GQmmEmptyTensor on the AIVs before the kernel, which returns on the AIVs) or
+BLAZE_SAMPLE (ops-tensor's sample kernel's group loop and tail alignments, CGMCT's BlockMmad).
 """
 
 from __future__ import annotations
