@@ -291,25 +291,28 @@ class AllGatherQbmmMxKernel:
         self.waited.append(flagId)
         self._waitedIds.add(flagId)
 
+    def _process_setup(self, params: Params, sch: Any) -> tuple[int, int, int, int, int, int, Any, Any]:
+        """The head of `Process` both instantiations share: K / N / scale-K, the HEAD / MAIN-round / MAIN-section
+        row counts, the B and scaleB tensors, and the scheduler's tail-tile update."""
+        mmT, fp = params.mmTile, params.fragParams
+        Ki, Ni, scaleKLen = fp.k, fp.n, fp.scaleKLen
+        mainRoundRows = (fp.rankSize - 1) * fp.tileM
+        gmB = MakeTensor(MakeMemPtr(self.bGmAddr_, self.BType), self.MakeLayoutB(Ki, Ni), name="B")
+        gmScaleB = MakeTensor(MakeMemPtr(self.scaleBGmAddr_, E8M0_DTYPE), self.MakeLayoutScaleB(scaleKLen, Ni),
+                              name="scaleB")
+        mTailTile, nTailTile = mmT.mTailTile, mmT.nTailTile
+        if (sch.GetEndBlockIdx() + 1) * mTailTile * nTailTile <= self.ctx.GetBlockNum():
+            sch.UpdateTailTile(mTailTile, nTailTile)
+        return Ki, Ni, scaleKLen, fp.headRows, mainRoundRows, fp.tileCnt * mainRoundRows, gmB, gmScaleB
+
     def Process(self, params: Params, problemShape: tuple[int, int, int, int], sch: Any, mmadFrag: Any) -> None:
         if self.enableBufferReuse:
             self.ProcessBufferReuse(params, problemShape, sch, mmadFrag)
             return
-        ctx = self.ctx
-        mmT, fp = params.mmTile, params.fragParams
-        Ki, Ni, scaleKLen = fp.k, fp.n, fp.scaleKLen
-        headMainRows = fp.headRows
-        mainRoundRows = (fp.rankSize - 1) * fp.tileM
-        mainSectionRows = fp.tileCnt * mainRoundRows
-
-        gmB = MakeTensor(MakeMemPtr(self.bGmAddr_, self.BType), self.MakeLayoutB(Ki, Ni), name="B")
-        gmScaleB = MakeTensor(MakeMemPtr(self.scaleBGmAddr_, E8M0_DTYPE), self.MakeLayoutScaleB(scaleKLen, Ni),
-                              name="scaleB")
+        fp = params.fragParams
+        Ki, Ni, scaleKLen, headMainRows, mainRoundRows, mainSectionRows, gmB, gmScaleB = \
+            self._process_setup(params, sch)
         gmBias = None  # `biasNull`: a null tensor placeholder (isBias false)
-
-        mTailTile, nTailTile = mmT.mTailTile, mmT.nTailTile
-        if (sch.GetEndBlockIdx() + 1) * mTailTile * nTailTile <= ctx.GetBlockNum():
-            sch.UpdateTailTile(mTailTile, nTailTile)
 
         mask = self.wait_order is WaitOrder.MASK
         skip0 = self.variant is AgKernelVariant.SKIP_FLAG0_WAIT
@@ -377,21 +380,10 @@ class AllGatherQbmmMxKernel:
         before it when that slot will be written again (r < commTurn - slotNum); MAIN tiles read A / scaleA as
         plain tensors at the round's slot offsets (rows packed by remote index), HEAD / TAIL through their
         fragments; the drain acquires (and releases) up to the last round."""
-        ctx = self.ctx
-        mmT, fp = params.mmTile, params.fragParams
-        Ki, Ni, scaleKLen = fp.k, fp.n, fp.scaleKLen
-        headMainRows = fp.headRows
-        mainRoundRows = (fp.rankSize - 1) * fp.tileM
-        mainSectionRows = fp.tileCnt * mainRoundRows
-
-        gmB = MakeTensor(MakeMemPtr(self.bGmAddr_, self.BType), self.MakeLayoutB(Ki, Ni), name="B")
-        gmScaleB = MakeTensor(MakeMemPtr(self.scaleBGmAddr_, E8M0_DTYPE), self.MakeLayoutScaleB(scaleKLen, Ni),
-                              name="scaleB")
+        fp = params.fragParams
+        Ki, Ni, scaleKLen, headMainRows, mainRoundRows, mainSectionRows, gmB, gmScaleB = \
+            self._process_setup(params, sch)
         gmBias = None  # `biasNull` (isBias false: the emulated launch passes no bias)
-
-        mTailTile, nTailTile = mmT.mTailTile, mmT.nTailTile
-        if (sch.GetEndBlockIdx() + 1) * mTailTile * nTailTile <= ctx.GetBlockNum():
-            sch.UpdateTailTile(mTailTile, nTailTile)
 
         dataSlotNum = self.dataChannel_.GetSlotNum()
         self._acquire(0)   # HEAD's pre-set flag 0
