@@ -116,7 +116,7 @@ _COPY_AS: dict[int, np.dtype] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 
                                  8: np.dtype(np.uint64)}
 
 
-def _copy_out(view: np.ndarray) -> np.ndarray:
+def copy_out(view: np.ndarray) -> np.ndarray:
     """A fresh C-contiguous copy of `view` with its dtype (host speed only: the bytes are the view's)."""
     as_int = _COPY_AS.get(view.dtype.itemsize)
     if as_int is None or view.dtype == as_int or view.dtype.hasobject:
@@ -125,7 +125,7 @@ def _copy_out(view: np.ndarray) -> np.ndarray:
 
 
 def _copy_into(dst: np.ndarray, view: np.ndarray) -> None:
-    """`dst[...] = view` (host speed only: ml_dtypes data moved as same-size integers, as `_copy_out`)."""
+    """`dst[...] = view` (host speed only: ml_dtypes data moved as same-size integers, as `copy_out`)."""
     as_int = _COPY_AS.get(view.dtype.itemsize)
     if as_int is None or view.dtype == as_int or view.dtype.hasobject:
         dst[...] = view
@@ -251,7 +251,7 @@ class GlobalMemory:
         alloc = addr.alloc
         sdtype = np.dtype(np.uint8) if _is_fp4(dtype) else dtype
         if out is None:
-            out = _copy_out(self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
+            out = copy_out(self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
         else:
             if _is_fp4(dtype) or out.shape != sshape or out.dtype != dtype:
                 raise GmError(f"rank {self.rank}: read of {dtype} {sshape} into a {out.dtype} {out.shape} buffer")
