@@ -127,17 +127,20 @@ class DequantMemo:
     def stamped_read(self, launch: object, key: Any) -> np.ndarray | None:
         """The array an earlier read of this launch with read key `key` returned (a stamp plus the storage
         geometry: the same bytes), or None. The array is shared: nobody writes into it."""
-        self._enter(launch)
+        if self._launch is not launch:
+            self._enter(launch)
         return self._reads.get(key)
 
     def keep_read(self, launch: object, key: Any, raw: np.ndarray) -> None:
-        self._enter(launch)
+        if self._launch is not launch:
+            self._enter(launch)
         raw.flags.writeable = False
         self._reads[key] = raw
 
     def dequant(self, launch: object, key: Any, codes: np.ndarray, scale_codes: np.ndarray, elem: ElemFormat,
                 k_axis: int, stamp: tuple | None = None) -> np.ndarray:
-        self._enter(launch)
+        if self._launch is not launch:
+            self._enter(launch)
         entries = self._entries
         entry = entries.get(key)  # dict get / set are atomic under the GIL; entries are immutable tuples
         if entry is not None and (
