@@ -63,6 +63,8 @@ PREDICT_COST = "tests/predict/test_cost_model.py"
 PREDICT_REPLAY = "tests/predict/test_replay.py"
 PREDICT_KNOBS = "tests/predict/test_predict_knobs.py"
 PINS = "tests/ops/test_recorded_outputs.py"
+FRAG = "mc2emu/apace/basic/fragment_tensor.py"
+FRAG_TEST = "tests/apace/test_fragment_tensor.py"
 PINS_MPI = "tests/ops/test_recorded_outputs_mpi.py"
 
 
@@ -253,6 +255,16 @@ MUTANTS: list[Mutant] = [
     Mutant("HCCL recv block at count, not strideCount", "mc2emu/comm/hccl_server.py",
            "dst_off = recv_off + me * task.block_pitch + rep", "dst_off = recv_off + me * task.block_bytes + rep",
            mpi=("tests/comm/test_comm_hccl.py",)),
+    # -- FragmentTensor (apace/basic/fragment_tensor.py): the copies and their host-side plan ---------------------
+    Mutant("FragmentTensor: scatter writes the padded rows too", FRAG,
+           "            if copyShape[assembleAxis] > remain:", "            if False:",
+           serial=(FRAG_TEST,)),
+    Mutant("FragmentTensor: a piece slice reused whatever the address", FRAG,
+           "        key = (idx, addr, copyShape)", "        key = (idx, None, copyShape)",
+           serial=(FRAG_TEST,)),
+    Mutant("FragmentTensor: the address-list check sees no change", FRAG,
+           "        if lst[self.indices.start:self.indices.stop] == self.snapshot:", "        if True:",
+           serial=(FRAG_TEST,)),
     # -- all_gather_quant_matmul (AllGatherQbmmMxKernel) ---------------------------------------------------------
     Mutant("AG: MAIN round data offset advances by the scale stride", "mc2emu/apace/all_gather_qbmm_mx_kernel.py",
            "self.curRoundDataOff_ += delta * self.tileMDataStride_",

@@ -547,6 +547,41 @@ def test_slice_taken_before_an_in_place_rewrite_reads_the_new_addresses():
     np.testing.assert_array_equal(out[:, 0], [2, 3])
 
 
+def test_one_slice_copied_again_after_a_rewrite_reads_the_new_addresses():
+    """The same slice object gathered, the list rewritten in place (and grown past fragmentCnt: an
+    out-of-range piece gains an address), gathered and scattered again: every copy reads the entries of its
+    own time (the slice's host-side copy plan keeps no address), reports included."""
+    frags = [np.full((2, 2), f, F32) for f in range(5)]
+
+    def body(ctx):
+        addrs, read = place_fragments(ctx.device, frags, NDExtLayoutPtn)
+        lst = [addrs[0], addrs[1], None]
+        ft = MakeFragmentTensor(frag_param(2, 1, 2, 0, 2), lst, LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
+                                ElementType=F32, name="A")
+        view = ft.Slice((1, 0), (4, 2))     # rows 1..4: fragment 0 row 1, fragment 1, fragment 2 row 0
+        outs = []
+        for step in range(3):
+            out = np.full((4, 2), -1.0, F32)
+            FragmentSliceCopy(CopyGM2L1(ctx), out, view, isScatter=False)
+            outs.append(out[:, 0].tolist())
+            lst[0], lst[1], lst[2] = addrs[2 + step], addrs[3 - step], addrs[4 - step]
+        FragmentSliceCopy(CopyL0C2GM(ctx), np.full((4, 2), 7.0, F32), view, isScatter=True)
+        return outs, [read(f)[:, 0].tolist() for f in range(5)], addrs
+
+    (outs, after, addrs), _, hazards = on_core(body)
+    assert outs == [[0, 1, 1, -1], [2, 3, 3, 4], [3, 2, 2, 3]]
+    assert [h.hazard for h in hazards] == [Hazard.FRAGMENT_OUT_OF_RANGE] * 4
+    assert [h.details["piece"] for h in hazards] == [2, 2, 2, 2]
+    assert ["piece skipped" in h.message for h in hazards] == [True, False, False, False]
+    assert all(repr(a) in h.message for h, a in zip(hazards[1:], (addrs[4], addrs[3], addrs[2]), strict=True))
+    assert [h.details["copy"] for h in hazards] == [f"FragmentSliceCopy<{b}> of A slice (1, 0) (4, 2)"
+                                                   for b in ("false", "false", "false", "true")]
+    # the scatter, after the last rewrite (entries 4, 1, 2; realFragmentSize 1): row 0 of fragment 4 is skipped
+    # (row 1 of its fragment), row 1 lands in row 0 of fragment 1, rows 2..3 are row 1 of fragment 1 (skipped)
+    # and row 0 of fragment 2 (out of range: copied to the address there)
+    assert after == [[0, 0], [7, 1], [7, 2], [3, 3], [4, 4]]
+
+
 @pytest.mark.parametrize("elem", ["float8_e4m3fn", "float4_e2m1fn"])
 def test_tail_region_as_the_ag_kernel_uses_it(elem):
     """The AG TAIL: R = 4 fragments of paddedTailM 16 rows (tailM 5 real) of A (m rows of K = 192 per rank,

@@ -31,7 +31,7 @@ Facts from the source that shape this emulation:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
@@ -118,8 +118,8 @@ class FragmentTensor:
     """`FragmentTensor<Dims, MaxFragments, LayoutFactory, ElementType>`: a value; `Slice` returns a new view
     sharing the address list."""
 
-    __slots__ = ("ElementType", "LayoutFactory", "MaxFragments", "addrList_", "fragParam_", "name", "sliceCoord_",
-                 "sliceShape_")
+    __slots__ = ("ElementType", "LayoutFactory", "MaxFragments", "addrList_", "fragParam_", "fragments_", "name",
+                 "plan_", "sliceCoord_", "sliceShape_")
 
     def __init__(self, fragParam: FragmentParam, addrList: MutableSequence[GmAddr | None], *,
                  MaxFragments: int = MAX_FRAGMENT_COUNT, LayoutFactory: Callable[..., Layout] | None = None,
@@ -137,6 +137,11 @@ class FragmentTensor:
         self.addrList_ = self._checked_list(addrList)
         self.sliceCoord_ = (0,) * fragParam.Dims
         self.sliceShape_ = tuple(int(s) for s in fragParam.assembledShape)
+        # Host time only, never a result: the fragment GM tensors built so far, by (idx, address) (shared by
+        # every slice: the parameters, layout maker, element type and name they depend on are), and this
+        # slice's copy plan (`copy_plan`).
+        self.fragments_: dict[tuple[int, GmAddr], GmTensor] = {}
+        self.plan_: FragmentCopyPlan | None = None
 
     def _checked_list(self, addrList: MutableSequence[GmAddr | None]) -> MutableSequence[GmAddr | None]:
         if len(addrList) < self.fragParam_.fragmentCnt:
@@ -161,10 +166,14 @@ class FragmentTensor:
             raise KernelError(f"{self.name or 'fragment tensor'}: fragment {idx} has no GM address ({addr!r})")
         if self.LayoutFactory is None:
             raise KernelError(f"{self.name or 'fragment tensor'}: GetFragment needs a LayoutFactory")
-        fragmentShape = list(self.fragParam_.assembledShape)
-        fragmentShape[self.fragParam_.assembleAxis] = self.fragParam_.fragmentSize
-        return MakeTensor(MakeMemPtr(addr, self.ElementType), self.LayoutFactory(*fragmentShape),
-                          name=f"{self.name}[{idx}]")
+        fragment = self.fragments_.get((idx, addr))
+        if fragment is None:   # a GM tensor is a value: the one built for this (idx, address) serves again
+            fragmentShape = list(self.fragParam_.assembledShape)
+            fragmentShape[self.fragParam_.assembleAxis] = self.fragParam_.fragmentSize
+            fragment = MakeTensor(MakeMemPtr(addr, self.ElementType), self.LayoutFactory(*fragmentShape),
+                                  name=f"{self.name}[{idx}]")
+            self.fragments_[(idx, addr)] = fragment
+        return fragment
 
     def GetFragmentSize(self) -> int:
         return self.fragParam_.fragmentSize
@@ -205,18 +214,26 @@ class FragmentTensor:
 
     def Slice(self, coord: Sequence[int], shape: Sequence[int]) -> FragmentTensor:
         """Zero-copy view: origin = this slice's origin + `coord`, shape = `shape` (neither is checked)."""
-        dims = self.fragParam_.Dims
+        dims = len(self.sliceCoord_)
         if len(coord) != dims or len(shape) != dims:
             raise KernelError(f"{self.name or 'fragment tensor'}: Slice of a rank-{dims} tensor with coord "
                               f"{tuple(coord)} shape {tuple(shape)}")
-        if any(int(c) < 0 for c in coord) or any(int(s) < 0 for s in shape):
+        coordI = [int(c) for c in coord]
+        shapeI = tuple(int(s) for s in shape)
+        if min(coordI) < 0 or min(shapeI) < 0:
             raise KernelError(f"{self.name or 'fragment tensor'}: negative Slice coord {tuple(coord)} or shape "
                               f"{tuple(shape)} (uint64 on the device)")
         result = object.__new__(FragmentTensor)
-        for attr in FragmentTensor.__slots__:
-            object.__setattr__(result, attr, getattr(self, attr))
-        result.sliceCoord_ = tuple(o + int(c) for o, c in zip(self.sliceCoord_, coord, strict=True))
-        result.sliceShape_ = tuple(int(s) for s in shape)
+        result.fragParam_ = self.fragParam_
+        result.MaxFragments = self.MaxFragments
+        result.LayoutFactory = self.LayoutFactory
+        result.ElementType = self.ElementType
+        result.name = self.name
+        result.addrList_ = self.addrList_
+        result.fragments_ = self.fragments_
+        result.plan_ = None
+        result.sliceCoord_ = tuple(o + c for o, c in zip(self.sliceCoord_, coordI, strict=True))
+        result.sliceShape_ = shapeI
         return result
 
     # -- composition -----------------------------------------------------------------------------------------
@@ -262,6 +279,18 @@ class FragmentTensor:
             info.fragCoord[axis] = 0
         return info
 
+    def copy_plan(self) -> FragmentCopyPlan:
+        """This slice's `FragmentCopyPlan`, built on its first copy (a slice's origin, shape and parameters never
+        change; its addresses are read when a piece is copied). Host time only."""
+        plan = self.plan_
+        if plan is None:
+            axis = self.GetSplitAxis()
+            comp = self.ComputeFragmentComposition(self.GetSliceCoord(axis), self.GetSliceShape(axis))
+            plan = FragmentCopyPlan(comp, tuple(FragmentPiece.of(self.GetFragmentInfo(idx, comp))
+                                                for idx in range(comp.totalFragmentCnt)))
+            self.plan_ = plan
+        return plan
+
     def __repr__(self) -> str:
         p = self.fragParam_
         return (f"<FragmentTensor {self.name!r} {p.fragmentCnt} x {p.fragmentSize} ({p.realFragmentSize} real) along "
@@ -277,31 +306,85 @@ def MakeFragmentTensor(fragParam: FragmentParam, addrList: MutableSequence[GmAdd
                           ElementType=ElementType, name=name)
 
 
+class FragmentPiece(NamedTuple):
+    """A `FragmentInfo` without its address: where piece `idx` of a slice lies (fixed by the slice)."""
+
+    fragmentIdx: int
+    fragCoord: tuple[int, ...]
+    localCoord: tuple[int, ...]
+    copyShape: tuple[int, ...]
+
+    @staticmethod
+    def of(info: FragmentInfo) -> FragmentPiece:
+        return FragmentPiece(info.fragmentIdx, tuple(info.fragCoord), tuple(info.localCoord), tuple(info.copyShape))
+
+
+class FragmentCopyPlan:
+    """Host side of the copies of one slice (no counterpart in the source, which recomputes it per copy): its
+    `ComputeFragmentComposition` and the `GetFragmentInfo` of every piece, addresses aside, and the fragment
+    slices built so far for the addresses seen. The gather stamp, the copy and the decode-memo location of
+    `QmmMxBlockMmadFragment` share it; results, reads, events and reports are those of recomputing it."""
+
+    __slots__ = ("composition", "pieces", "slices_")
+
+    def __init__(self, composition: FragmentComposition, pieces: tuple[FragmentPiece, ...]) -> None:
+        self.composition = composition
+        self.pieces = pieces
+        self.slices_: dict[tuple[int, GmAddr, tuple[int, ...]], GmTensor] = {}
+
+    def FragmentSlice(self, fragmentTensor: FragmentTensor, idx: int, addr: Any,
+                      copyShape: tuple[int, ...]) -> GmTensor:
+        """`fragmentTensor.GetFragment(piece.fragmentIdx).Slice(piece.fragCoord, copyShape)` of piece `idx`,
+        `addr` being the list entry just read at piece.fragmentIdx (a GM tensor is a value: the slice built
+        for this address and shape serves again; anything but an address takes GetFragment's checks)."""
+        key = (idx, addr, copyShape)
+        if isinstance(addr, GmAddr):
+            fragSlice = self.slices_.get(key)
+            if fragSlice is not None:
+                return fragSlice
+        piece = self.pieces[idx]
+        fragSlice = fragmentTensor.GetFragment(piece.fragmentIdx).Slice(
+            cast("tuple[int, int]", piece.fragCoord), cast("tuple[int, int]", copyShape))
+        self.slices_[key] = fragSlice
+        return fragSlice
+
+
+def _copy_label(fragmentTensor: FragmentTensor, isScatter: bool) -> str:
+    """How a report names a FragmentSliceCopy (built only when one is filed)."""
+    return (f"FragmentSliceCopy<{'true' if isScatter else 'false'}> of {fragmentTensor.name or 'a fragment tensor'} "
+            f"slice {fragmentTensor.sliceCoord_} {fragmentTensor.sliceShape_}")
+
+
 class _AddrListInUse:
     """The entries one FragmentSliceCopy reads, as they were when it started; reports a change once."""
 
-    def __init__(self, fragmentTensor: FragmentTensor, comp: FragmentComposition, copy: str, ctx: Any) -> None:
+    def __init__(self, fragmentTensor: FragmentTensor, comp: FragmentComposition, isScatter: bool, ctx: Any) -> None:
         self.tensor = fragmentTensor
-        self.copy = copy
+        self.isScatter = isScatter
         self.ctx = ctx
         lst = fragmentTensor.addrList_
         self.indices = range(comp.startFragmentIdx, min(comp.startFragmentIdx + comp.totalFragmentCnt, len(lst)))
-        self.snapshot = [lst[i] for i in self.indices]
+        self.snapshot = lst[self.indices.start:self.indices.stop]
         self.reported = False
 
-    def check(self, where: str) -> None:
+    def check(self, piece: int | None) -> None:
+        """Before piece `piece` (None: at the copy's end)."""
         if self.reported:
             return
         lst = self.tensor.addrList_
+        if lst[self.indices.start:self.indices.stop] == self.snapshot:   # the same entries: nothing changed
+            return
         changed = [(i, old, lst[i]) for i, old in zip(self.indices, self.snapshot, strict=True) if lst[i] != old]
         if not changed:
             return
         self.reported = True
+        copy = _copy_label(self.tensor, self.isScatter)
+        where = "at its end" if piece is None else f"before piece {piece}"
         frags = ", ".join(f"fragment {i}: {old!r} -> {new!r}" for i, old, new in changed)
         self.ctx.device.hazards.report(
             Hazard.ADDR_LIST_MUTATED, self.ctx.label,
-            f"address list of {self.tensor.name or 'a fragment tensor'} changed while {self.copy} used it "
-            f"({where}): {frags}", fragments=[i for i, _, _ in changed], copy=self.copy,
+            f"address list of {self.tensor.name or 'a fragment tensor'} changed while {copy} used it "
+            f"({where}): {frags}", fragments=[i for i, _, _ in changed], copy=copy,
             tensor=self.tensor.name, old=[o for _, o, _ in changed], new=[n for _, _, n in changed])
 
 
@@ -315,38 +398,40 @@ def FragmentSliceCopy(copyHandle: CopyHandle, tensor: Any, fragmentTensor: Fragm
     if ctx is None:
         raise KernelError("FragmentSliceCopy: the copy handle carries no core context (ctx)")
     assembleAxis = fragmentTensor.GetSplitAxis()
-    composition = fragmentTensor.ComputeFragmentComposition(
-        fragmentTensor.GetSliceCoord(assembleAxis), fragmentTensor.GetSliceShape(assembleAxis))
-    label = (f"FragmentSliceCopy<{'true' if isScatter else 'false'}> of {fragmentTensor.name or 'a fragment tensor'} "
-             f"slice {fragmentTensor.sliceCoord_} {fragmentTensor.sliceShape_}")
-    inUse = _AddrListInUse(fragmentTensor, composition, label, ctx)
+    # ComputeFragmentComposition(sliceCoord[axis], sliceShape[axis]) and GetFragmentInfo of each piece: the
+    # slice's copy plan (computed once per slice); each piece's address is read through the list below.
+    plan = fragmentTensor.copy_plan()
+    composition = plan.composition
+    inUse = _AddrListInUse(fragmentTensor, composition, isScatter, ctx)
     for idx in range(composition.totalFragmentCnt):
-        inUse.check(f"before piece {idx}")
-        info = fragmentTensor.GetFragmentInfo(idx, composition)
+        inUse.check(idx)
+        info = plan.pieces[idx]
+        addrList = fragmentTensor.addrList_
+        addr = addrList[info.fragmentIdx] if info.fragmentIdx < len(addrList) else None
+        copyShape = info.copyShape
         if isScatter:
             realFragmentSize = fragmentTensor.GetRealFragmentSize()
             if info.fragCoord[assembleAxis] >= realFragmentSize:
                 continue
             remain = realFragmentSize - info.fragCoord[assembleAxis]
-            if info.copyShape[assembleAxis] > remain:
-                info.copyShape[assembleAxis] = remain
+            if copyShape[assembleAxis] > remain:
+                copyShape = (*copyShape[:assembleAxis], remain, *copyShape[assembleAxis + 1:])
         if info.fragmentIdx >= fragmentTensor.GetFragmentCnt():
+            label = _copy_label(fragmentTensor, isScatter)
             ctx.device.hazards.report(
                 Hazard.FRAGMENT_OUT_OF_RANGE, ctx.label,
                 f"{label}: piece {idx} reads fragment {info.fragmentIdx} of {fragmentTensor.GetFragmentCnt()} "
-                f"(address {info.addr!r}{'' if isinstance(info.addr, GmAddr) else ': piece skipped'})",
+                f"(address {addr!r}{'' if isinstance(addr, GmAddr) else ': piece skipped'})",
                 fragment=info.fragmentIdx, fragmentCnt=fragmentTensor.GetFragmentCnt(), copy=label, piece=idx)
-            if not isinstance(info.addr, GmAddr):
+            if not isinstance(addr, GmAddr):
                 continue
-        fragment = fragmentTensor.GetFragment(info.fragmentIdx)
-        fragSlice = fragment.Slice(cast("tuple[int, int]", tuple(info.fragCoord)),
-                                   cast("tuple[int, int]", tuple(info.copyShape)))
-        tensorSlice = _slice(tensor, info.localCoord, info.copyShape)
+        fragSlice = plan.FragmentSlice(fragmentTensor, idx, addr, copyShape)
+        tensorSlice = _slice(tensor, info.localCoord, copyShape)
         if isScatter:
             Copy(copyHandle, fragSlice, tensorSlice)
         else:
             Copy(copyHandle, tensorSlice, fragSlice)
-    inUse.check("at its end")
+    inUse.check(None)
 
 
 def _slice(tensor: Any, coord: Sequence[int], shape: Sequence[int]) -> Any:

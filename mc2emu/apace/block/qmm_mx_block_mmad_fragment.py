@@ -30,7 +30,7 @@ splitKNum 1 from Init), so each call fixpipes its tile. This emulation follows t
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,7 +55,7 @@ def _fragment_where(t: FragmentTensor) -> tuple[Any, ...]:
     """A decode-memo location for a gathered chunk: the first piece's fragment address and row inside it,
     and the K offset (the chunk's identity is its stamp, `_gather_stamp`, or its bytes)."""
     axis = t.GetSplitAxis()
-    comp = t.ComputeFragmentComposition(t.GetSliceCoord(axis), t.GetSliceShape(axis))
+    comp = t.copy_plan().composition   # ComputeFragmentComposition(sliceCoord[axis], sliceShape[axis])
     addr = t.addrList_[comp.startFragmentIdx] if comp.startFragmentIdx < len(t.addrList_) else None
     loc = (addr.alloc.aid, addr.offset) if addr is not None and hasattr(addr, "alloc") else (None, None)
     return (*loc, comp.startRelativeCoord, t.GetSliceCoord(1 - axis))
@@ -65,22 +65,22 @@ def _gather_stamp(t: FragmentTensor) -> tuple[tuple | None, bool]:
     """(stamp, covered) of the gather `FragmentSliceCopy<false>` makes of slice `t`, taken before it as
     `BlockMmadMx` stamps its plain reads. `covered`: every piece lies in the fragment list, so the gather writes
     every row of its buffer. `stamp`: the `read_stamp` of every piece, None unless all are stamped (a window,
-    or a piece past the list); equal stamps prove two gathers returned the same bytes. Host time only."""
-    axis = t.GetSplitAxis()
-    comp = t.ComputeFragmentComposition(t.GetSliceCoord(axis), t.GetSliceShape(axis))
+    or a piece past the list); equal stamps prove two gathers returned the same bytes. Host time only (the
+    slice's copy plan, shared with the gather, gives its pieces)."""
+    plan = t.copy_plan()
+    fragmentCnt = t.GetFragmentCnt()
+    addrList = t.addrList_
     stamps: list[tuple] | None = []
-    for idx in range(comp.totalFragmentCnt):
-        info = t.GetFragmentInfo(idx, comp)
-        if info.fragmentIdx >= t.GetFragmentCnt() or not isinstance(info.addr, GmAddr):
+    for idx, info in enumerate(plan.pieces):
+        addr = addrList[info.fragmentIdx] if info.fragmentIdx < len(addrList) else None
+        if info.fragmentIdx >= fragmentCnt or not isinstance(addr, GmAddr):
             return None, False
         if stamps is None:
             continue                   # a piece is unstamped (a window): only `covered` is left to find
-        if not info.addr.alloc.stable:
+        if not addr.alloc.stable:
             stamps = None              # read_stamp of any slice of it is None
             continue
-        piece = t.GetFragment(info.fragmentIdx).Slice(cast("tuple[int, int]", tuple(info.fragCoord)),
-                                                      cast("tuple[int, int]", tuple(info.copyShape)))
-        stamp = read_stamp(piece)
+        stamp = read_stamp(plan.FragmentSlice(t, idx, addr, info.copyShape))
         if stamp is None:
             stamps = None
         else:
