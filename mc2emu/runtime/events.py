@@ -73,7 +73,8 @@ class EventBus:
     def __init__(self, rank: int) -> None:
         self.rank = rank
         self._observers: list[tuple[Observer, frozenset[EventKind] | None]] = []
-        self._by_kind: dict[EventKind, tuple[Observer, ...]] = {}
+        # Keyed by the kind's `_value_` (a str): an Enum member hashes through a Python-level `__hash__`.
+        self._by_kind: dict[str, tuple[Observer, ...]] = {}
         self._lock = threading.Lock()
         self._seq = itertools.count(1)   # next() is atomic under the GIL: seq follows the publishing order
         self.active = False
@@ -94,16 +95,16 @@ class EventBus:
 
     def _rebuild(self) -> None:
         """The observers of each kind, in subscription order (under the lock; readers take the dict whole)."""
-        self._by_kind = {k: obs for k in EventKind
+        self._by_kind = {k._value_: obs for k in EventKind
                          if (obs := tuple(o for o, kinds in self._observers if kinds is None or k in kinds))}
         self.active = bool(self._observers)
 
     def wants(self, kind: EventKind) -> bool:
         """Whether an event of `kind` would reach any observer."""
-        return kind in self._by_kind
+        return kind._value_ in self._by_kind
 
     def emit(self, kind: EventKind, core: str, obj: str = "", value: Any = None, **extra: Any) -> None:
-        observers = self._by_kind.get(kind)
+        observers = self._by_kind.get(kind._value_)
         if not observers:
             return
         event = Event(kind, self.rank, core, time.perf_counter_ns(), next(self._seq), obj, value, extra)
