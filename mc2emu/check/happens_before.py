@@ -86,6 +86,10 @@ if TYPE_CHECKING:
 MAX_REPORTS = 8
 WINDOW_PREFIX = "win:"
 SERVER_CORES = (SERVER_CORE,)   # puts of the HCCL server: checked by the hcomm policy instead
+# The kinds `__call__` records (the checker is subscribed to these only: MMAD, VECTOR, ... never reach it).
+RECORDED_KINDS = frozenset({EventKind.GM_READ, EventKind.GM_WRITE, EventKind.HCCL, EventKind.FLAG_SET,
+                            EventKind.FLAG_RAISE, EventKind.PUT, EventKind.QUIET, EventKind.SIGNAL,
+                            EventKind.BARRIER})
 
 
 @dataclass
@@ -115,7 +119,7 @@ class HappensBeforeChecker:
         # Poisoned windows: name -> (bytes written since creation, local writes not folded in yet).
         self._poisoned: dict[str, tuple[np.ndarray, list[tuple]]] = {}
         self._contents = _ReadContents()
-        self._unsubscribe = device.events.subscribe(self)
+        self._unsubscribe = device.events.subscribe(self, RECORDED_KINDS)
 
     # -- recording -----------------------------------------------------------------------------------
     def __call__(self, e: Event) -> None:
@@ -458,6 +462,7 @@ class HappensBeforeChecker:
         reported = 0
         seen: set[tuple] = set()
         once = self._written_once(puts)
+        index_puts = _PutIndex(puts)
         verdicts: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
         for core, rlist in reads.items():
             ent = (me, core)
@@ -469,10 +474,8 @@ class HappensBeforeChecker:
                     vc = np.zeros(n_ent, dtype=np.int64)
                 before: list[tuple] = []
                 pending: list[tuple[tuple, bool]] = []
-                for put in puts:
+                for put in index_puts.overlapping(window, lo, hi):
                     pwin, plo, phi, pr, pcore, ppos, quiet = put
-                    if pwin != window or phi <= lo or plo >= hi:
-                        continue
                     src_ent = index.get((pr, pcore))
                     if quiet is not None and src_ent is not None and vc[src_ent] >= quiet + 1:
                         before.append(put)
@@ -525,6 +528,33 @@ class HappensBeforeChecker:
         describe = getattr(self._windows.get(window), "describe", None)
         text = describe(offset) if describe is not None else ""
         return f" ({text})" if text else ""
+
+
+class _PutIndex:
+    """The puts into this rank, per window sorted by first byte: `overlapping` gives the puts that overlap a read's
+    [lo, hi), in their order in the list (the reports name the last earlier put, and the others in order),
+    without visiting the window's other puts (a launch has thousands of reads and tens of puts per window)."""
+
+    def __init__(self, puts: list[tuple]) -> None:
+        groups: dict[str, list[tuple[int, int, tuple]]] = defaultdict(list)
+        for i, put in enumerate(puts):
+            groups[put[0]].append((put[1], i, put))
+        self._by: dict[str, tuple[list[int], list[tuple[int, tuple]], int]] = {}
+        for window, group in groups.items():
+            group.sort(key=lambda g: (g[0], g[1]))
+            self._by[window] = ([g[0] for g in group], [(g[1], g[2]) for g in group],
+                                max(g[2][2] - g[2][1] for g in group))
+
+    def overlapping(self, window: str, lo: int, hi: int) -> list[tuple]:
+        entry = self._by.get(window)
+        if entry is None:
+            return []
+        starts, items, longest = entry
+        first = bisect.bisect_right(starts, lo - longest)   # an earlier start ends at or before lo
+        last = bisect.bisect_left(starts, hi)                # a later start begins at or after hi
+        hits = [item for item in items[first:last] if item[1][2] > lo]
+        hits.sort(key=lambda item: item[0])
+        return [put for _, put in hits]
 
 
 class ReadContent:

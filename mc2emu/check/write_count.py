@@ -40,7 +40,7 @@ class WriteCountChecker:
         self._counts = np.zeros(self.nbytes, dtype=np.uint8)  # per byte; an element's count is its first byte's
         self._writes: list[tuple[str, int, int]] = []
         self._lock = threading.Lock()
-        self._unsubscribe = device.events.subscribe(self)
+        self._unsubscribe = device.events.subscribe(self, (EventKind.GM_WRITE,))
 
     def __call__(self, ev: Event) -> None:
         if ev.kind is not EventKind.GM_WRITE or ev.extra.get("alloc") is not self.addr.alloc:

@@ -61,6 +61,7 @@ from mc2emu.comm.errors import HostBarrierFailed
 from mc2emu.comm.world import CommWorld
 from mc2emu.runtime.device import Device, LaunchResult
 from mc2emu.runtime.faults import FaultHook
+from mc2emu.runtime.gm import copy_out
 from mc2emu.runtime.hazards import DeadlockError, HazardReport
 from mc2emu.runtime.kernel_type import KernelType
 
@@ -289,7 +290,7 @@ class LaunchHarness:
 
     def read(self, addr: GmAddr, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
         """A copy of the output at `addr` (the read-back D2H copy)."""
-        return self.device.gm.view(addr, dtype, shape).copy()
+        return copy_out(self.device.gm.view(addr, dtype, shape))
 
     # -- teardown ---------------------------------------------------------------------------------------------
     def __enter__(self) -> LaunchHarness:

@@ -105,9 +105,10 @@ class CoreContext:
             self.device.events.emit(EventKind.ATOMIC_MODE, self.label, "atomic", None)
 
     # -- GM access on behalf of this core -----------------------------------------------------------------
-    def gm_read(self, addr: GmAddr, dtype: Any, shape: Any, strides: Any = None, out: Any = None) -> np.ndarray:
-        """DataCopy GM -> local (MTE2); with `out`, into that local buffer."""
-        return self.device.gm.read(addr, dtype, shape, strides, core=self.label, out=out)
+    def gm_read(self, addr: GmAddr, dtype: Any, shape: Any, strides: Any = None, out: Any = None,
+                same_as: Any = None) -> np.ndarray:
+        """DataCopy GM -> local (MTE2); with `out`, into that local buffer (`same_as`: see `GlobalMemory.read`)."""
+        return self.device.gm.read(addr, dtype, shape, strides, core=self.label, out=out, same_as=same_as)
 
     def gm_write(self, addr: GmAddr, value: np.ndarray, strides: Any = None) -> None:
         """DataCopy / Fixpipe local -> GM (MTE3 / FIX), adding when the atomic mode is set."""

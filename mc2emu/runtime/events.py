@@ -1,16 +1,18 @@
 """Event records of everything observable on the emulated device, and the bus that delivers them.
 
-Trace writers and checkers subscribe; the kernels and runtime publish. With no observer the cost of a
-publish is one attribute test (`bus.active`), so publishers write `if bus.active: bus.emit(...)` on hot
-paths.
+Trace writers and checkers subscribe, to every kind or to the kinds they read; the kernels and runtime
+publish. With no observer the cost of a publish is one attribute test (`bus.active`), so publishers write
+`if bus.active: bus.emit(...)` on hot paths; the hottest (one MMAD event per baseK step) test
+`bus.wants(kind)`, which is false when only observers of other kinds (the checkers) are subscribed.
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,31 +72,41 @@ class EventBus:
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
-        self._observers: list[Observer] = []
+        self._observers: list[tuple[Observer, frozenset[EventKind] | None]] = []
+        self._by_kind: dict[EventKind, tuple[Observer, ...]] = {}
         self._lock = threading.Lock()
-        self._seq = 0
+        self._seq = itertools.count(1)   # next() is atomic under the GIL: seq follows the publishing order
         self.active = False
 
-    def subscribe(self, observer: Observer) -> Callable[[], None]:
+    def subscribe(self, observer: Observer, kinds: Iterable[EventKind] | None = None) -> Callable[[], None]:
+        """Deliver events to `observer`: every kind, or only `kinds`. Returns the unsubscribe function."""
+        entry = (observer, None if kinds is None else frozenset(kinds))
         with self._lock:
-            self._observers = [*self._observers, observer]
-            self.active = True
+            self._observers = [*self._observers, entry]
+            self._rebuild()
 
         def unsubscribe() -> None:
             with self._lock:
-                self._observers = [o for o in self._observers if o is not observer]
-                self.active = bool(self._observers)
+                self._observers = [o for o in self._observers if o is not entry]
+                self._rebuild()
 
         return unsubscribe
 
+    def _rebuild(self) -> None:
+        """The observers of each kind, in subscription order (under the lock; readers take the dict whole)."""
+        self._by_kind = {k: obs for k in EventKind
+                         if (obs := tuple(o for o, kinds in self._observers if kinds is None or k in kinds))}
+        self.active = bool(self._observers)
+
+    def wants(self, kind: EventKind) -> bool:
+        """Whether an event of `kind` would reach any observer."""
+        return kind in self._by_kind
+
     def emit(self, kind: EventKind, core: str, obj: str = "", value: Any = None, **extra: Any) -> None:
-        observers = self._observers
+        observers = self._by_kind.get(kind)
         if not observers:
             return
-        with self._lock:
-            self._seq += 1
-            seq = self._seq
-        event = Event(kind, self.rank, core, time.perf_counter_ns(), seq, obj, value, extra)
+        event = Event(kind, self.rank, core, time.perf_counter_ns(), next(self._seq), obj, value, extra)
         for observer in observers:
             observer(event)
 

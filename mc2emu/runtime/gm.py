@@ -116,7 +116,7 @@ _COPY_AS: dict[int, np.dtype] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 
                                  8: np.dtype(np.uint64)}
 
 
-def _copy_out(view: np.ndarray) -> np.ndarray:
+def copy_out(view: np.ndarray) -> np.ndarray:
     """A fresh C-contiguous copy of `view` with its dtype (host speed only: the bytes are the view's)."""
     as_int = _COPY_AS.get(view.dtype.itemsize)
     if as_int is None or view.dtype == as_int or view.dtype.hasobject:
@@ -125,7 +125,7 @@ def _copy_out(view: np.ndarray) -> np.ndarray:
 
 
 def _copy_into(dst: np.ndarray, view: np.ndarray) -> None:
-    """`dst[...] = view` (host speed only: ml_dtypes data moved as same-size integers, as `_copy_out`)."""
+    """`dst[...] = view` (host speed only: ml_dtypes data moved as same-size integers, as `copy_out`)."""
     as_int = _COPY_AS.get(view.dtype.itemsize)
     if as_int is None or view.dtype == as_int or view.dtype.hasobject:
         dst[...] = view
@@ -194,8 +194,8 @@ class GlobalMemory:
     def _geometry(dtype: np.dtype, shape: Sequence[int], strides: Sequence[int] | None
                   ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
         """(storage shape, storage strides, element shape, storage itemsize) in bytes of storage."""
-        shape = tuple(int(s) for s in shape)
-        if _is_fp4(dtype):
+        shape = tuple(map(int, shape))
+        if dtype in FP4_DTYPES:
             if shape and shape[-1] % 2:
                 raise GmError(f"FP4 rows must hold an even number of elements, got shape {shape}")
             sshape = (*shape[:-1], shape[-1] // 2) if shape else shape
@@ -208,16 +208,21 @@ class GlobalMemory:
             for s in reversed(sshape):
                 st.append(acc)
                 acc *= max(s, 1)
-            strides = tuple(reversed(st))
-        return sshape, tuple(int(s) for s in strides), shape, item
+            return sshape, tuple(reversed(st)), shape, item
+        return sshape, tuple(map(int, strides)), shape, item
 
     def _span(self, addr: GmAddr, sshape: tuple[int, ...], strides: tuple[int, ...], item: int,
               what: str) -> tuple[int, int]:
-        if any(s == 0 for s in sshape):
-            return addr.offset, addr.offset
-        lo = addr.offset + sum((n - 1) * st for n, st in zip(sshape, strides, strict=True) if st < 0)
-        hi = addr.offset + sum((n - 1) * st for n, st in zip(sshape, strides, strict=True) if st > 0) + item
-        if lo < 0 or hi > addr.alloc.nbytes:
+        lo = hi = addr.offset
+        if 0 in sshape:
+            return lo, hi
+        for n, st in zip(sshape, strides, strict=True):
+            if st > 0:
+                hi += (n - 1) * st
+            elif st < 0:
+                lo += (n - 1) * st
+        hi += item
+        if lo < 0 or hi > addr.alloc.buf.shape[0]:
             raise GmError(f"rank {self.rank}: {what} of bytes [{lo}, {hi}) is outside GM allocation "
                           f"'{addr.alloc.name}' of {addr.alloc.nbytes} bytes")
         return lo, hi
@@ -239,21 +244,31 @@ class GlobalMemory:
         return self._raw(addr.alloc.buf, addr.offset, sshape, st, dtype)
 
     def read(self, addr: GmAddr, dtype: np.dtype | type, shape: Sequence[int],
-             strides: Sequence[int] | None = None, *, core: str = "host", out: np.ndarray | None = None
-             ) -> np.ndarray:
+             strides: Sequence[int] | None = None, *, core: str = "host", out: np.ndarray | None = None,
+             same_as: np.ndarray | None = None) -> np.ndarray:
         """Copy out of GM (a DataCopy GM -> L1/UB). Checks bounds and, in check mode, unwritten bytes.
 
         With `out` (a local buffer of the element shape and dtype; not FP4) the bytes land there directly and
-        `out` is returned: the same bytes, events and reports as a read followed by a copy into `out`."""
-        dtype = np.dtype(dtype)
+        `out` is returned: the same bytes, events and reports as a read followed by a copy into `out`.
+        With `same_as` (storage shape and dtype; not FP4), an array the caller has proven holds exactly the
+        bytes this read returns (an earlier read of the same place of an allocation only this rank writes, at
+        the same write generation: `Allocation.stable`), the host copy is skipped and `same_as` is returned
+        (the caller must not write into it): the same bytes, events and reports as the read."""
+        dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         sshape, st, eshape, item = self._geometry(dtype, shape, strides)
         lo, hi = self._span(addr, sshape, st, item, "read")
         alloc = addr.alloc
-        sdtype = np.dtype(np.uint8) if _is_fp4(dtype) else dtype
-        if out is None:
-            out = _copy_out(self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
+        fp4 = dtype in FP4_DTYPES
+        sdtype = np.dtype(np.uint8) if fp4 else dtype
+        if same_as is not None:
+            if fp4 or out is not None or same_as.shape != sshape or same_as.dtype != dtype:
+                raise GmError(f"rank {self.rank}: read of {dtype} {sshape} proven equal to a {same_as.dtype} "
+                              f"{same_as.shape} array")
+            out = same_as
+        elif out is None:
+            out = copy_out(self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
         else:
-            if _is_fp4(dtype) or out.shape != sshape or out.dtype != dtype:
+            if fp4 or out.shape != sshape or out.dtype != dtype:
                 raise GmError(f"rank {self.rank}: read of {dtype} {sshape} into a {out.dtype} {out.shape} buffer")
             _copy_into(out, self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
         if not alloc.fully_written and alloc.written is not None and hi > lo:
@@ -264,7 +279,7 @@ class GlobalMemory:
         if self.events.active:   # `data`: the bytes this read returned (the happens-before content check)
             self.events.emit(EventKind.GM_READ, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
                              shape=sshape, strides=st, item=item, data=out)
-        if _is_fp4(dtype):
+        if fp4:
             lowhi = np.empty((*sshape, 2), dtype=np.uint8)
             lowhi[..., 0] = out & 0x0F
             lowhi[..., 1] = out >> 4

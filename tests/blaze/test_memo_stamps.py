@@ -36,3 +36,44 @@ def test_a_stamped_hit_returns_the_decode_of_identical_bytes():
     codes2 = np.full((4, 64), 0x40, dtype=np.uint8)       # 2.0, a new stamp after a write
     other = memo.dequant(launch, ("A", 1, 0, 4, 64), codes2, scales, ElemFormat.E4M3, 1, stamp=("s", 2))
     assert float(other[0, 0]) == 2.0 and memo.misses == 2
+
+
+def test_a_stamped_load_shares_the_earlier_array_until_a_write_moves_the_stamp():
+    """BlockMmad's B / scale loads: a load with the stamp of an earlier one of the launch (the same bytes) is
+    made with that load's array (no host copy, same GM_READ); after a write to the allocation the stamp moves
+    and the load copies the new bytes."""
+    import ml_dtypes
+
+    from mc2emu.blaze import MatmulWithScaleMx
+    from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx
+    from mc2emu.numerics import ElemFormat
+    from mc2emu.runtime import EventKind, EventRecorder
+
+    dev = Device()
+    rec = EventRecorder()
+    dev.events.subscribe(rec, (EventKind.GM_READ,))
+    codes = np.arange(64 * 32, dtype=np.uint8).reshape(64, 32) % 120
+    b_addr = dev.gm.alloc(0, "B", data=codes)
+    T = BlockMmadMx.template(MatmulWithScaleMx(0, False), ElemFormat.E4M3, NDExtLayoutPtn, ElemFormat.E4M3,
+                             NDExtLayoutPtn, ml_dtypes.bfloat16)
+    got = []
+
+    def kernel(ctx):
+        mm = T(ctx)
+        gmB = MakeTensor(MakeMemPtr(b_addr, np.dtype(ml_dtypes.float8_e4m3fn)), MakeFrameLayout(NDExtLayoutPtn, 64, 32))
+        chunk = gmB.Slice((16, 8), (16, 16))
+        first = mm._load_stamped(chunk, read_stamp(chunk))
+        again = mm._load_stamped(chunk, read_stamp(chunk))
+        ctx.gm_write(b_addr + 16 * 32 + 8, np.full((1, 1), 0x7E, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn))
+        after = mm._load_stamped(chunk, read_stamp(chunk))
+        got.extend([first, again, after])
+
+    dev.launch(kernel, 1, "AIC_ONLY")
+    first, again, after = got
+    assert again is first and not first.flags.writeable
+    np.testing.assert_array_equal(first.view(np.uint8), codes[16:32, 8:24])
+    assert after is not first and after.view(np.uint8)[0, 0] == 0x7E
+    np.testing.assert_array_equal(after.view(np.uint8)[1:], codes[17:32, 8:24])
+    reads = rec.of(EventKind.GM_READ)
+    assert [e.value for e in reads] == [(16 * 32 + 8, 31 * 32 + 24)] * 3
+    assert reads[1].extra["data"] is first and reads[2].extra["data"] is after

@@ -298,3 +298,55 @@ def test_seeded_perturbation_reorders_consecutive_sets_without_losing_any():
         assert dev.flags.leftovers() == []
         overtaken.append(sum(1 for e in rec.of(EventKind.PERTURB) if e.obj == "Set overtaken"))
     assert all(n > 0 for n in overtaken), overtaken
+
+
+def test_an_observer_of_some_kinds_sees_only_those_and_wants_follows_subscriptions():
+    """Checkers subscribe to the kinds they read: hot publishers skip an event nobody reads (`wants`), the
+    others still reach every observer, in one sequence numbering across kinds."""
+    from mc2emu.runtime.events import EventBus
+
+    bus = EventBus(0)
+    every, some = EventRecorder(), EventRecorder()
+    assert not bus.active and not bus.wants(EventKind.MMAD)
+    off_some = bus.subscribe(some, (EventKind.GM_READ, EventKind.FLAG_SET))
+    assert bus.active and bus.wants(EventKind.GM_READ) and not bus.wants(EventKind.MMAD)
+    bus.emit(EventKind.MMAD, "AIC0", "mmad")                 # nobody reads it: dropped, no sequence number
+    bus.emit(EventKind.GM_READ, "AIC0", "x")
+    off_every = bus.subscribe(every)
+    assert bus.wants(EventKind.MMAD)
+    bus.emit(EventKind.MMAD, "AIC0", "mmad")
+    bus.emit(EventKind.FLAG_SET, "AIV0", "f")
+    assert [e.kind for e in some.events] == [EventKind.GM_READ, EventKind.FLAG_SET]
+    assert [e.kind for e in every.events] == [EventKind.MMAD, EventKind.FLAG_SET]
+    assert [e.seq for e in some.events] == [1, 3] and [e.seq for e in every.events] == [2, 3]
+    off_every()
+    assert not bus.wants(EventKind.MMAD) and bus.wants(EventKind.FLAG_SET)
+    off_some()
+    assert not bus.active and not bus.wants(EventKind.FLAG_SET)
+
+
+def test_a_read_proven_equal_returns_that_array_with_the_same_event_and_checks():
+    """`GlobalMemory.read(same_as=)`: no host copy, the same GM_READ (range, bytes) and the same unwritten
+    report as a copying read; a proof of another geometry is refused."""
+    import ml_dtypes
+
+    from mc2emu.runtime.gm import GmError
+
+    dev = Device()
+    rec = EventRecorder()
+    dev.events.subscribe(rec, (EventKind.GM_READ,))
+    data = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).reshape(16, 16)
+    addr = dev.gm.alloc(data.nbytes, "B", data=data)
+    first = dev.gm.read(addr + 16, data.dtype, (4, 8), (16, 1), core="AIC0")
+    again = dev.gm.read(addr + 16, data.dtype, (4, 8), (16, 1), core="AIC0", same_as=first)
+    assert again is first
+    assert np.array_equal(first.view(np.uint8), data[1:5, :8].view(np.uint8))
+    e0, e1 = rec.of(EventKind.GM_READ)
+    assert e0.value == e1.value == (16, 16 + 3 * 16 + 8) and e1.extra["data"] is first
+    with pytest.raises(GmError, match="proven equal"):
+        dev.gm.read(addr, data.dtype, (4, 4), (16, 1), core="AIC0", same_as=first)
+    part = dev.gm.alloc(64, "part", data=np.zeros(8, dtype=np.uint8))   # bytes 8.. never written
+    buf = np.zeros((2, 8), dtype=np.uint8)
+    dev.gm.read(part, np.uint8, (2, 8), same_as=buf, core="AIC1")
+    (report,) = dev.hazards.peek()
+    assert report.hazard.name == "READ_UNWRITTEN" and report.core == "AIC1" and report.details["count"] == 8

@@ -111,17 +111,36 @@ class DequantMemo:
         self._lock = threading.Lock()
         self._launch: object = None
         self._entries: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]] = {}
+        self._reads: dict[Any, np.ndarray] = {}
         self.hits = 0
         self.misses = 0
 
-    def dequant(self, launch: object, key: Any, codes: np.ndarray, scale_codes: np.ndarray, elem: ElemFormat,
-                k_axis: int, stamp: tuple | None = None) -> np.ndarray:
+    def _enter(self, launch: object) -> None:
         if self._launch is not launch:
             with self._lock:
                 if self._launch is not launch:
                     self._entries = {}
+                    self._reads = {}
                     self._launch = launch
                     self.hits = self.misses = 0
+
+    def stamped_read(self, launch: object, key: Any) -> np.ndarray | None:
+        """The array an earlier read of this launch with read key `key` returned (a stamp plus the storage
+        geometry: the same bytes), or None. The array is shared: nobody writes into it."""
+        if self._launch is not launch:
+            self._enter(launch)
+        return self._reads.get(key)
+
+    def keep_read(self, launch: object, key: Any, raw: np.ndarray) -> None:
+        if self._launch is not launch:
+            self._enter(launch)
+        raw.flags.writeable = False
+        self._reads[key] = raw
+
+    def dequant(self, launch: object, key: Any, codes: np.ndarray, scale_codes: np.ndarray, elem: ElemFormat,
+                k_axis: int, stamp: tuple | None = None) -> np.ndarray:
+        if self._launch is not launch:
+            self._enter(launch)
         entries = self._entries
         entry = entries.get(key)  # dict get / set are atomic under the GIL; entries are immutable tuples
         if entry is not None and (
