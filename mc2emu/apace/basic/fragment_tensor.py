@@ -321,31 +321,30 @@ class FragmentPiece(NamedTuple):
 
 class FragmentCopyPlan:
     """Host side of the copies of one slice (no counterpart in the source, which recomputes it per copy): its
-    `ComputeFragmentComposition` and the `GetFragmentInfo` of every piece, addresses aside, and the fragment
-    slices built so far for the addresses seen. The gather stamp, the copy and the decode-memo location of
-    `QmmMxBlockMmadFragment` share it; results, reads, events and reports are those of recomputing it."""
+    `ComputeFragmentComposition` and the `GetFragmentInfo` of every piece, addresses aside, and per piece the
+    fragment slice built last (with the address and shape it was built for). The gather stamp, the copy and
+    the decode-memo location of `QmmMxBlockMmadFragment` share it; results, reads, events and reports are
+    those of recomputing it."""
 
     __slots__ = ("composition", "pieces", "slices_")
 
     def __init__(self, composition: FragmentComposition, pieces: tuple[FragmentPiece, ...]) -> None:
         self.composition = composition
         self.pieces = pieces
-        self.slices_: dict[tuple[int, GmAddr, tuple[int, ...]], GmTensor] = {}
+        self.slices_: list[tuple[GmAddr, tuple[int, ...], GmTensor] | None] = [None] * len(pieces)
 
     def FragmentSlice(self, fragmentTensor: FragmentTensor, idx: int, addr: Any,
                       copyShape: tuple[int, ...]) -> GmTensor:
         """`fragmentTensor.GetFragment(piece.fragmentIdx).Slice(piece.fragCoord, copyShape)` of piece `idx`,
         `addr` being the list entry just read at piece.fragmentIdx (a GM tensor is a value: the slice built
-        for this address and shape serves again; anything but an address takes GetFragment's checks)."""
-        key = (idx, addr, copyShape)
-        if isinstance(addr, GmAddr):
-            fragSlice = self.slices_.get(key)
-            if fragSlice is not None:
-                return fragSlice
+        for an equal address and shape serves again; anything but an address takes GetFragment's checks)."""
+        last = self.slices_[idx]
+        if last is not None and last[1] == copyShape and isinstance(addr, GmAddr) and last[0] == addr:
+            return last[2]
         piece = self.pieces[idx]
         fragSlice = fragmentTensor.GetFragment(piece.fragmentIdx).Slice(
             cast("tuple[int, int]", piece.fragCoord), cast("tuple[int, int]", copyShape))
-        self.slices_[key] = fragSlice
+        self.slices_[idx] = (addr, copyShape, fragSlice)
         return fragSlice
 
 

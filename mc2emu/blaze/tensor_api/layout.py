@@ -145,11 +145,11 @@ class Layout:
         """(storage shape, element strides, perm): the modes of size > 1 ordered outer to inner by stride,
         and the transpose `perm` that turns a storage-ordered array into the logical mode order (dim 0's
         modes outer to inner, then dim 1's), ready to reshape to `shape`."""
-        return _storage_of(self.modes)
+        return storage_of(self.modes)
 
 
 @lru_cache(maxsize=4096)
-def _storage_of(dims: tuple[tuple[Mode, ...], tuple[Mode, ...]]) -> tuple[tuple[int, ...], tuple[int, ...],
+def storage_of(dims: tuple[tuple[Mode, ...], tuple[Mode, ...]]) -> tuple[tuple[int, ...], tuple[int, ...],
                                                                           tuple[int, ...]]:
     """Layout.storage for the given modes (a pure function; cached because every chunk of a tile loop shares
     the same few mode tuples)."""

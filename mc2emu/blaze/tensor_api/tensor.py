@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mc2emu.blaze.tensor_api.layout import Layout, LayoutError
+from mc2emu.blaze.tensor_api.layout import Layout, LayoutError, storage_of
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.constants import FP4_PER_BYTE
 from mc2emu.numerics.formats import FP4_STORAGE_DTYPE as FP4_STORAGE_DTYPE
@@ -158,16 +159,28 @@ class GmTensor:
 
 def _geometry_of(layout: Layout, dtype: np.dtype, name: str) -> tuple[tuple[int, ...], tuple[int, ...],
                                                                       tuple[int, ...] | None]:
-    sshape, sstrides, perm = layout.storage
+    geometry = _geometry_cached(layout.modes, layout.shape, dtype)
+    if geometry is None:
+        sshape, sstrides, _ = layout.storage
+        raise LayoutError(f"FP4 tensor {name}{layout.shape}: the innermost stored dimension must be "
+                          f"contiguous with an even element count and every other stride even (packed two "
+                          f"per byte); storage {sshape} strides {sstrides}")
+    return geometry
+
+
+@lru_cache(maxsize=4096)
+def _geometry_cached(modes: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]], shape: tuple[int, int],
+                     dtype: np.dtype) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None] | None:
+    """`_geometry_of` for a layout's modes and shape (a pure function, cached: a tile loop's chunks share a few
+    geometries); None for an FP4 layout packed storage cannot hold."""
+    sshape, sstrides, perm = storage_of(modes)
     if is_fp4(dtype):
         if sstrides[-1] != 1 or sshape[-1] % FP4_PER_BYTE or any(s % FP4_PER_BYTE for s in sstrides[:-1]):
-            raise LayoutError(f"FP4 tensor {name}{layout.shape}: the innermost stored dimension must be "
-                              f"contiguous with an even element count and every other stride even (packed two "
-                              f"per byte); storage {sshape} strides {sstrides}")
+            return None
         bstrides = (*(s // FP4_PER_BYTE for s in sstrides[:-1]), 1)
     else:
         bstrides = tuple(s * dtype.itemsize for s in sstrides)
-    identity = perm == tuple(range(len(perm))) and sshape == layout.shape
+    identity = perm == tuple(range(len(perm))) and sshape == shape
     return sshape, bstrides, None if identity else perm
 
 
