@@ -90,6 +90,8 @@ SERVER_CORES = (SERVER_CORE,)   # puts of the HCCL server: checked by the hcomm 
 RECORDED_KINDS = frozenset({EventKind.GM_READ, EventKind.GM_WRITE, EventKind.HCCL, EventKind.FLAG_SET,
                             EventKind.FLAG_RAISE, EventKind.PUT, EventKind.QUIET, EventKind.SIGNAL,
                             EventKind.BARRIER})
+# GM accesses are recorded for windows only (reads of other GM cannot race a put; only windows are poisoned).
+WINDOW_ACCESSES = {EventKind.GM_READ: WINDOW_PREFIX, EventKind.GM_WRITE: WINDOW_PREFIX}
 
 
 @dataclass
@@ -119,7 +121,7 @@ class HappensBeforeChecker:
         # Poisoned windows: name -> (bytes written since creation, local writes not folded in yet).
         self._poisoned: dict[str, tuple[np.ndarray, list[tuple]]] = {}
         self._contents = _ReadContents()
-        self._unsubscribe = device.events.subscribe(self, RECORDED_KINDS)
+        self._unsubscribe = device.events.subscribe(self, RECORDED_KINDS, prefixes=WINDOW_ACCESSES)
 
     # -- recording -----------------------------------------------------------------------------------
     def __call__(self, e: Event) -> None:

@@ -46,7 +46,10 @@ class MpiProgress:
         self.interval_s = float(interval_s)
         self.pokes = 0
         self.closed = False
-        self._stop = threading.Event()
+        # Held while open; `close` releases it. The thread's timed acquire is its idle wait: a raw lock is the
+        # cheapest timed sleep in CPython (a `threading.Event.wait` builds a Condition waiter every time).
+        self._stop = threading.Lock()
+        self._stop.acquire()
         self._thread: threading.Thread | None = None
         if self.interval_s > 0:
             self._thread = threading.Thread(target=self._run, name=f"r{rank}-mpi-progress", daemon=True)
@@ -58,15 +61,16 @@ class MpiProgress:
 
     def _run(self) -> None:
         stop, interval, poke = self._stop, self.interval_s, self.poke
-        while not stop.wait(interval):       # an idle wait on the stop event, not an ordering delay
+        while not stop.acquire(timeout=interval):   # an idle wait on the stop lock, not an ordering delay
             poke()
             self.pokes += 1
+        stop.release()
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        self._stop.set()
+        self._stop.release()
         if self._thread is not None:
             self._thread.join()
             self._thread = None

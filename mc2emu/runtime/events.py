@@ -12,7 +12,7 @@ import enum
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,15 +72,20 @@ class EventBus:
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
-        self._observers: list[tuple[Observer, frozenset[EventKind] | None]] = []
-        self._by_kind: dict[EventKind, tuple[Observer, ...]] = {}
+        self._observers: list[tuple[Observer, frozenset[EventKind] | None, dict[EventKind, str]]] = []
+        # Per kind, keyed by the kind's `_value_` (a str: an Enum member hashes through a Python-level
+        # `__hash__`): (observer, obj prefix it reads or None for every obj), in subscription order.
+        self._by_kind: dict[str, tuple[tuple[Observer, str | None], ...]] = {}
         self._lock = threading.Lock()
         self._seq = itertools.count(1)   # next() is atomic under the GIL: seq follows the publishing order
         self.active = False
 
-    def subscribe(self, observer: Observer, kinds: Iterable[EventKind] | None = None) -> Callable[[], None]:
-        """Deliver events to `observer`: every kind, or only `kinds`. Returns the unsubscribe function."""
-        entry = (observer, None if kinds is None else frozenset(kinds))
+    def subscribe(self, observer: Observer, kinds: Iterable[EventKind] | None = None, *,
+                  prefixes: Mapping[EventKind, str] | None = None) -> Callable[[], None]:
+        """Deliver events to `observer`: every kind, or only `kinds`; of a kind in `prefixes`, only the events
+        whose `obj` starts with that prefix (e.g. GM accesses of windows: "win:"). Returns the unsubscribe
+        function."""
+        entry = (observer, None if kinds is None else frozenset(kinds), dict(prefixes or {}))
         with self._lock:
             self._observers = [*self._observers, entry]
             self._rebuild()
@@ -94,21 +99,28 @@ class EventBus:
 
     def _rebuild(self) -> None:
         """The observers of each kind, in subscription order (under the lock; readers take the dict whole)."""
-        self._by_kind = {k: obs for k in EventKind
-                         if (obs := tuple(o for o, kinds in self._observers if kinds is None or k in kinds))}
+        self._by_kind = {k._value_: obs for k in EventKind
+                         if (obs := tuple((o, prefixes.get(k)) for o, kinds, prefixes in self._observers
+                                          if kinds is None or k in kinds))}
         self.active = bool(self._observers)
 
-    def wants(self, kind: EventKind) -> bool:
-        """Whether an event of `kind` would reach any observer."""
-        return kind in self._by_kind
+    def wants(self, kind: EventKind, obj: str | None = None) -> bool:
+        """Whether an event of `kind` (about `obj`, when given) would reach any observer."""
+        entries = self._by_kind.get(kind._value_)
+        if not entries:
+            return False
+        return obj is None or any(prefix is None or obj.startswith(prefix) for _, prefix in entries)
 
     def emit(self, kind: EventKind, core: str, obj: str = "", value: Any = None, **extra: Any) -> None:
-        observers = self._by_kind.get(kind)
-        if not observers:
+        entries = self._by_kind.get(kind._value_)
+        if not entries:
             return
-        event = Event(kind, self.rank, core, time.perf_counter_ns(), next(self._seq), obj, value, extra)
-        for observer in observers:
-            observer(event)
+        event = None
+        for observer, prefix in entries:
+            if prefix is None or obj.startswith(prefix):
+                if event is None:
+                    event = Event(kind, self.rank, core, time.perf_counter_ns(), next(self._seq), obj, value, extra)
+                observer(event)
 
 
 class EventRecorder:

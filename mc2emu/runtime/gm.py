@@ -276,7 +276,7 @@ class GlobalMemory:
                               strides=(*st, 1))
             if not mask.all():
                 self._report_unwritten(alloc, addr, mask, core)
-        if self.events.active:   # `data`: the bytes this read returned (the happens-before content check)
+        if self.events.wants(EventKind.GM_READ, alloc.name):   # `data`: the bytes returned (the HB content check)
             self.events.emit(EventKind.GM_READ, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
                              shape=sshape, strides=st, item=item, data=out)
         if fp4:
@@ -321,7 +321,7 @@ class GlobalMemory:
         if alloc.written is not None and hi > lo:
             np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
                        strides=(*st, 1))[...] = True
-        if self.events.active:
+        if self.events.wants(EventKind.GM_WRITE, alloc.name):
             self.events.emit(EventKind.GM_WRITE, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
                              shape=sshape, strides=st, item=item, atomic=atomic is not None)
 

@@ -323,6 +323,14 @@ def test_an_observer_of_some_kinds_sees_only_those_and_wants_follows_subscriptio
     assert not bus.wants(EventKind.MMAD) and bus.wants(EventKind.FLAG_SET)
     off_some()
     assert not bus.active and not bus.wants(EventKind.FLAG_SET)
+    windows = EventRecorder()
+    bus.subscribe(windows, (EventKind.GM_READ, EventKind.FLAG_SET), prefixes={EventKind.GM_READ: "win:"})
+    assert bus.wants(EventKind.GM_READ, "win:data") and not bus.wants(EventKind.GM_READ, "x1")
+    assert bus.wants(EventKind.GM_READ) and bus.wants(EventKind.FLAG_SET, "x1")
+    for obj in ("x1", "win:data", "win:scale"):
+        bus.emit(EventKind.GM_READ, "AIC0", obj)
+    bus.emit(EventKind.FLAG_SET, "AIV0", "flag 3")
+    assert [(e.obj, e.seq) for e in windows.events] == [("win:data", 4), ("win:scale", 5), ("flag 3", 6)]
 
 
 def test_a_read_proven_equal_returns_that_array_with_the_same_event_and_checks():
