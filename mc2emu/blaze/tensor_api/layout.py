@@ -113,6 +113,22 @@ class Layout:
 
     def slice(self, coord: tuple[int, int], shape: tuple[int, int]) -> tuple[Layout, int]:
         """The sub-layout of `shape` elements from `coord` and its element offset (`Tensor::Slice`)."""
+        modes0, modes1 = self.modes
+        if len(modes0) == 1 and len(modes1) == 1:   # ND / DN: one mode per dimension (every tile loop's path)
+            o0, n0 = int(coord[0]), int(shape[0])
+            if o0 < 0 or n0 < 0 or o0 + n0 > self.shape[0]:
+                raise LayoutError(f"{self.pattern.__name__}{self.shape}: slice of {n0} from {o0} along dimension "
+                                  f"0 leaves the tensor")
+            o1, n1 = int(coord[1]), int(shape[1])
+            if o1 < 0 or n1 < 0 or o1 + n1 > self.shape[1]:
+                raise LayoutError(f"{self.pattern.__name__}{self.shape}: slice of {n1} from {o1} along dimension "
+                                  f"1 leaves the tensor")
+            stride0, stride1 = modes0[0][1], modes1[0][1]
+            sub = object.__new__(Layout)  # sizes are consistent by construction: skip __post_init__'s check
+            object.__setattr__(sub, "pattern", self.pattern)
+            object.__setattr__(sub, "shape", (n0, n1))
+            object.__setattr__(sub, "modes", (((n0, stride0),), ((n1, stride1),)))
+            return sub, o0 * stride0 + o1 * stride1
         new_modes: list[tuple[Mode, ...]] = []
         off = 0
         for d in (0, 1):
@@ -122,7 +138,7 @@ class Layout:
                                   f"{d} leaves the tensor")
             dim = self.modes[d]
             outer_stride = dim[-1][1]
-            if len(dim) == 1:  # ND / DN: one mode per dimension (the hot path of every tile loop)
+            if len(dim) == 1:
                 new_modes.append(((n, outer_stride),))
                 off += o * outer_stride
                 continue
