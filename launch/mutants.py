@@ -346,8 +346,8 @@ MUTANTS: list[Mutant] = [
            serial=("tests/checkers/test_read_content.py",), mpi=("tests/checkers/test_put_visibility_mpi.py",)),
     # -- host-time paths (session 5): what they skip must be provably the same ----------------------------------
     Mutant("events: an observer of some kinds receives none of them", "mc2emu/runtime/events.py",
-           "                                          if kinds is None or k in kinds))}",
-           "                                          if kinds is None))}",
+           "                        if kinds is None or k in kinds)",
+           "                        if kinds is None)",
            serial=("tests/runtime/test_device.py",), mpi=("tests/checkers/test_happens_before_mpi.py",)),
     Mutant("events: an observer of some objects receives none of them", "mc2emu/runtime/events.py",
            "            if prefix is None or obj.startswith(prefix):", "            if prefix is None:",

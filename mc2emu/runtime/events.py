@@ -74,8 +74,9 @@ class EventBus:
         self.rank = rank
         self._observers: list[tuple[Observer, frozenset[EventKind] | None, dict[EventKind, str]]] = []
         # Per kind, keyed by the kind's `_value_` (a str: an Enum member hashes through a Python-level
-        # `__hash__`): (observer, obj prefix it reads or None for every obj), in subscription order.
-        self._by_kind: dict[str, tuple[tuple[Observer, str | None], ...]] = {}
+        # `__hash__`): ((observer, obj prefix it reads or None for every obj) in subscription order, whether
+        # one reads every obj, the prefixes).
+        self._by_kind: dict[str, tuple[tuple[tuple[Observer, str | None], ...], bool, tuple[str, ...]]] = {}
         self._lock = threading.Lock()
         self._seq = itertools.count(1)   # next() is atomic under the GIL: seq follows the publishing order
         self.active = False
@@ -99,24 +100,29 @@ class EventBus:
 
     def _rebuild(self) -> None:
         """The observers of each kind, in subscription order (under the lock; readers take the dict whole)."""
-        self._by_kind = {k._value_: obs for k in EventKind
-                         if (obs := tuple((o, prefixes.get(k)) for o, kinds, prefixes in self._observers
-                                          if kinds is None or k in kinds))}
+        by_kind = {}
+        for k in EventKind:
+            obs = tuple((o, prefixes.get(k)) for o, kinds, prefixes in self._observers
+                        if kinds is None or k in kinds)
+            if obs:
+                by_kind[k._value_] = (obs, any(p is None for _, p in obs),
+                                      tuple(p for _, p in obs if p is not None))
+        self._by_kind = by_kind
         self.active = bool(self._observers)
 
     def wants(self, kind: EventKind, obj: str | None = None) -> bool:
         """Whether an event of `kind` (about `obj`, when given) would reach any observer."""
-        entries = self._by_kind.get(kind._value_)
-        if not entries:
+        entry = self._by_kind.get(kind._value_)
+        if entry is None:
             return False
-        return obj is None or any(prefix is None or obj.startswith(prefix) for _, prefix in entries)
+        return entry[1] or obj is None or obj.startswith(entry[2])
 
     def emit(self, kind: EventKind, core: str, obj: str = "", value: Any = None, **extra: Any) -> None:
-        entries = self._by_kind.get(kind._value_)
-        if not entries:
+        entry = self._by_kind.get(kind._value_)
+        if entry is None:
             return
         event = None
-        for observer, prefix in entries:
+        for observer, prefix in entry[0]:
             if prefix is None or obj.startswith(prefix):
                 if event is None:
                     event = Event(kind, self.rank, core, time.perf_counter_ns(), next(self._seq), obj, value, extra)
