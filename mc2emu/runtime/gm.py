@@ -316,7 +316,7 @@ class GlobalMemory:
                     self._report_atomic_mismatch(alloc, lo, hi, atomic, dtype, core)
                     _atomic_add_as(atomic, alloc.buf, addr.offset, sshape, st, item, value)
         else:
-            self._raw(alloc.buf, addr.offset, sshape, st, dtype)[...] = value
+            _copy_into(self._raw(alloc.buf, addr.offset, sshape, st, dtype), value)
         alloc.generation += 1
         if alloc.written is not None and hi > lo:
             np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
