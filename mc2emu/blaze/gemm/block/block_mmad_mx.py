@@ -383,9 +383,9 @@ class BlockMmadMx(L1BufferOffsets):
         sshape, bstrides, perm = t._geometry()
         memo, launch = self.T.host.memo, self.ctx.launch
         key = (stamp, sshape, bstrides, t.ptr.dtype)
-        raw = memo.stamped_read(launch, key)
-        raw = self.ctx.gm_read(t.ptr.addr, t.ptr.dtype, sshape, bstrides, same_as=raw)
-        if memo.stamped_read(launch, key) is None:
+        kept = memo.stamped_read(launch, key)
+        raw = self.ctx.gm_read(t.ptr.addr, t.ptr.dtype, sshape, bstrides, same_as=kept)
+        if kept is None:
             memo.keep_read(launch, key, raw)
         return raw if perm is None else raw.transpose(perm).reshape(rows, cols)
 
