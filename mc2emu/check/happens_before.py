@@ -440,38 +440,8 @@ class HappensBeforeChecker:
                         src = stores.get((peer, barrier, slot, value))
                         if src is not None:
                             preds[(r, core, pos)].append(src)
-        # Vector clocks in a topological sweep: vc[e][j] = events of entity j that happen before or at e.
-        # An entity blocked on a source event waits in `waiting` for that source's entity to advance, so each
-        # entity is re-tried only when something it waits for moved (events of a cycle stay unswept).
-        vcs: dict[tuple[int, str], list[np.ndarray]] = {ent: [] for ent in entities}
-        done = dict.fromkeys(entities, 0)
-        lengths = {(r, core): len(sync) for r, (logs, _) in enumerate(everyone) for core, sync in logs.items()}
-        waiting: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
-        queue = deque(entities)
-        queued = set(entities)
-        while queue:
-            ent = queue.popleft()
-            queued.discard(ent)
-            r, core = ent
-            start = done[ent]
-            while done[ent] < lengths[ent]:
-                pos = done[ent]
-                srcs = preds.get((r, core, pos), ())
-                blocker = next(((sr, sc) for sr, sc, sp in srcs if done[(sr, sc)] <= sp), None)
-                if blocker is not None:
-                    waiting[blocker].append(ent)
-                    break
-                vc = vcs[ent][-1].copy() if pos else np.zeros(n_ent, dtype=np.int64)
-                for sr, sc, sp in srcs:
-                    np.maximum(vc, vcs[(sr, sc)][sp], out=vc)
-                vc[index[ent]] = pos + 1
-                vcs[ent].append(vc)
-                done[ent] = pos + 1
-            if done[ent] > start:
-                for w in waiting.pop(ent, ()):
-                    if w not in queued:
-                        queue.append(w)
-                        queued.add(w)
+        clocks = _Clocks(entities, {(r, core): len(sync) for r, (logs, _) in enumerate(everyone)
+                                    for core, sync in logs.items()}, preds)
         # Puts into this rank, with the position of their completing quiet.
         me = self.rank
         puts = []
@@ -489,14 +459,12 @@ class HappensBeforeChecker:
         once = self._written_once(puts)
         index_puts = _PutIndex(puts)
         verdicts: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
+        zero = np.zeros(n_ent, dtype=np.int64)
         for core, rlist in reads.items():
             ent = (me, core)
             me_idx = index.get(ent)
             for sync_pos, window, lo, hi, got in rlist:
-                if ent in vcs and sync_pos > 0 and sync_pos <= len(vcs[ent]):
-                    vc = vcs[ent][sync_pos - 1]
-                else:
-                    vc = np.zeros(n_ent, dtype=np.int64)
+                vc = clocks.at(ent, sync_pos - 1) if 0 < sync_pos <= clocks.swept(ent) else zero
                 before: list[tuple] = []
                 pending: list[tuple[tuple, bool]] = []
                 for put in index_puts.overlapping(window, lo, hi):
@@ -509,8 +477,8 @@ class HappensBeforeChecker:
                             if reported >= MAX_REPORTS:
                                 return reported
                         continue
-                    pvcs = vcs.get((pr, pcore), [])
-                    after = me_idx is not None and ppos < len(pvcs) and pvcs[ppos][me_idx] >= sync_pos + 1
+                    after = (me_idx is not None and ppos < clocks.swept((pr, pcore))
+                             and clocks.at((pr, pcore), ppos)[me_idx] >= sync_pos + 1)
                     pending.append((put, after))
                 for (_pwin, plo, phi, pr, pcore, _ppos, quiet), after in pending:
                     a, b = max(lo, plo), min(hi, phi)
@@ -553,6 +521,58 @@ class HappensBeforeChecker:
         describe = getattr(self._windows.get(window), "describe", None)
         text = describe(offset) if describe is not None else ""
         return f" ({text})" if text else ""
+
+
+class _Clocks:
+    """Vector clocks of the sync events of every entity (rank, core): `at(ent, pos)[j]` counts the events of
+    entity j that happen before or at event `pos` of `ent` (program order plus the `preds` edges: event
+    (r, core, pos) -> its source events (r', core', pos')).
+
+    A topological sweep: an entity blocked on a source event waits for that source's entity to advance, so each
+    entity is re-tried only when something it waits for moved; events on or after a cycle stay unswept
+    (`swept(ent)` counts the swept prefix)."""
+
+    def __init__(self, entities: list[tuple[int, str]], lengths: dict[tuple[int, str], int],
+                 preds: dict[tuple[int, str, int], list[tuple[int, str, int]]]) -> None:
+        self.index = {ent: i for i, ent in enumerate(entities)}
+        n_ent = len(entities)
+        vcs: dict[tuple[int, str], list[np.ndarray]] = {ent: [] for ent in entities}
+        done = dict.fromkeys(entities, 0)
+        waiting: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
+        queue = deque(entities)
+        queued = set(entities)
+        while queue:
+            ent = queue.popleft()
+            queued.discard(ent)
+            r, core = ent
+            start = done[ent]
+            while done[ent] < lengths.get(ent, 0):
+                pos = done[ent]
+                srcs = preds.get((r, core, pos), ())
+                blocker = next(((sr, sc) for sr, sc, sp in srcs if done[(sr, sc)] <= sp), None)
+                if blocker is not None:
+                    waiting[blocker].append(ent)
+                    break
+                vc = vcs[ent][-1].copy() if pos else np.zeros(n_ent, dtype=np.int64)
+                for sr, sc, sp in srcs:
+                    np.maximum(vc, vcs[(sr, sc)][sp], out=vc)
+                vc[self.index[ent]] = pos + 1
+                vcs[ent].append(vc)
+                done[ent] = pos + 1
+            if done[ent] > start:
+                for w in waiting.pop(ent, ()):
+                    if w not in queued:
+                        queue.append(w)
+                        queued.add(w)
+        self._vcs = vcs
+        self._done = done
+
+    def swept(self, ent: tuple[int, str]) -> int:
+        return self._done.get(ent, 0)
+
+    def at(self, ent: tuple[int, str], pos: int) -> np.ndarray:
+        """The clock of swept event `pos` of `ent` (read only)."""
+        return self._vcs[ent][pos]
 
 
 class _PutIndex:
