@@ -70,6 +70,7 @@ def test_clocks_equal_the_closure_of_random_graphs_with_and_without_cycles():
             assert got.swept(ent) == prefix[ent], (trial, ent)
             for p in range(prefix[ent]):
                 assert list(got.at(ent, p)) == clocks[(ent, p)], (trial, ent, p)
+                assert [got.component(ent, p, j) for j in range(len(entities))] == clocks[(ent, p)]
 
 
 def test_a_two_entity_cycle_leaves_both_unswept_from_the_cycle_on():
@@ -88,3 +89,24 @@ def test_a_wait_sees_everything_before_its_source_and_nothing_after():
     assert list(clocks.at(b, 2)) == [2, 3]
     assert list(clocks.at(b, 3)) == [2, 4]
     assert list(clocks.at(a, 3)) == [4, 0]
+
+
+def test_rounds_of_an_all_to_all_barrier_share_one_source_list():
+    """SyncAll-like rounds: every core's Set of round t, then every core's Wait sourced by all the Sets of
+    round t (one source list shared by every waiter), checked against the closure."""
+    entities = [(r, f"AIV{c}") for r in range(2) for c in range(3)]
+    rounds = 3
+    lengths = dict.fromkeys(entities, 2 * rounds)
+    preds = {}
+    for t in range(rounds):
+        sets = [(*ent, 2 * t) for ent in entities]
+        for ent in entities:
+            preds[(*ent, 2 * t + 1)] = sets
+    prefix, clocks = _brute(entities, lengths, preds)
+    got = _Clocks(entities, lengths, preds)
+    assert all(got.swept(ent) == 2 * rounds == prefix[ent] for ent in entities)
+    for ent in entities:
+        for p in range(2 * rounds):
+            assert list(got.at(ent, p)) == clocks[(ent, p)]
+    # after round t's Wait, every core has seen every core's Set of round t
+    assert list(got.at(entities[0], 3)) == [4, 3, 3, 3, 3, 3]
