@@ -45,6 +45,9 @@ def test_cols_operand_bit_equal_in_both_orientations(fmt, stored_transposed):
     want = dequant_cols(decode_elements(logical, fmt), decode_scales(scales[:3]))
     assert np.array_equal(np.isnan(got), np.isnan(want))
     assert _same_f32(np.nan_to_num(got), np.nan_to_num(want))
+    # B comes out row-major (k, n) in both orientations: each baseK step is a contiguous row block, the
+    # layout OpenBLAS packs fastest (host time only; the bits above are the contract)
+    assert got.flags.c_contiguous
 
 
 def test_e8m0_nan_scale_poisons_its_block_only():
