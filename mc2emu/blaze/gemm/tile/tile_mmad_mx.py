@@ -67,7 +67,7 @@ def dequant_chunk(codes: np.ndarray, scale_codes: np.ndarray, elem: ElemFormat, 
     scale = scale_codes[:, :nb] if k_axis == 1 else scale_codes[:nb, :]
     flipped = False
     if not codes.flags.c_contiguous and codes.T.flags.c_contiguous and k_axis == 1:
-        codes, scale, k_axis, flipped = codes.T, scale.T, 0, True
+        codes, scale, k_axis, flipped = codes.T, scale.T, 1 - k_axis, True
     elif not codes.flags.c_contiguous:
         # B is decoded in (k, cols) row order whatever its storage (a DN load transposes its 1-byte codes
         # here): OpenBLAS packs a row-major (k, n) operand ~10-15 % faster than a transposed one (measured,
