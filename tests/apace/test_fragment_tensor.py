@@ -647,3 +647,48 @@ def test_tail_region_as_the_ag_kernel_uses_it(elem):
         if rel < tailM:
             expectC[r, headRows + rel] = l0c[mPos + i].view(np.uint32) >> 16
     np.testing.assert_array_equal(c, expectC)
+
+
+# -- the gather's stamp (host time only: the decode memo's proof that two gathers hold the same bytes) --------------
+def test_gather_stamp_names_the_bytes_each_piece_returned():
+    """`_gather` of a slice over window fragments: equal stamps for gathers of unchanged bytes, a new stamp once
+    a peer's put changed a piece, no stamp when the gather skips rows; over a stable allocation the stamp is the
+    allocation's (`_gather_stamp`), held while nothing writes it."""
+    from mc2emu.apace.block.qmm_mx_block_mmad_fragment import _gather, _gather_stamp
+
+    frags = [np.arange(8, dtype=np.uint8).reshape(4, 2) + 10 * f for f in range(3)]
+    mem = np.zeros(200, dtype=np.uint8)
+    for f, fr in enumerate(frags):
+        mem[40 * f + 8: 40 * f + 16] = fr.reshape(-1)
+
+    def body(ctx):
+        win = ctx.device.gm.adopt(mem, "win:ag", kind="window", written=True)
+        ft = MakeFragmentTensor(frag_param(4, 4, 3, 0, 2), [win + 40 * f + 8 for f in range(3)],
+                                LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn), ElementType=np.dtype(np.uint8))
+        view = ft.Slice((2, 0), (8, 2))                       # rows 2..9: three pieces over three fragments
+        stamps, outs = [], []
+        for step in range(3):
+            if step == 2:
+                mem[40 * 1 + 8 + 3] ^= 1                      # a put into fragment 1 between two gathers
+            stamp, covered = _gather_stamp(view)
+            out = np.zeros((8, 2), np.uint8)
+            stamps.append(_gather(ctx, out, view, stamp, covered))
+            outs.append(out)
+        skipped = _gather(ctx, np.zeros((8, 2), np.uint8), view, None, False)
+        gm = ctx.device.gm.alloc(200, "x1", data=mem.copy())
+        stable = MakeFragmentTensor(frag_param(4, 4, 3, 0, 2), [gm + 40 * f + 8 for f in range(3)],
+                                    LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
+                                    ElementType=np.dtype(np.uint8)).Slice((2, 0), (8, 2))
+        st0, cov = _gather_stamp(stable)
+        held = _gather(ctx, np.zeros((8, 2), np.uint8), stable, st0, cov)
+        return stamps, outs, skipped, st0, held
+
+    (stamps, outs, skipped, st0, held), _, hazards = on_core(body)
+    assert hazards == []
+    assert stamps[0] == stamps[1] and stamps[0][0] == "read" and len(stamps[0]) == 4   # "read" + 3 pieces
+    assert stamps[2] != stamps[1] and stamps[2][1] == stamps[1][1] and stamps[2][2] != stamps[1][2]
+    model = np.concatenate(frags)[2:10]
+    np.testing.assert_array_equal(outs[0], model)
+    assert outs[2][3, 1] == model[3, 1] ^ 1                    # the changed byte: fragment 1, row 1, col 1
+    assert skipped is None
+    assert st0 is not None and held == st0

@@ -358,3 +358,42 @@ def test_a_read_proven_equal_returns_that_array_with_the_same_event_and_checks()
     dev.gm.read(part, np.uint8, (2, 8), same_as=buf, core="AIC1")
     (report,) = dev.hazards.peek()
     assert report.hazard.name == "READ_UNWRITTEN" and report.core == "AIC1" and report.details["count"] == 8
+
+
+def test_window_reads_keep_a_snapshot_per_place_and_name_their_bytes_by_version():
+    """A window read (peers write windows unseen) compares the place with the last bytes read there: the same
+    bytes return under the same content version and the event carries that read-only snapshot; changed bytes
+    (a peer's put) get a new version and are what the read returns. Stable reads are named by their write
+    generation; a launch drops the snapshots."""
+    import ml_dtypes
+
+    dev = Device()
+    rec = EventRecorder()
+    dev.events.subscribe(rec, (EventKind.GM_READ,))
+    mem = (np.arange(512) % 251).astype(np.uint8)
+    win = dev.gm.adopt(mem, "win:w", kind="window", written=True)
+    f8 = np.dtype(ml_dtypes.float8_e4m3fn)
+    versions: list = []
+    first = dev.gm.read(win + 32, f8, (4, 16), (64, 1), core="AIC0", versions=versions)
+    out = np.zeros((4, 16), dtype=f8)
+    again = dev.gm.read(win + 32, f8, (4, 16), (64, 1), core="AIC1", out=out, versions=versions)
+    assert again is out and np.array_equal(out.view(np.uint8), first.view(np.uint8))
+    assert np.array_equal(first.view(np.uint8), mem[32:32 + 4 * 64].reshape(4, 64)[:, :16])
+    e0, e1 = rec.of(EventKind.GM_READ)
+    assert e0.extra["data"] is e1.extra["data"] and not e0.extra["data"].flags.writeable
+    assert versions[0] == versions[1] and isinstance(versions[0], int)
+    mem[32 + 64 + 3] ^= 0x01                                   # a peer's put lands in row 1
+    third = dev.gm.read(win + 32, f8, (4, 16), (64, 1), core="AIC0", versions=versions)
+    assert versions[2] != versions[1] and third.view(np.uint8)[1, 3] == mem[32 + 64 + 3]
+    assert rec.of(EventKind.GM_READ)[2].extra["data"] is not e0.extra["data"]
+    dev.gm.read(win + 32, f8, (2, 16), (64, 1), core="AIC0", versions=versions)   # another place: its own
+    assert versions[3] not in versions[:3]
+    # stable allocations: (allocation, offset, geometry, generation), moved by any write of this rank
+    b = dev.gm.alloc(64, "B", data=np.arange(64, dtype=np.uint8))
+    dev.gm.read(b, np.uint8, (2, 8), core="AIC0", versions=versions)
+    dev.gm.read(b, np.uint8, (2, 8), core="AIC0", versions=versions)
+    dev.gm.write(b + 60, np.array([1], dtype=np.uint8))
+    dev.gm.read(b, np.uint8, (2, 8), core="AIC0", versions=versions)
+    assert versions[4] == versions[5] != versions[6] and versions[4][:2] == (b.alloc.aid, 0)
+    dev.gm.forget_snapshots()
+    assert not win.alloc.snapshots
