@@ -64,6 +64,7 @@ from mc2emu.blaze.gemm.common_utils import (
     TRIPLE_BUFFER_COUNT,
 )
 from mc2emu.blaze.gemm.dispatch_policy import A_FULL_LOAD_MODE, NONE_FULL_LOAD_MODE, MatmulWithScaleMx
+from mc2emu.blaze.gemm.tile.tile_mmad_mx import b_row_major_same
 from mc2emu.blaze.tensor_api.layout import IsTrans, LayoutPtn, NDExtLayoutPtn
 from mc2emu.blaze.tensor_api.tensor import GmTensor
 from mc2emu.numerics import ElemFormat, OutDtype, fixpipe_cast
@@ -487,6 +488,10 @@ class BlockMmadMx(L1BufferOffsets):
         baseK = self.baseK_
         hasBias = self.isBias_
         kL0Iter = CeilDiv(curGmKL1, baseK)
+        # B decodes row-major; a B stored transposed (DN) keeps its column-major BLAS call where the two differ
+        bCodes = tensorBL1.codes
+        bStoredT = bCodes.flags.f_contiguous and not bCodes.flags.c_contiguous
+        aColumnMajor = aF32.flags.f_contiguous and not aF32.flags.c_contiguous
         isLastL1Iter = iter0 + 1 == self.kL1Iter_
         halfL0Size = self.TOTAL_L0A_SIZE // DOUBLE_BUFFER_COUNT
         needBiasInL1 = hasBias and iter0 == 0 and isFirstSplitK
@@ -515,8 +520,11 @@ class BlockMmadMx(L1BufferOffsets):
             initCMatrix = iter0 == 0 and iter1 == 0 and isFirstSplitK and not needBias
             kLo = iter1 * baseK
             kHi = min(kLo + baseK, curGmKL1)
+            bStep = bF32[kLo:kHi, :]
+            if bStoredT and not b_row_major_same(curM, kHi - kLo, curN, aColumnMajor):
+                bStep = np.asfortranarray(bStep)   # the stored (transposed) layout's BLAS bits at this shape
             self.Mmad(curM, curN, curKL0, isFinalAccumulation, initCMatrix, needBias, tensorL0C,
-                      aF32[:, kLo:kHi], bF32[kLo:kHi, :], gmC, l0PingPongId)
+                      aF32[:, kLo:kHi], bStep, gmC, l0PingPongId)
             self.l0PingPong_ += 1
 
     def Mmad(self, curM: int, curN: int, curKL0: int, isFinalAccumulation: bool, initCMatrix: bool,

@@ -84,6 +84,31 @@ def dequant_chunk(codes: np.ndarray, scale_codes: np.ndarray, elem: ElemFormat, 
     return vals.T if flipped else vals
 
 
+# Step shapes (m, k, n, A column-major) at which OpenBLAS gives A @ B the same bits with B row-major as with B
+# column-major (probed once per shape, `b_row_major_same`).
+_B_ROW_MAJOR_SAME: dict[tuple[int, int, int, bool], bool] = {}
+
+
+def b_row_major_same(m: int, k: int, n: int, a_column_major: bool) -> bool:
+    """Whether a float32 matmul of an (m, k) A (column-major or not) by a (k, n) B gives the same bits for B
+    row-major as for B column-major. `dequant_chunk` hands B row-major (packed faster); a B stored transposed
+    (DN) was column-major before, and its steps keep that layout where this is False: small shapes can take
+    OpenBLAS's small-matrix kernels, whose summation order depends on the layout (measured: the A2A 72 x 80
+    cases). Probed once per shape on seeded random operands (host time only)."""
+    key = (m, k, n, a_column_major)
+    same = _B_ROW_MAJOR_SAME.get(key)
+    if same is None:
+        rng = np.random.default_rng([m, k, n])
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        if a_column_major:
+            a = np.asfortranarray(a)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        same = bool(np.array_equal(np.matmul(a, b).view(np.uint32),
+                                   np.matmul(a, np.asfortranarray(b)).view(np.uint32)))
+        _B_ROW_MAJOR_SAME[key] = same
+    return same
+
+
 WORD = np.dtype(np.uint64)  # full compares run over 8-byte words (measured 2.5x faster than bytes)
 
 
