@@ -655,12 +655,10 @@ class ReadContent:
     """What one GM_READ of a window returned: its geometry (byte offset, element shape and byte strides, item
     size) and its bytes, shape (*shape, item). Offsets are computed only where a put covers part of the read."""
 
-    __slots__ = ("data", "item", "offset", "shape", "source", "strides")
+    __slots__ = ("data", "item", "offset", "shape", "strides")
 
-    def __init__(self, offset: int, shape: tuple, strides: tuple, item: int, data: np.ndarray,
-                 source: np.ndarray | None = None) -> None:
+    def __init__(self, offset: int, shape: tuple, strides: tuple, item: int, data: np.ndarray) -> None:
         self.offset, self.shape, self.strides, self.item, self.data = offset, shape, strides, item, data
-        self.source = source   # the read-only GM snapshot the bytes came from (a later read returning it: same)
 
     def span(self) -> tuple[int, int]:
         return _span(self.offset, self.shape, self.strides, self.item)
@@ -724,14 +722,9 @@ class _ReadContents:
             return None
         key = (window, int(addr.offset), shape, strides, item)
         last = self._last.get(key)   # dict get / set are atomic under the GIL; a lost race only costs a copy
-        if last is not None and (data is last.source or last.same_bytes(raw)):
+        if last is not None and last.same_bytes(raw):
             return last
-        if data.flags.writeable:
-            content = ReadContent(int(addr.offset), shape, strides, item, raw.reshape(*shape, item).copy())
-        else:
-            # GM's read-only snapshot of the place (`GlobalMemory.read`): kept as is, and a later read that
-            # returns the same snapshot returned the same bytes
-            content = ReadContent(int(addr.offset), shape, strides, item, raw.reshape(*shape, item), data)
+        content = ReadContent(int(addr.offset), shape, strides, item, raw.reshape(*shape, item).copy())
         self._last[key] = content
         return content
 

@@ -123,7 +123,6 @@ class Window:
         self.win.Unlock_all()
         if self.base is not None:
             self.base.alloc.buf = np.zeros(0, dtype=np.uint8)
-            self.base.alloc.snapshots = {}
             if self.base.alloc.written is not None:
                 self.base.alloc.written = np.zeros(0, dtype=bool)
         self.u64 = np.zeros(0, dtype=np.uint64)

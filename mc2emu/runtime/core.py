@@ -50,9 +50,6 @@ class CoreContext:
         self.rank = device.rank
         # A Set held back by the seeded perturbation (consecutive Sets may complete out of order).
         self.deferred_set: tuple | None = None
-        # While a list: every GM read of this core appends what identifies the bytes it returned
-        # (`GlobalMemory.read(versions=)`; host time only: the decode memo's stamp of a fragment gather).
-        self.read_versions: list | None = None
 
     # -- indices (Ascend C names) ------------------------------------------------------------------------
     @property
@@ -111,8 +108,7 @@ class CoreContext:
     def gm_read(self, addr: GmAddr, dtype: Any, shape: Any, strides: Any = None, out: Any = None,
                 same_as: Any = None) -> np.ndarray:
         """DataCopy GM -> local (MTE2); with `out`, into that local buffer (`same_as`: see `GlobalMemory.read`)."""
-        return self.device.gm.read(addr, dtype, shape, strides, core=self.label, out=out, same_as=same_as,
-                                   versions=self.read_versions)
+        return self.device.gm.read(addr, dtype, shape, strides, core=self.label, out=out, same_as=same_as)
 
     def gm_write(self, addr: GmAddr, value: np.ndarray, strides: Any = None) -> None:
         """DataCopy / Fixpipe local -> GM (MTE3 / FIX), adding when the atomic mode is set."""

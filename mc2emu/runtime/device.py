@@ -116,7 +116,6 @@ class Device:
                 f"a mixed kernel's block_dim {block_dim} exceeds the {self.platform.aic_count} physical AIC "
                 f"cores of {self.platform.name}")
         launch = Launch(kt, block_dim, name=name or str(getattr(kernel, "__name__", "kernel")))
-        self.gm.forget_snapshots()   # window read snapshots live for one launch (host memory only)
         self.current = launch
         self.launch_count += 1
         mark = len(self.hazards.peek())

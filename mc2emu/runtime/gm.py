@@ -70,9 +70,6 @@ class Allocation:
     poisoned: bool = False
     # Optional: names the protocol place of a byte offset (a window's slot, flag, source rank) in diagnoses.
     describe: Callable[[int], str] | None = None
-    # Windows: the last bytes a read of each place returned, (offset, storage shape, strides, dtype) ->
-    # (content version, read-only copy); see `GlobalMemory.read`.
-    snapshots: dict[tuple, tuple[int, np.ndarray]] = field(default_factory=dict)
 
     @property
     def stable(self) -> bool:
@@ -136,26 +133,6 @@ def _copy_into(dst: np.ndarray, view: np.ndarray) -> None:
         dst.view(as_int)[...] = view.view(as_int)
 
 
-def _same_bytes(view: np.ndarray, snap: np.ndarray) -> bool:
-    """Byte equality of a GM view (last axis contiguous or not) and a C-contiguous array of its shape and dtype,
-    compared as the widest unsigned words the rows allow (NaN codes compare equal, unlike float ==)."""
-    size = view.dtype.itemsize
-    if view.ndim and view.strides[-1] == size and (view.shape[-1] * size) % 8 == 0:
-        return bool((view.view(np.uint64) == snap.view(np.uint64)).all())
-    as_int = _COPY_AS.get(size)
-    if as_int is None:
-        return bool((view.view(np.uint8) == snap.view(np.uint8)).all())
-    return bool((view.view(as_int) == snap.view(as_int)).all())
-
-
-def _read_identity(alloc: Allocation, addr: GmAddr, sshape: tuple, strides: tuple, generation: int) -> tuple | None:
-    """What identifies the bytes of a read of a stable allocation that began at write `generation`: None for a
-    window (peers write it unseen) or when a write of this rank moved the generation during the read."""
-    if not alloc.stable or alloc.generation != generation:
-        return None
-    return (alloc.aid, addr.offset, sshape, strides, generation)
-
-
 def _is_fp4(dtype: np.dtype) -> bool:
     return dtype in FP4_DTYPES
 
@@ -171,7 +148,6 @@ class GlobalMemory:
         self.hazards = hazards
         self.check = check
         self._atomic_lock = threading.Lock()
-        self._versions = itertools.count(1)   # content versions of window reads (unique per rank)
         self._next_base = 0x1000_0000
         self.allocations: list[Allocation] = []
 
@@ -212,12 +188,6 @@ class GlobalMemory:
         self._next_base += Align(buf.size, GM_ALLOC_ALIGN) + GM_ALLOC_ALIGN
         self.allocations.append(alloc)
         return alloc
-
-    def forget_snapshots(self) -> None:
-        """Drop the window read snapshots (`read`): called at each launch, so they hold one launch's places."""
-        for alloc in self.allocations:
-            if alloc.snapshots:
-                alloc.snapshots = {}
 
     # -- geometry -------------------------------------------------------------------------------------
     @staticmethod
@@ -275,7 +245,7 @@ class GlobalMemory:
 
     def read(self, addr: GmAddr, dtype: np.dtype | type, shape: Sequence[int],
              strides: Sequence[int] | None = None, *, core: str = "host", out: np.ndarray | None = None,
-             same_as: np.ndarray | None = None, versions: list | None = None) -> np.ndarray:
+             same_as: np.ndarray | None = None) -> np.ndarray:
         """Copy out of GM (a DataCopy GM -> L1/UB). Checks bounds and, in check mode, unwritten bytes.
 
         With `out` (a local buffer of the element shape and dtype; not FP4) the bytes land there directly and
@@ -283,57 +253,24 @@ class GlobalMemory:
         With `same_as` (storage shape and dtype; not FP4), an array the caller has proven holds exactly the
         bytes this read returns (an earlier read of the same place of an allocation only this rank writes, at
         the same write generation: `Allocation.stable`), the host copy is skipped and `same_as` is returned
-        (the caller must not write into it): the same bytes, events and reports as the read.
-
-        Window reads (not FP4) keep, per place (offset, storage geometry, dtype), the last bytes returned as a
-        read-only snapshot with a content version: a read that finds the same bytes there returns them under
-        the same version, and its GM_READ event carries the snapshot itself (the happens-before content record
-        then shares it by identity instead of comparing the bytes again). With `versions` (a list), the read
-        appends what identifies the bytes it returned: the content version of a window read, the
-        (allocation, offset, geometry, write generation) of a read of a stable allocation, None otherwise;
-        equal entries of one rank mean equal bytes (the decode memo's stamp of a fragment gather)."""
+        (the caller must not write into it): the same bytes, events and reports as the read."""
         dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         sshape, st, eshape, item = self._geometry(dtype, shape, strides)
         lo, hi = self._span(addr, sshape, st, item, "read")
         alloc = addr.alloc
         fp4 = dtype in FP4_DTYPES
         sdtype = np.dtype(np.uint8) if fp4 else dtype
-        generation = alloc.generation   # a stable read's identity holds only if no write moved it meanwhile
-        data = None   # what the GM_READ event carries: the bytes returned (the snapshot of a window read)
         if same_as is not None:
             if fp4 or out is not None or same_as.shape != sshape or same_as.dtype != dtype:
                 raise GmError(f"rank {self.rank}: read of {dtype} {sshape} proven equal to a {same_as.dtype} "
                               f"{same_as.shape} array")
             out = same_as
-            if versions is not None:
-                versions.append(_read_identity(alloc, addr, sshape, st, generation))
-        elif alloc.kind == "window" and not fp4:
-            if out is not None and (out.shape != sshape or out.dtype != dtype):
-                raise GmError(f"rank {self.rank}: read of {dtype} {sshape} into a {out.dtype} {out.shape} buffer")
-            view = self._raw(alloc.buf, addr.offset, sshape, st, sdtype)
-            key = (addr.offset, sshape, st, sdtype)
-            last = alloc.snapshots.get(key)   # dict get / set are atomic under the GIL; a lost race costs a copy
-            if last is not None and _same_bytes(view, last[1]):
-                version, data = last
-            else:
-                data = copy_out(view)
-                data.flags.writeable = False
-                version = next(self._versions)
-                alloc.snapshots[key] = (version, data)
-            if out is None:
-                out = copy_out(data)
-            else:
-                _copy_into(out, data)
-            if versions is not None:
-                versions.append(version)
         elif out is None:
             out = copy_out(self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
         else:
             if fp4 or out.shape != sshape or out.dtype != dtype:
                 raise GmError(f"rank {self.rank}: read of {dtype} {sshape} into a {out.dtype} {out.shape} buffer")
             _copy_into(out, self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
-        if versions is not None and data is None and same_as is None:
-            versions.append(_read_identity(alloc, addr, sshape, st, generation))
         if not alloc.fully_written and alloc.written is not None and hi > lo:
             mask = np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
                               strides=(*st, 1))
@@ -341,7 +278,7 @@ class GlobalMemory:
                 self._report_unwritten(alloc, addr, mask, core)
         if self.events.wants(EventKind.GM_READ, alloc.name):   # `data`: the bytes returned (the HB content check)
             self.events.emit(EventKind.GM_READ, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
-                             shape=sshape, strides=st, item=item, data=out if data is None else data)
+                             shape=sshape, strides=st, item=item, data=out)
         if fp4:
             lowhi = np.empty((*sshape, 2), dtype=np.uint8)
             lowhi[..., 0] = out & 0x0F

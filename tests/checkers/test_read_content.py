@@ -44,27 +44,6 @@ def test_reads_of_one_place_share_a_record_only_for_the_same_bytes():
     assert np.array_equal(first.data[..., 0], data)                             # the first record is untouched
 
 
-def test_a_gm_snapshot_is_kept_without_a_copy_and_shared_by_identity_only():
-    """A read that returned GM's read-only snapshot of the place (`GlobalMemory.read` of a window): the record
-    keeps that array, a later read returning the same snapshot shares the record, and another snapshot with
-    different bytes gets its own record."""
-    rng = np.random.default_rng(3)
-    snap = rng.integers(0, 256, (ROWS, COLS), dtype=np.uint8)
-    snap.flags.writeable = False
-    contents = _ReadContents()
-    first = contents.of("w", read_event(128, snap))
-    assert first.source is snap and np.shares_memory(first.data, snap)
-    assert contents.of("w", read_event(128, snap)) is first
-    newer = snap.copy()
-    newer[1, 1] ^= 0x80
-    newer.flags.writeable = False
-    second = contents.of("w", read_event(128, newer))
-    assert second is not first and second.source is newer and np.array_equal(second.data[..., 0], newer)
-    writable = snap.copy()                                   # a caller's buffer: compared, then copied
-    assert contents.of("w", read_event(128, writable)) is not first   # the last record there is `second`
-    assert np.array_equal(first.data[..., 0], snap)
-
-
 @pytest.mark.parametrize("plo, phi", [(0, 4096), (128, 128 + 3 * ROW + COLS), (200, 300), (0, 130), (1000, 2000)])
 def test_content_compare_matches_the_per_byte_model(plo, phi):
     rng = np.random.default_rng(2)

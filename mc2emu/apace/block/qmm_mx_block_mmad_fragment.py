@@ -94,24 +94,6 @@ def _still(stamp: tuple | None, t: FragmentTensor) -> tuple | None:
     return stamp if stamp is not None and _gather_stamp(t)[0] == stamp else None
 
 
-def _gather(ctx: CoreContext, tensor: Any, t: FragmentTensor, stamp: tuple | None,
-            covered: bool) -> tuple | None:
-    """`FragmentSliceCopy<false>(copyGM2L1, tensor, t)`; returns the gather's stamp: `stamp` (`_gather_stamp`) if
-    it still holds, else, for a gather that wrote every row, the identities of the bytes its pieces returned
-    (`GlobalMemory.read(versions=)`: window content versions, stable reads' generations), None if any piece
-    has none. Equal stamps of one launch and one memo location mean byte-equal L1 buffers."""
-    versions: list[Any] = []
-    ctx.read_versions = versions
-    try:
-        FragmentSliceCopy(CopyGM2L1(ctx), tensor, t, isScatter=False)
-    finally:
-        ctx.read_versions = None
-    held = _still(stamp, t)
-    if held is not None or not covered or not versions or None in versions:
-        return held
-    return ("read", *versions)
-
-
 def _gather_buffer(shape: tuple[int, int], dtype: Any, covered: bool) -> np.ndarray:
     """The L1 buffer of a gather: zeros (a skipped piece leaves its rows deterministic) unless the gather
     covers every row (then its contents are all overwritten; `np.empty` saves the host fill)."""
@@ -162,7 +144,8 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
             stampScaleA, covered = _gather_stamp(blockScaleA)
             tensorScaleAL1: np.ndarray | None = _gather_buffer((curM, scaleKLength),
                                                                np.dtype(blockScaleA.ElementType), covered)
-            self._scaleAStamp[scaleL1BufId] = _gather(self.ctx, tensorScaleAL1, blockScaleA, stampScaleA, covered)
+            FragmentSliceCopy(CopyGM2L1(self.ctx), tensorScaleAL1, blockScaleA, isScatter=False)
+            self._scaleAStamp[scaleL1BufId] = _still(stampScaleA, blockScaleA)
             self._scaleAL1[scaleL1BufId] = tensorScaleAL1
             gmBlockScaleB = gmScaleB.Slice((scaleGmOffset, 0), (scaleKLength, curN))
             self._scaleBStamp[scaleL1BufId] = read_stamp(gmBlockScaleB)
@@ -181,8 +164,8 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
         blockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
         stampA, covered = _gather_stamp(blockA)
         tensorAL1 = _gather_buffer((curM, curGmKL1), np.dtype(blockA.ElementType), covered)
-        stamp = _gather(self.ctx, tensorAL1, blockA, stampA, covered)
-        operand = L1Operand(tensorAL1, _fragment_where(blockA), stamp)
+        FragmentSliceCopy(CopyGM2L1(self.ctx), tensorAL1, blockA, isScatter=False)
+        operand = L1Operand(tensorAL1, _fragment_where(blockA), _still(stampA, blockA))
         self._aL1[l1BufId] = operand
         return operand
 
