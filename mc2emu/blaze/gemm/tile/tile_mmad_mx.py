@@ -70,8 +70,9 @@ def dequant_chunk(codes: np.ndarray, scale_codes: np.ndarray, elem: ElemFormat, 
         codes, scale, k_axis, flipped = codes.T, scale.T, 1 - k_axis, True
     elif not codes.flags.c_contiguous:
         # B is decoded in (k, cols) row order whatever its storage (a DN load transposes its 1-byte codes
-        # here): OpenBLAS packs a row-major (k, n) operand ~10-15 % faster than a transposed one (measured,
-        # same bits), and every baseK step of the chunk is then a contiguous row block.
+        # here): OpenBLAS packs a row-major (k, n) operand ~10-15 % faster than a transposed one (measured),
+        # and every baseK step of the chunk is then a contiguous row block. The bits are the same except at
+        # small shapes: see `b_row_major_same`, which BlockMmad consults per step.
         codes = np.ascontiguousarray(codes)
     vals = decode_codes(codes, elem)
     s = decode_scales(np.ascontiguousarray(scale))
