@@ -404,8 +404,6 @@ class HappensBeforeChecker:
 
     def _check(self, everyone: list[tuple[dict[str, list[tuple]], dict]], reads: dict[str, list]) -> int:
         entities = [(r, core) for r, (logs, _) in enumerate(everyone) for core in sorted(logs)]
-        index = {ent: i for i, ent in enumerate(entities)}
-        n_ent = len(entities)
         # Sync edges: event (r, core, pos) <- list of source events.
         set_pos: dict[tuple[int, str, int], int] = {}
         stores: dict[tuple[int, str, int, int], tuple[int, str, int]] = {}
@@ -442,6 +440,7 @@ class HappensBeforeChecker:
                             preds[(r, core, pos)].append(src)
         clocks = _Clocks(entities, {(r, core): len(sync) for r, (logs, _) in enumerate(everyone)
                                     for core, sync in logs.items()}, preds)
+        index = clocks.index   # entity -> its component in every clock
         # Puts into this rank, with the position of their completing quiet.
         me = self.rank
         puts = []
@@ -459,7 +458,7 @@ class HappensBeforeChecker:
         once = self._written_once(puts)
         index_puts = _PutIndex(puts)
         verdicts: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
-        zero = np.zeros(n_ent, dtype=np.int64)
+        zero = np.zeros(clocks.n, dtype=np.int64)
         vc, vc_of = zero, None
         for core, rlist in reads.items():
             ent = (me, core)
