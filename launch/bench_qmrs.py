@@ -17,8 +17,9 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_v] = "1"
 
 import argparse  # noqa: E402
-import resource  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
@@ -27,6 +28,9 @@ from mc2emu.launcher import idle_barrier  # noqa: E402
 from mc2emu.ops import gen_qmrs_st_inputs, quant_matmul_reduce_scatter  # noqa: E402
 from mc2emu.ops.quant_matmul_reduce_scatter_golden import golden_qmrs_partial, golden_reduce_scatter  # noqa: E402
 from mc2emu.runtime import HazardError  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ag import cpu_s  # noqa: E402
 
 TARGET = 1.5   # ratio target of the issue
 
@@ -41,12 +45,6 @@ def numpy_golden(comm, inp):
     for j in range(R):
         parts[j][rank * seg:(rank + 1) * seg] = got[j]
     return golden_reduce_scatter(parts, rank)
-
-
-def cpu_s() -> tuple[float, float]:
-    """(CPU seconds, of which system) of this process, every thread (as `bench_ag.cpu_s`)."""
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime, ru.ru_stime
 
 
 def main():
