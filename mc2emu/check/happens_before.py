@@ -81,6 +81,8 @@ from mc2emu.runtime.gm import POISON_BYTE
 from mc2emu.runtime.hazards import Hazard
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from mc2emu.runtime.device import Device
 
 # Reports per launch and rank: one race usually shows on many tiles; the first ones say it all.
@@ -420,24 +422,35 @@ class HappensBeforeChecker:
                 for pos, rec in enumerate(sync):
                     if rec[0] == "post":
                         posts[(rec[1], rec[2], rec[3])].append(((r, core, pos), rec[4], rec[5]))
-        preds: dict[tuple[int, str, int], list[tuple[int, str, int]]] = defaultdict(list)
+        preds: dict[tuple[int, str, int], Sequence[tuple[int, str, int]]] = {}
+        # A round's sources arrive as one tuple shared by all its targets (cross_core._partial; the allgather
+        # keeps the sharing): its source events are resolved once per (rank, tuple), and rounds with equal
+        # source events share one tuple, which _Clocks joins once.
+        round_nodes: dict[tuple[int, int], tuple[tuple[int, str, int], ...]] = {}
+        shared: dict[tuple[tuple[int, str, int], ...], tuple[tuple[int, str, int], ...]] = {}
         for r, (logs, tokens) in enumerate(everyone):
             for core, sync in logs.items():
                 for pos, rec in enumerate(sync):
                     if rec[0] == "acq":
-                        for src_core, sid in tokens.get(rec[1], ()):
-                            sp = set_pos.get((r, src_core, sid))
-                            if sp is not None:
-                                preds[(r, core, pos)].append((r, src_core, sp))
+                        srcs = tokens.get(rec[1], ())
+                        nodes = round_nodes.get((r, id(srcs)))
+                        if nodes is None:
+                            found = tuple((r, src_core, sp) for src_core, sid in srcs
+                                          if (sp := set_pos.get((r, src_core, sid))) is not None)
+                            nodes = round_nodes[(r, id(srcs))] = shared.setdefault(found, found)
+                        if nodes:
+                            preds[(r, core, pos)] = nodes
                     elif rec[0] == "sigwait":
                         # Every post to the slot may have contributed to the value seen (conservative: a race
                         # between posts is not reported, a wait is never wrongly unordered).
-                        preds[(r, core, pos)].extend(node for node, _, _ in posts.get((r, rec[1], rec[2]), ()))
+                        posted_here = [node for node, _, _ in posts.get((r, rec[1], rec[2]), ())]
+                        if posted_here:
+                            preds[(r, core, pos)] = posted_here
                     elif rec[0] == "observe":
                         _, barrier, peer, slot, value = rec
                         src = stores.get((peer, barrier, slot, value))
                         if src is not None:
-                            preds[(r, core, pos)].append(src)
+                            preds[(r, core, pos)] = [src]
         clocks = _Clocks(entities, {(r, core): len(sync) for r, (logs, _) in enumerate(everyone)
                                     for core, sync in logs.items()}, preds)
         index = clocks.index   # entity -> its component in every clock
@@ -537,7 +550,7 @@ class _Clocks:
     records are Sets, puts and quiets, so the sweep steps from merge to merge."""
 
     def __init__(self, entities: list[tuple[int, str]], lengths: dict[tuple[int, str], int],
-                 preds: dict[tuple[int, str, int], list[tuple[int, str, int]]]) -> None:
+                 preds: Mapping[tuple[int, str, int], Sequence[tuple[int, str, int]]]) -> None:
         self.index = index = {ent: i for i, ent in enumerate(entities)}
         self.n = n_ent = len(entities)
         merges: dict[tuple[int, str], list[int]] = defaultdict(list)
@@ -551,7 +564,7 @@ class _Clocks:
         done = self._done = dict.fromkeys(entities, 0)
         # The join of a source list, once all its sources are swept: every core acquiring one round of a flag
         # (a SyncAll: each core waits on every core's Set) has the same sources, so it is computed once.
-        join: dict[tuple, np.ndarray] = {}
+        join: dict[object, np.ndarray] = {}
         waiting: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
         queue = deque(entities)
         queued = set(entities)
@@ -567,7 +580,8 @@ class _Clocks:
                     break
                 pos = mpos[len(mvc)]
                 srcs = preds[(r, core, pos)]
-                key = tuple(srcs)
+                # A tuple is shared by every event with the same sources (`_check`): keyed by identity.
+                key = id(srcs) if type(srcs) is tuple else tuple(srcs)
                 joined = join.get(key)
                 if joined is None:
                     blocker = next(((sr, sc) for sr, sc, sp in srcs if done[(sr, sc)] <= sp), None)
@@ -587,7 +601,7 @@ class _Clocks:
                         queue.append(w)
                         queued.add(w)
 
-    def _join(self, srcs: list[tuple[int, str, int]]) -> np.ndarray:
+    def _join(self, srcs: Sequence[tuple[int, str, int]]) -> np.ndarray:
         """The element-wise maximum of the clocks of swept source events."""
         vc = np.zeros(self.n, dtype=np.int64)
         for sr, sc, sp in srcs:

@@ -280,8 +280,11 @@ class CrossCoreFlags:
                 sources.append((m, ids.popleft()))
                 if not ids:
                     del cnt[m]
+            # One tuple for every target of the round: the happens-before check joins a round's sources once
+            # per distinct tuple (a SyncAll of n cores is n acquisitions of the same n Sets).
+            round_sources = tuple(sources)
             for t in targets:
-                self._raise(ctx, t, fid, False, mode, tuple(sources))
+                self._raise(ctx, t, fid, False, mode, round_sources)
 
     def wait_flag(self, ctx: CoreContext, mode: int | FlagMode, pipe: Pipe, fid: int, *,
                   internal: bool = False) -> None:
