@@ -2,6 +2,7 @@
 windows (which peers write unseen) are never stamped, so a stamped hit always means identical bytes."""
 
 import numpy as np
+import pytest
 
 from mc2emu.blaze.gemm.block.block_mmad_host import read_stamp
 from mc2emu.blaze.tensor_api.layout import MakeFrameLayout, NDExtLayoutPtn
@@ -77,3 +78,151 @@ def test_a_stamped_load_shares_the_earlier_array_until_a_write_moves_the_stamp()
     reads = rec.of(EventKind.GM_READ)
     assert [e.value for e in reads] == [(16 * 32 + 8, 31 * 32 + 24)] * 3
     assert reads[1].extra["data"] is first and reads[2].extra["data"] is after
+
+
+# -- replays: a stamped read that nothing can see or report hands out the earlier read's array ----------------------
+def _mx_template(cls=None):
+    import ml_dtypes
+
+    from mc2emu.blaze import MatmulWithScaleMx
+    from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx
+    from mc2emu.numerics import ElemFormat
+
+    return (cls or BlockMmadMx).template(MatmulWithScaleMx(0, False), ElemFormat.E4M3, NDExtLayoutPtn,
+                                         ElemFormat.E4M3, NDExtLayoutPtn, ml_dtypes.bfloat16)
+
+
+def _count_reads(dev):
+    """Record the allocation name of every `GlobalMemory.read` (the GM copy a replay skips)."""
+    calls = []
+    inner = dev.gm.read
+
+    def read(addr, *args, **kwargs):
+        calls.append(addr.alloc.name)
+        return inner(addr, *args, **kwargs)
+
+    dev.gm.read = read
+    return calls
+
+
+@pytest.mark.parametrize("window_observer", [False, True])
+def test_an_unobserved_stamped_load_is_replayed_without_a_read(window_observer):
+    """Every byte of B written and no observer of its reads (one of window reads only, as the happens-before
+    check subscribes, does not see B): the second load with the first's stamp is that load's array, with no GM
+    read; a write moves the stamp and the next load reads the new bytes."""
+    import ml_dtypes
+
+    from mc2emu.runtime import EventKind, EventRecorder
+
+    dev = Device()
+    rec = EventRecorder()
+    if window_observer:
+        dev.events.subscribe(rec, (EventKind.GM_READ,), prefixes={EventKind.GM_READ: "win:"})
+    calls = _count_reads(dev)
+    codes = (np.arange(64 * 32, dtype=np.uint8) % 120).reshape(64, 32)
+    b_addr = dev.gm.alloc(0, "B", data=codes)
+    T = _mx_template()
+    got = []
+
+    def kernel(ctx):
+        mm = T(ctx)
+        gmB = MakeTensor(MakeMemPtr(b_addr, np.dtype(ml_dtypes.float8_e4m3fn)), MakeFrameLayout(NDExtLayoutPtn, 64, 32))
+        chunk = gmB.Slice((16, 8), (16, 16))
+        got.append(mm._load_stamped(chunk, read_stamp(chunk)))
+        got.append(mm._load_stamped(chunk, read_stamp(chunk)))
+        ctx.gm_write(b_addr + 16 * 32 + 8, np.full((1, 1), 0x7E, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn))
+        got.append(mm._load_stamped(chunk, read_stamp(chunk)))
+
+    dev.launch(kernel, 1, "AIC_ONLY")
+    first, again, after = got
+    assert again is first and calls == ["B", "B"]
+    np.testing.assert_array_equal(first.view(np.uint8), codes[16:32, 8:24])
+    assert after is not first and after.view(np.uint8)[0, 0] == 0x7E
+    np.testing.assert_array_equal(after.view(np.uint8)[1:], codes[17:32, 8:24])
+    assert rec.events == []
+
+
+def test_never_written_bytes_are_reported_by_every_core_that_reads_them():
+    """B partly written (check mode): core 1's load of core 0's stamped chunk is not replayed, since the
+    unwritten-byte report is per core; both cores report READ_UNWRITTEN and read the same bytes."""
+    import threading
+
+    import ml_dtypes
+
+    from mc2emu.runtime import Hazard
+
+    dev = Device(check=True)
+    b_addr = dev.gm.alloc(64 * 32, "B")
+    dev.gm.write(b_addr, np.full(32 * 32, 0x38, dtype=np.uint8))     # rows 0..31 written, 32..63 poison
+    T = _mx_template()
+    first_done = threading.Event()
+    got = {}
+
+    def kernel(ctx):
+        if ctx.label != "AIC0" and not first_done.wait(30):
+            raise TimeoutError("AIC0 never loaded")
+        mm = T(ctx)
+        gmB = MakeTensor(MakeMemPtr(b_addr, np.dtype(ml_dtypes.float8_e4m3fn)), MakeFrameLayout(NDExtLayoutPtn, 64, 32))
+        chunk = gmB.Slice((24, 0), (16, 32))
+        got[ctx.label] = mm._load_stamped(chunk, read_stamp(chunk))
+        first_done.set()
+
+    res = dev.launch(kernel, 2, "AIC_ONLY")
+    unwritten = sorted(h.core for h in res.hazards if h.hazard is Hazard.READ_UNWRITTEN)
+    assert unwritten == ["AIC0", "AIC1"]
+    assert got["AIC1"] is got["AIC0"]          # the same bytes (shared array, read on GM by both)
+    assert (got["AIC0"].view(np.uint8)[:8] == 0x38).all()
+
+
+@pytest.mark.parametrize("observed", [False, True])
+def test_a_fragment_gather_is_replayed_only_when_nothing_sees_it(observed):
+    """QmmMxBlockMmadFragment's gathers (A and scaleA): rows 2..7 of fragments of 4 rows (two pieces).
+    Unobserved, the second gather of the same stamp is the first's buffer with no GM read; observed (a GM_READ
+    observer of one piece is enough), it reads every piece again into a new buffer. A write to a fragment, or an
+    address-list update, changes the stamp: the next gather reads the new bytes."""
+    import ml_dtypes
+
+    from mc2emu.apace.basic import FragmentParam, MakeFragmentTensor
+    from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment, _gather
+    from mc2emu.blaze.tensor_api import FrameLayoutFormat
+    from mc2emu.runtime import EventKind, EventRecorder
+
+    dev = Device(check=True)
+    rec = EventRecorder()
+    if observed:   # the reads of fragment 0 only: the first piece of every gather below
+        dev.events.subscribe(rec, (EventKind.GM_READ,), prefixes={EventKind.GM_READ: "frag0"})
+    calls = _count_reads(dev)
+    frags = [((np.arange(4 * 64) + 37 * f) % 120).astype(np.uint8).reshape(4, 64) for f in range(3)]
+    addrs = [dev.gm.alloc(0, f"frag{f}", data=frags[f]) for f in range(3)]
+    T = _mx_template(QmmMxBlockMmadFragment)
+    got = []
+
+    def kernel(ctx):
+        mm = T(ctx)
+        lst = [*addrs, *([None] * 29)]
+        ft = MakeFragmentTensor(FragmentParam((12, 64), 4, 4, 0, 3), lst,
+                                LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
+                                ElementType=ml_dtypes.float8_e4m3fn, name="A")
+        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
+        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
+        ctx.gm_write(addrs[1] + 64, np.full((1, 64), 0x7E, dtype=np.uint8))          # fragment 1, row 1
+        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
+        lst[1] = addrs[2]
+        ft.UpdateAddrList(lst)
+        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
+
+    dev.launch(kernel, 1, "AIC_ONLY")
+    (first, s1), (again, s2), (written, s3), (moved, s4) = got
+    want = np.concatenate([frags[0][2:], frags[1]])
+    for buf in (first, again):
+        np.testing.assert_array_equal(buf.view(np.uint8), want)
+    assert s1 is not None and s2 == s1 and s3 not in (None, s1) and s4 not in (None, s1, s3)
+    want[3] = 0x7E
+    np.testing.assert_array_equal(written.view(np.uint8), want)
+    np.testing.assert_array_equal(moved.view(np.uint8), np.concatenate([frags[0][2:], frags[2]]))
+    pieces = ["frag0", "frag1"]
+    if observed:
+        assert again is not first and calls == pieces * 3 + ["frag0", "frag2"]
+        assert [e.obj for e in rec.of(EventKind.GM_READ)] == ["frag0"] * 4
+    else:
+        assert again is first and calls == pieces * 2 + ["frag0", "frag2"]

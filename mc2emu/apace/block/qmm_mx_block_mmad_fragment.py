@@ -19,6 +19,10 @@ line for line; so this class reuses `BlockMmadMx` and replaces exactly the three
 - `ScatterL0C2GM`: `FragmentSliceCopy<true>(copyL0C2GM.with(FixpipeParams(3)), tensorL0C, gmC)`: each piece
   is fixpiped (RNE to CType) into its fragment; rows at or past realFragmentSize are dropped.
 
+Host time only: a gather whose pieces are all stamped like `BlockMmadMx`'s plain loads (the same places,
+geometry and write generations as an earlier gather of the launch) and that nothing can see or report is
+replayed with that gather's buffer (`_gather`); otherwise every piece is read.
+
 The 17-argument call `(gmA, gmB, gmScaleA, gmScaleB, gmBias, cFragAddrs, mPerRank, tileM, tileCnt, tailM,
 remoteRankCnt, cRowStride, singleShape, mPosGlobal, nPosGlobal, splitKIdx = 0, gmC)` is kept; the source
 reads none of cFragAddrs, mPerRank, tileM, tileCnt, tailM, remoteRankCnt, cRowStride, mPosGlobal and
@@ -30,12 +34,12 @@ splitKNum 1 from Init), so each call fixpipes its tile. This emulation follows t
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from mc2emu.apace.basic.fragment_tensor import FragmentSliceCopy, FragmentTensor
-from mc2emu.blaze.gemm.block.block_mmad_host import L1Operand, read_stamp
+from mc2emu.blaze.gemm.block.block_mmad_host import L1Operand, read_stamp, unobserved
 from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, BlockMmadMxType
 from mc2emu.blaze.gemm.common_utils import FINAL_ACCUMULATION
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE
@@ -61,37 +65,65 @@ def _fragment_where(t: FragmentTensor) -> tuple[Any, ...]:
     return (*loc, comp.startRelativeCoord, t.GetSliceCoord(1 - axis))
 
 
-def _gather_stamp(t: FragmentTensor) -> tuple[tuple | None, bool]:
-    """(stamp, covered) of the gather `FragmentSliceCopy<false>` makes of slice `t`, taken before it as
-    `BlockMmadMx` stamps its plain reads. `covered`: every piece lies in the fragment list, so the gather writes
-    every row of its buffer. `stamp`: the `read_stamp` of every piece, None unless all are stamped (a window,
-    or a piece past the list); equal stamps prove two gathers returned the same bytes. Host time only (the
+def _gather_stamp(t: FragmentTensor, ctx: CoreContext | None = None) -> tuple[tuple | None, bool, bool]:
+    """(stamp, covered, unobserved) of the gather `FragmentSliceCopy<false>` makes of slice `t`, taken before it
+    as `BlockMmadMx` stamps its plain reads. `covered`: every piece lies in the fragment list, so the gather
+    writes every row of its buffer. `stamp`: per piece, its `read_stamp`, storage geometry and place in the
+    buffer; None unless every piece is stamped (a window, or a piece past the list). Equal stamps prove two
+    gathers into buffers of one shape and dtype returned the same bytes. `unobserved` (with `ctx`, when
+    stamped): no piece's read can report or be seen (`block_mmad_host.unobserved`). Host time only (the
     slice's copy plan, shared with the gather, gives its pieces)."""
     plan = t.copy_plan()
     fragmentCnt = t.GetFragmentCnt()
     addrList = t.addrList_
     stamps: list[tuple] | None = []
+    quiet = ctx is not None
     for idx, info in enumerate(plan.pieces):
         addr = addrList[info.fragmentIdx] if info.fragmentIdx < len(addrList) else None
         if info.fragmentIdx >= fragmentCnt or not isinstance(addr, GmAddr):
-            return None, False
+            return None, False, False
         if stamps is None:
             continue                   # a piece is unstamped (a window): only `covered` is left to find
         if not addr.alloc.stable:
             stamps = None              # read_stamp of any slice of it is None
             continue
-        stamp = read_stamp(plan.FragmentSlice(t, idx, addr, info.copyShape))
+        fragSlice = plan.FragmentSlice(t, idx, addr, info.copyShape)
+        stamp = read_stamp(fragSlice)
         if stamp is None:
             stamps = None
         else:
-            stamps.append(stamp)
-    return (None if stamps is None else tuple(stamps)), True
+            stamps.append((stamp, fragSlice._geometry(), info.localCoord))
+            quiet = quiet and unobserved(cast("CoreContext", ctx), addr.alloc)
+    if stamps is None:
+        return None, True, False
+    return tuple(stamps), True, quiet
 
 
 def _still(stamp: tuple | None, t: FragmentTensor) -> tuple | None:
     """`stamp` if the gather of `t` just made still has it (no address-list change, no write of this rank
     during the copy), else None (the memo then compares bytes)."""
     return stamp if stamp is not None and _gather_stamp(t)[0] == stamp else None
+
+
+def _gather(mmad: QmmMxBlockMmadFragment, t: FragmentTensor, shape: tuple[int, int]) -> tuple[np.ndarray, tuple | None]:
+    """`FragmentSliceCopy<false>(copyGM2L1, buffer, t)` into a new L1 buffer of `shape`; returns the buffer and
+    its stamp (None: not proven, see `_gather_stamp`). A stamped gather is kept for the launch (as
+    `BlockMmadMx._load_stamped` keeps plain loads): a later gather with the same stamp, that nothing can see
+    or report, is replayed by handing out the kept buffer (shared, never written)."""
+    ctx = mmad.ctx
+    stamp, covered, quiet = _gather_stamp(t, ctx)
+    dtype = np.dtype(t.ElementType)
+    memo, launch = mmad.T.host.memo, ctx.launch
+    key = ("gather", t.name, dtype, shape, stamp)
+    kept = memo.stamped_read(launch, key) if stamp is not None else None
+    if kept is not None and quiet:
+        return kept, stamp
+    buf = _gather_buffer(shape, dtype, covered)
+    FragmentSliceCopy(CopyGM2L1(ctx), buf, t, isScatter=False)
+    stamp = _still(stamp, t)
+    if stamp is not None and kept is None:
+        memo.keep_read(launch, key, buf)
+    return buf, stamp
 
 
 def _gather_buffer(shape: tuple[int, int], dtype: Any, covered: bool) -> np.ndarray:
@@ -141,15 +173,11 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
                 curScaleKL1 = self.k_ - kL1Offset
             scaleKLength = (Align64(curScaleKL1) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
             blockScaleA = gmScaleA.Slice((0, scaleGmOffset), (curM, scaleKLength))
-            stampScaleA, covered = _gather_stamp(blockScaleA)
-            tensorScaleAL1: np.ndarray | None = _gather_buffer((curM, scaleKLength),
-                                                               np.dtype(blockScaleA.ElementType), covered)
-            FragmentSliceCopy(CopyGM2L1(self.ctx), tensorScaleAL1, blockScaleA, isScatter=False)
-            self._scaleAStamp[scaleL1BufId] = _still(stampScaleA, blockScaleA)
-            self._scaleAL1[scaleL1BufId] = tensorScaleAL1
+            self._scaleAL1[scaleL1BufId], self._scaleAStamp[scaleL1BufId] = _gather(
+                self, blockScaleA, (curM, scaleKLength))
             gmBlockScaleB = gmScaleB.Slice((scaleGmOffset, 0), (scaleKLength, curN))
-            self._scaleBStamp[scaleL1BufId] = read_stamp(gmBlockScaleB)
-            self._scaleBL1[scaleL1BufId] = gmBlockScaleB.load(self.ctx)
+            stamp = self._scaleBStamp[scaleL1BufId] = read_stamp(gmBlockScaleB)
+            self._scaleBL1[scaleL1BufId] = self._load_stamped(gmBlockScaleB, stamp)
         tensorScaleAL1, tensorScaleBL1 = self._scaleAL1[scaleL1BufId], self._scaleBL1[scaleL1BufId]
         if tensorScaleAL1 is None or tensorScaleBL1 is None:
             raise KernelError(f"{self.ctx.label}: L1 scale buffer {scaleL1BufId} read before any load")
@@ -162,10 +190,8 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
         if not isinstance(gmA, FragmentTensor):
             return super().CopyAInL1(gmA, curM, curGmKL1, l1BufId, kL1Offset, iter0)
         blockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
-        stampA, covered = _gather_stamp(blockA)
-        tensorAL1 = _gather_buffer((curM, curGmKL1), np.dtype(blockA.ElementType), covered)
-        FragmentSliceCopy(CopyGM2L1(self.ctx), tensorAL1, blockA, isScatter=False)
-        operand = L1Operand(tensorAL1, _fragment_where(blockA), _still(stampA, blockA))
+        tensorAL1, stampA = _gather(self, blockA, (curM, curGmKL1))
+        operand = L1Operand(tensorAL1, _fragment_where(blockA), stampA)
         self._aL1[l1BufId] = operand
         return operand
 

@@ -4,18 +4,24 @@ AI core); `block_mmad_mx.py` keeps the source's members and reads these through 
 
 - `BlockMmadHost`: the compute slots and the launch-wide dequantization memo of one instantiation;
 - `L1Operand` and the read stamps: what the memo keys a chunk held in L1 by, and the proof (equal stamps)
-  that two reads returned the same bytes.
+  that two reads returned the same bytes; `unobserved`: when such a read may be replayed outright.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mc2emu.blaze.gemm.tile.tile_mmad_mx import DequantMemo
 from mc2emu.blaze.tensor_api.tensor import GmTensor
+from mc2emu.runtime.events import EventKind
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.core import CoreContext
+    from mc2emu.runtime.gm import Allocation
 
 
 class BlockMmadHost:
@@ -65,6 +71,14 @@ def read_stamp(t: GmTensor) -> tuple | None:
     if not alloc.stable:
         return None
     return (alloc.aid, t.addr.offset, t.shape, alloc.generation)
+
+
+def unobserved(ctx: CoreContext, alloc: Allocation) -> bool:
+    """Whether a read of `alloc` can neither report nor be seen: every byte is known written (no unwritten-byte
+    report) and no observer takes its GM_READ events (no trace, no happens-before record). Then a read whose
+    stamp equals an earlier read's (`read_stamp`: the same place, shape and write generation, already bounds
+    checked) may be replayed by handing out that read's array: the same bytes, and nothing else to do."""
+    return alloc.fully_written and not ctx.device.events.wants(EventKind.GM_READ, alloc.name)
 
 
 def pair_stamp(codes: tuple | None, scales: tuple | None, scaleOffset: int, nb: int) -> tuple | None:

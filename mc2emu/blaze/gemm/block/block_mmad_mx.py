@@ -48,7 +48,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mc2emu.blaze.gemm.block.block_mmad_host import BlockMmadHost, L1Operand, pair_stamp, read_stamp, read_where
+from mc2emu.blaze.gemm.block.block_mmad_host import (
+    BlockMmadHost,
+    L1Operand,
+    pair_stamp,
+    read_stamp,
+    read_where,
+    unobserved,
+)
 from mc2emu.blaze.gemm.block.block_mmad_mx_l1_layout import L1_BUF_NUMS, L1BufferOffsets
 from mc2emu.blaze.gemm.block.l0c_buffer import L0CBuffer
 from mc2emu.blaze.gemm.block.split_k_sequence import SplitKSequence
@@ -377,7 +384,8 @@ class BlockMmadMx(L1BufferOffsets):
     def _load_stamped(self, t: GmTensor, stamp: tuple | None) -> np.ndarray:
         """`t.load(ctx)`. When an earlier load of this launch had the same stamp and storage geometry (the same
         bytes: `read_stamp`), the read is made on GM with that load's array (`GlobalMemory.read(same_as=)`):
-        the same bytes, events and reports, without the host copy. The array is shared and never written."""
+        the same bytes, events and reports, without the host copy; when nothing can see or report the read
+        (`unobserved`), that array is the read. The array is shared and never written."""
         rows, cols = t.shape
         if stamp is None or rows == 0 or cols == 0 or t.ptr.dtype in FP4_DTYPES:
             return t.load(self.ctx)
@@ -385,9 +393,12 @@ class BlockMmadMx(L1BufferOffsets):
         memo, launch = self.T.host.memo, self.ctx.launch
         key = (stamp, sshape, bstrides, t.ptr.dtype)
         kept = memo.stamped_read(launch, key)
-        raw = self.ctx.gm_read(t.ptr.addr, t.ptr.dtype, sshape, bstrides, same_as=kept)
-        if kept is None:
-            memo.keep_read(launch, key, raw)
+        if kept is not None and unobserved(self.ctx, t.ptr.addr.alloc):
+            raw = kept
+        else:
+            raw = self.ctx.gm_read(t.ptr.addr, t.ptr.dtype, sshape, bstrides, same_as=kept)
+            if kept is None:
+                memo.keep_read(launch, key, raw)
         return raw if perm is None else raw.transpose(perm).reshape(rows, cols)
 
     def CopyL0C2GM(self, gmC: Any, tensorL0C: np.ndarray, curM: int, curN: int, l0cOffset: int) -> None:
