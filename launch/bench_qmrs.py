@@ -30,7 +30,7 @@ from mc2emu.ops.quant_matmul_reduce_scatter_golden import golden_qmrs_partial, g
 from mc2emu.runtime import HazardError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_ag import cpu_s  # noqa: E402
+from bench_ag import cpu_s, golden_faults_note  # noqa: E402
 
 TARGET = 1.5   # ratio target of the issue
 
@@ -97,6 +97,8 @@ def main():
         print(f"  CPU s (all ranks)  golden {gc:.2f}  emulator {ec:.2f}  ratio {ec / gc:6.2f}")
         print(f"    of which system  golden {gs:.2f} ({100 * gs / gc:.0f} %)  "
               f"emulator {es:.2f} ({100 * es / ec:.0f} %)")
+        if note := golden_faults_note(gc, gs):
+            print(note)
         print(f"  bit-exact vs golden      {'pass' if bad == 0 else f'FAIL ({bad} elements differ)'}")
 
 

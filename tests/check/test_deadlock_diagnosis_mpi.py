@@ -67,13 +67,16 @@ def test_one_report_per_deadlock_and_the_signal_releaser_is_named():
         assert len(reports) == 1 or starved, \
             f"{len(reports)} reports for one deadlock: {[t[:80] for t in reports]}"
         report = reports[0]
-        assert "DEADLOCK report of rank" in report
+        declarer = re.match(r"DEADLOCK report of rank (\d+) ", report)
+        assert declarer is not None, report
         # A rank answers with its waiting cores, or with none when it was still on its way to the wait (starved
         # of CPU: 8 ranks on 2 cores), its state then named as such; a rank may also not answer within COLLECT_S.
         waiting = [q for q in range(size) if re.search(rf"^  rank {q} \(kernel\): [1-9]\d* core\(s\) waiting", report,
                                                        re.M)]
         late = [q for q in range(size) if f"  rank {q} (kernel): 0 core(s) waiting" in report]
-        assert 0 in waiting or 1 in waiting, report      # the reporter itself is always in it, waiting
+        # the reporter itself is always in it, waiting (any rank may declare: under load ranks 0 and 1 may not
+        # have reached their waits yet when rank 2 hits its deadline)
+        assert int(declarer.group(1)) in waiting, report
         for q in waiting:
             # every waiting rank's wait names its releaser, the right neighbour, and follows it to its state
             right = (q + 1) % size
