@@ -321,6 +321,10 @@ class GlobalMemory:
         if alloc.written is not None and hi > lo:
             np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
                        strides=(*st, 1))[...] = True
+            if lo == 0 and hi == alloc.nbytes and not alloc.fully_written:
+                # a write spanning the allocation (a host input written whole): once every byte is written,
+                # reads skip the mask test (the one full test here, on writes of this span only)
+                alloc.fully_written = bool(alloc.written.all())
         if self.events.wants(EventKind.GM_WRITE, alloc.name):
             self.events.emit(EventKind.GM_WRITE, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
                              shape=sshape, strides=st, item=item, atomic=atomic is not None)

@@ -213,6 +213,27 @@ def test_gm_pointer_arithmetic_bounds_and_poison():
     assert [h.hazard for h in reps] == [Hazard.READ_UNWRITTEN] and reps[0].core == "AIC0"
 
 
+def test_a_write_of_every_byte_makes_an_allocation_fully_written():
+    """Host inputs are allocated, then written whole: once every byte is written, reads skip the unwritten-byte
+    mask (`fully_written`). A write spanning the allocation with gaps (overlapping rows, strides (5, 1, 1):
+    bytes 3 and 4 left out) does not, and a read of the gap is still reported."""
+    dev = Device(check=True)
+    whole = dev.gm.alloc(64, "whole")
+    dev.gm.write(whole, np.arange(8, dtype=np.float32))
+    assert not whole.alloc.fully_written                 # half of it
+    dev.gm.write(whole + 32, np.arange(8, dtype=np.float32))
+    assert not whole.alloc.fully_written                 # every byte now, but no write spans the allocation
+    dev.gm.write(whole, np.arange(16, dtype=np.float32))
+    assert whole.alloc.fully_written
+    assert dev.gm.read(whole + 60, np.float32, (1,), core="AIC0").tolist() == [15.0]
+    gappy = dev.gm.alloc(8, "gappy")
+    dev.gm.write(gappy, np.ones((2, 2, 2), dtype=np.uint8), strides=(5, 1, 1))   # bytes 0-2 and 5-7
+    assert not gappy.alloc.fully_written
+    assert dev.gm.read(gappy + 2, np.uint8, (3,), core="AIC1").tolist() == [1, POISON_BYTE, POISON_BYTE]
+    (report,) = dev.hazards.peek()
+    assert report.hazard is Hazard.READ_UNWRITTEN and report.core == "AIC1" and report.details["count"] == 2
+
+
 def test_gm_strided_2d_views_and_fp4_packing():
     dev = Device()
     mat = np.arange(6 * 8, dtype=np.float32).reshape(6, 8)
