@@ -61,7 +61,11 @@ def run(driver, s):
 def assert_ended_in_time(s, job):
     t_fault = min(r["t_fault"] for r in job.results.values() if r.get("t_fault") is not None)
     deadline = t_fault + s.timeout
-    late = {r: round(v["t_exit"] - deadline, 2) for r, v in job.results.items() if v["t_exit"] > deadline + END_SLACK_S}
+    # A rank the launcher ended (after another rank's exit) before it printed its exit line has no t_exit: its
+    # verdict time stands in, as in the stress model's judgement (stress_model.judge); seen at 8 ranks in CI.
+    ends = {r: v.get("t_exit", v.get("t_end")) for r, v in job.results.items()}
+    assert all(t is not None for t in ends.values()), job.results
+    late = {r: round(t - deadline, 2) for r, t in ends.items() if t > deadline + END_SLACK_S}
     assert not late, f"ranks ended more than {END_SLACK_S} s after the deadline: {late}"
 
 
