@@ -421,8 +421,8 @@ MUTANTS: list[Mutant] = [
            serial=("tests/blaze/test_memo_stamps.py",)),
     Mutant("fragment gather replayed when only its last piece is unobserved",
            "mc2emu/apace/block/qmm_mx_block_mmad_fragment.py",
-           "            quiet = quiet and unobserved(cast(\"CoreContext\", ctx), addr.alloc)",
-           "            quiet = ctx is not None and unobserved(cast(\"CoreContext\", ctx), addr.alloc)",
+           "            quiet = quiet and ctx is not None and unobserved(ctx, addr.alloc)",
+           "            quiet = ctx is not None and unobserved(ctx, addr.alloc)",
            serial=("tests/blaze/test_memo_stamps.py",)),
     # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
     Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,

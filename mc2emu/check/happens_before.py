@@ -424,10 +424,9 @@ class HappensBeforeChecker:
                         posts[(rec[1], rec[2], rec[3])].append(((r, core, pos), rec[4], rec[5]))
         preds: dict[tuple[int, str, int], Sequence[tuple[int, str, int]]] = {}
         # A round's sources arrive as one tuple shared by all its targets (cross_core._partial; the allgather
-        # keeps the sharing): its source events are resolved once per (rank, tuple), and rounds with equal
-        # source events share one tuple, which _Clocks joins once.
+        # keeps the sharing): its source events are resolved once per (rank, tuple), into one tuple that every
+        # target's acquisition shares and _Clocks joins once.
         round_nodes: dict[tuple[int, int], tuple[tuple[int, str, int], ...]] = {}
-        shared: dict[tuple[tuple[int, str, int], ...], tuple[tuple[int, str, int], ...]] = {}
         for r, (logs, tokens) in enumerate(everyone):
             for core, sync in logs.items():
                 for pos, rec in enumerate(sync):
@@ -435,9 +434,9 @@ class HappensBeforeChecker:
                         srcs = tokens.get(rec[1], ())
                         nodes = round_nodes.get((r, id(srcs)))
                         if nodes is None:
-                            found = tuple((r, src_core, sp) for src_core, sid in srcs
-                                          if (sp := set_pos.get((r, src_core, sid))) is not None)
-                            nodes = round_nodes[(r, id(srcs))] = shared.setdefault(found, found)
+                            nodes = round_nodes[(r, id(srcs))] = tuple(
+                                (r, src_core, sp) for src_core, sid in srcs
+                                if (sp := set_pos.get((r, src_core, sid))) is not None)
                         if nodes:
                             preds[(r, core, pos)] = nodes
                     elif rec[0] == "sigwait":

@@ -39,48 +39,7 @@ def test_a_stamped_hit_returns_the_decode_of_identical_bytes():
     assert float(other[0, 0]) == 2.0 and memo.misses == 2
 
 
-def test_a_stamped_load_shares_the_earlier_array_until_a_write_moves_the_stamp():
-    """BlockMmad's B / scale loads: a load with the stamp of an earlier one of the launch (the same bytes) is
-    made with that load's array (no host copy, same GM_READ); after a write to the allocation the stamp moves
-    and the load copies the new bytes."""
-    import ml_dtypes
-
-    from mc2emu.blaze import MatmulWithScaleMx
-    from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx
-    from mc2emu.numerics import ElemFormat
-    from mc2emu.runtime import EventKind, EventRecorder
-
-    dev = Device()
-    rec = EventRecorder()
-    dev.events.subscribe(rec, (EventKind.GM_READ,))
-    codes = np.arange(64 * 32, dtype=np.uint8).reshape(64, 32) % 120
-    b_addr = dev.gm.alloc(0, "B", data=codes)
-    T = BlockMmadMx.template(MatmulWithScaleMx(0, False), ElemFormat.E4M3, NDExtLayoutPtn, ElemFormat.E4M3,
-                             NDExtLayoutPtn, ml_dtypes.bfloat16)
-    got = []
-
-    def kernel(ctx):
-        mm = T(ctx)
-        gmB = MakeTensor(MakeMemPtr(b_addr, np.dtype(ml_dtypes.float8_e4m3fn)), MakeFrameLayout(NDExtLayoutPtn, 64, 32))
-        chunk = gmB.Slice((16, 8), (16, 16))
-        first = mm._load_stamped(chunk, read_stamp(chunk))
-        again = mm._load_stamped(chunk, read_stamp(chunk))
-        ctx.gm_write(b_addr + 16 * 32 + 8, np.full((1, 1), 0x7E, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn))
-        after = mm._load_stamped(chunk, read_stamp(chunk))
-        got.extend([first, again, after])
-
-    dev.launch(kernel, 1, "AIC_ONLY")
-    first, again, after = got
-    assert again is first and not first.flags.writeable
-    np.testing.assert_array_equal(first.view(np.uint8), codes[16:32, 8:24])
-    assert after is not first and after.view(np.uint8)[0, 0] == 0x7E
-    np.testing.assert_array_equal(after.view(np.uint8)[1:], codes[17:32, 8:24])
-    reads = rec.of(EventKind.GM_READ)
-    assert [e.value for e in reads] == [(16 * 32 + 8, 31 * 32 + 24)] * 3
-    assert reads[1].extra["data"] is first and reads[2].extra["data"] is after
-
-
-# -- replays: a stamped read that nothing can see or report hands out the earlier read's array ----------------------
+# -- stamped reads: the same bytes as an earlier read hand out its array; replayed when nothing sees them ------
 def _mx_template(cls=None):
     import ml_dtypes
 
@@ -105,49 +64,63 @@ def _count_reads(dev):
     return calls
 
 
-@pytest.mark.parametrize("window_observer", [False, True])
-def test_an_unobserved_stamped_load_is_replayed_without_a_read(window_observer):
-    """Every byte of B written and no observer of its reads (one of window reads only, as the happens-before
-    check subscribes, does not see B): the second load with the first's stamp is that load's array, with no GM
-    read; a write moves the stamp and the next load reads the new bytes."""
+def _fp8_matrix(addr, rows, cols):
+    import ml_dtypes
+
+    return MakeTensor(MakeMemPtr(addr, np.dtype(ml_dtypes.float8_e4m3fn)), MakeFrameLayout(NDExtLayoutPtn, rows, cols))
+
+
+@pytest.mark.parametrize("observer", ["all reads", "window reads", None])
+def test_a_stamped_load_shares_the_earlier_array_until_a_write_moves_the_stamp(observer):
+    """BlockMmad's B / scale loads: a load with the stamp of an earlier one of the launch (the same bytes) is
+    made with that load's array; after a write to the allocation the stamp moves and the load copies the new
+    bytes. Observed (a GM_READ observer of B), the load is made on GM (no host copy, same GM_READ event). When
+    nothing can see it (no observer, or one of window reads only, as the happens-before check subscribes) and
+    every byte of B is written, it is replayed: no GM read at all."""
     import ml_dtypes
 
     from mc2emu.runtime import EventKind, EventRecorder
 
     dev = Device()
     rec = EventRecorder()
-    if window_observer:
+    if observer == "all reads":
+        dev.events.subscribe(rec, (EventKind.GM_READ,))
+    elif observer == "window reads":
         dev.events.subscribe(rec, (EventKind.GM_READ,), prefixes={EventKind.GM_READ: "win:"})
     calls = _count_reads(dev)
-    codes = (np.arange(64 * 32, dtype=np.uint8) % 120).reshape(64, 32)
+    codes = np.arange(64 * 32, dtype=np.uint8).reshape(64, 32) % 120
     b_addr = dev.gm.alloc(0, "B", data=codes)
     T = _mx_template()
     got = []
 
     def kernel(ctx):
         mm = T(ctx)
-        gmB = MakeTensor(MakeMemPtr(b_addr, np.dtype(ml_dtypes.float8_e4m3fn)), MakeFrameLayout(NDExtLayoutPtn, 64, 32))
-        chunk = gmB.Slice((16, 8), (16, 16))
-        got.append(mm._load_stamped(chunk, read_stamp(chunk)))
-        got.append(mm._load_stamped(chunk, read_stamp(chunk)))
+        chunk = _fp8_matrix(b_addr, 64, 32).Slice((16, 8), (16, 16))
+        first = mm._load_stamped(chunk, read_stamp(chunk))
+        again = mm._load_stamped(chunk, read_stamp(chunk))
         ctx.gm_write(b_addr + 16 * 32 + 8, np.full((1, 1), 0x7E, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn))
-        got.append(mm._load_stamped(chunk, read_stamp(chunk)))
+        after = mm._load_stamped(chunk, read_stamp(chunk))
+        got.extend([first, again, after])
 
     dev.launch(kernel, 1, "AIC_ONLY")
     first, again, after = got
-    assert again is first and calls == ["B", "B"]
+    assert again is first and not first.flags.writeable
     np.testing.assert_array_equal(first.view(np.uint8), codes[16:32, 8:24])
     assert after is not first and after.view(np.uint8)[0, 0] == 0x7E
     np.testing.assert_array_equal(after.view(np.uint8)[1:], codes[17:32, 8:24])
-    assert rec.events == []
+    reads = rec.of(EventKind.GM_READ)
+    if observer == "all reads":
+        assert calls == ["B"] * 3
+        assert [e.value for e in reads] == [(16 * 32 + 8, 31 * 32 + 24)] * 3
+        assert reads[1].extra["data"] is first and reads[2].extra["data"] is after
+    else:
+        assert calls == ["B", "B"] and reads == []
 
 
 def test_never_written_bytes_are_reported_by_every_core_that_reads_them():
     """B partly written (check mode): core 1's load of core 0's stamped chunk is not replayed, since the
     unwritten-byte report is per core; both cores report READ_UNWRITTEN and read the same bytes."""
     import threading
-
-    import ml_dtypes
 
     from mc2emu.runtime import Hazard
 
@@ -162,8 +135,7 @@ def test_never_written_bytes_are_reported_by_every_core_that_reads_them():
         if ctx.label != "AIC0" and not first_done.wait(30):
             raise TimeoutError("AIC0 never loaded")
         mm = T(ctx)
-        gmB = MakeTensor(MakeMemPtr(b_addr, np.dtype(ml_dtypes.float8_e4m3fn)), MakeFrameLayout(NDExtLayoutPtn, 64, 32))
-        chunk = gmB.Slice((24, 0), (16, 32))
+        chunk = _fp8_matrix(b_addr, 64, 32).Slice((24, 0), (16, 32))
         got[ctx.label] = mm._load_stamped(chunk, read_stamp(chunk))
         first_done.set()
 

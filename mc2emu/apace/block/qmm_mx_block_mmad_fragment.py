@@ -34,7 +34,7 @@ splitKNum 1 from Init), so each call fixpipes its tile. This emulation follows t
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -93,7 +93,7 @@ def _gather_stamp(t: FragmentTensor, ctx: CoreContext | None = None) -> tuple[tu
             stamps = None
         else:
             stamps.append((stamp, fragSlice._geometry(), info.localCoord))
-            quiet = quiet and unobserved(cast("CoreContext", ctx), addr.alloc)
+            quiet = quiet and ctx is not None and unobserved(ctx, addr.alloc)
     if stamps is None:
         return None, True, False
     return tuple(stamps), True, quiet
