@@ -6,6 +6,10 @@ load of R NPUs on this machine); each wall is the slowest rank's. The golden is 
 the gathered x1 and this rank's x2 to FP32, one FP32 BLAS matmul, cast to bf16 — the physical floor of
 the computation. Inputs: the ST recipe (`gen_ag_st_inputs`). The emulator launches the ST host's tiling
 (usedCoreNum blocks) unless --block-dim is given.
+
+Then the floor (`mmad_floor.py`; `--no-floor` skips it): the emulator's MMAD steps alone, with the launch's
+tiling, on every rank at once. No emulator with SPEC §4's per-step numerics can beat it on this machine; the
+bench prints it against the golden and the emulator against it, and checks its output against the golden.
 """
 
 import os
@@ -17,9 +21,13 @@ import argparse  # noqa: E402
 import resource  # noqa: E402
 import time  # noqa: E402
 
+import numpy as np  # noqa: E402
+from mmad_floor import floor_lines, run_floor  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from mc2emu.launcher import idle_barrier  # noqa: E402
+from mc2emu.numerics import ElemFormat  # noqa: E402
+from mc2emu.numerics.golden import golden_cast, golden_mx_operands  # noqa: E402
 from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gather_quant_matmul  # noqa: E402
 from mc2emu.ops.all_gather_quant_matmul_golden import ag_st_verify  # noqa: E402
 
@@ -62,6 +70,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--no-check", dest="check", action="store_false",
                     help="hazard checkers off (the default runs them, as users do)")
+    ap.add_argument("--no-floor", dest="floor", action="store_false",
+                    help="skip the floor (the emulator's MMAD steps alone, launch/mmad_floor.py)")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -79,9 +89,10 @@ def main():
         golden_walls.append(comm.allreduce(wall, op=MPI.MAX))
         idle_barrier(comm)
         t0, (c0, s0) = time.perf_counter(), cpu_s()
+        stats = {}
         out = all_gather_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"],
                                       wait_order=args.wait_order, block_dim=args.block_dim, timeout=300,
-                                      check=args.check)
+                                      check=args.check, stats=stats)
         (c1, s1), wall = cpu_s(), time.perf_counter() - t0
         idle_barrier(comm)
         emu_cpus.append(tuple(comm.allreduce(v, op=MPI.SUM) for v in (c1 - c0, s1 - s0)))
@@ -89,6 +100,17 @@ def main():
     ok, raw_max, _ = ag_st_verify(out, ref)
     oks = comm.allgather(ok)
     raw = comm.allreduce(raw_max, op=MPI.MAX)
+    floor = None
+    if args.floor:
+        mm = stats["launch"].mm_tiling
+        base = (mm.baseM, mm.baseN, mm.baseK, mm.stepK * mm.baseK)
+        a, b = golden_mx_operands(np.concatenate(x1s), np.concatenate(x1ss), inp["x2"], inp["x2_scale"],
+                                  ElemFormat.parse(inp["x1"].dtype), trans_b=True,
+                                  b_elem=ElemFormat.parse(inp["x2"].dtype))
+        c, steps, fw, fc = run_floor(comm, a, b, *base, args.repeat, cpu_s)
+        del a, b
+        floor_ok, floor_raw, _ = ag_st_verify(golden_cast(c, "bfloat16"), ref)
+        floor = (steps, base, (fw, fc), all(comm.allgather(floor_ok)), comm.allreduce(floor_raw, op=MPI.MAX))
     if rank == 0:
         g, e = min(golden_walls), min(emu_walls)
         print(f"all_gather_quant_matmul {args.wait_order} checks {'on' if args.check else 'off'}: "
@@ -105,6 +127,12 @@ def main():
         if note := golden_faults_note(gc, gs):
             print(note)
         print(f"  AG ST verify rule        {'pass' if all(oks) else 'FAIL'} (max raw bf16 distance {raw})")
+        if floor is not None:
+            steps, base, fwc, floor_ok, floor_raw = floor
+            for line in floor_lines(steps, base, fwc, (g, gc), (e, ec), TARGET):
+                print(line)
+            print(f"    its C vs the golden, AG ST rule  {'pass' if floor_ok else 'FAIL'} (max raw bf16 distance "
+                  f"{floor_raw})")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ computation and the exchange. Also printed: the CPU seconds of both sides (`getr
 rank process, all its threads, summed over the ranks), a ratio that the machine's other load disturbs less than
 the walls do, and the system share of each. Inputs: the ST recipe (`gen_qmrs_st_inputs`); the output is
 checked bit for bit against that golden.
+
+Then the floor (`mmad_floor.py`; `--no-floor` skips it): the emulator's MMAD steps alone, with the launch's
+tiling, on every rank at once. No emulator with SPEC §4's per-step numerics can beat it on this machine; the
+bench prints it against the golden and the emulator against it, and checks its output against the golden.
 """
 
 import os
@@ -31,12 +35,16 @@ from mc2emu.runtime import HazardError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ag import cpu_s, golden_faults_note  # noqa: E402
+from mmad_floor import floor_lines, run_floor  # noqa: E402
+
+from mc2emu.numerics import ElemFormat  # noqa: E402
+from mc2emu.numerics.golden import golden_cast, golden_mx_operands  # noqa: E402
 
 TARGET = 1.5   # ratio target of the issue
 
 
 def numpy_golden(comm, inp):
-    """One rank's share: its own C_j, the alltoall of segments, the ascending FP32 sum."""
+    """One rank's share: its own C_j, the alltoall of segments, the ascending FP32 sum; returns (y, C_j)."""
     R, rank = comm.Get_size(), comm.Get_rank()
     c = golden_qmrs_partial(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"])
     seg = c.shape[0] // R
@@ -44,7 +52,7 @@ def numpy_golden(comm, inp):
     parts = [np.zeros_like(c) for _ in range(R)]
     for j in range(R):
         parts[j][rank * seg:(rank + 1) * seg] = got[j]
-    return golden_reduce_scatter(parts, rank)
+    return golden_reduce_scatter(parts, rank), c
 
 
 def main():
@@ -58,6 +66,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--no-check", dest="check", action="store_false",
                     help="hazard checkers off (the default runs them, as users do)")
+    ap.add_argument("--no-floor", dest="floor", action="store_false",
+                    help="skip the floor (the emulator's MMAD steps alone, launch/mmad_floor.py)")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -66,7 +76,7 @@ def main():
     for _ in range(args.repeat):
         idle_barrier(comm)
         t0, (c0, s0) = time.perf_counter(), cpu_s()
-        ref = numpy_golden(comm, inp)
+        ref, c_j = numpy_golden(comm, inp)
         (c1, s1), wall = cpu_s(), time.perf_counter() - t0
         idle_barrier(comm)   # ranks done first sleep here: a blocking reduction would spin against the others
         golden_walls.append(comm.allreduce(wall, op=MPI.MAX))
@@ -74,9 +84,11 @@ def main():
         idle_barrier(comm)
         t0, (c0, s0) = time.perf_counter(), cpu_s()
         kw = {"kernel_variant": "final_wait"} if args.impl == "per_block" else {"head_m_size": args.head_m_size}
+        stats = {}
         try:
             out = quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], impl=args.impl,
-                                              block_dim=args.block_dim, timeout=600, check=args.check, **kw)
+                                              block_dim=args.block_dim, timeout=600, check=args.check, stats=stats,
+                                              **kw)
         except HazardError as exc:
             out = exc.output
             print(f"rank {rank}: {exc}", flush=True)
@@ -85,6 +97,18 @@ def main():
         emu_walls.append(comm.allreduce(wall, op=MPI.MAX))
         emu_cpus.append(tuple(comm.allreduce(v, op=MPI.SUM) for v in (c1 - c0, s1 - s0)))
     bad = comm.allreduce(int((out.view(np.uint16) != ref.view(np.uint16)).sum()), op=MPI.SUM)
+    floor = None
+    if args.floor:
+        mm = stats["launch"].round_tilings[0]
+        base = (mm.baseM, mm.baseN, mm.baseK, mm.stepK * mm.baseK)
+        a, b = golden_mx_operands(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"],
+                                  ElemFormat.parse(inp["x1"].dtype), trans_b=True,
+                                  b_elem=ElemFormat.parse(inp["x2"].dtype))
+        c, steps, fw, fc = run_floor(comm, a, b, *base, args.repeat, cpu_s)
+        del a, b
+        floor_bad = comm.allreduce(int((golden_cast(c, "bfloat16").view(np.uint16) != c_j.view(np.uint16)).sum()),
+                                   op=MPI.SUM)
+        floor = (steps, base, (fw, fc), floor_bad)
     if rank == 0:
         g, e = min(golden_walls), min(emu_walls)
         print(f"quant_matmul_reduce_scatter {args.impl} checks {'on' if args.check else 'off'}: "
@@ -100,6 +124,11 @@ def main():
         if note := golden_faults_note(gc, gs):
             print(note)
         print(f"  bit-exact vs golden      {'pass' if bad == 0 else f'FAIL ({bad} elements differ)'}")
+        if floor is not None:
+            steps, base, fwc, floor_bad = floor
+            for line in floor_lines(steps, base, fwc, (g, gc), (e, ec), TARGET):
+                print(line)
+            print(f"    its C_j bit-exact vs the golden's  {'pass' if floor_bad == 0 else f'FAIL ({floor_bad})'}")
 
 
 if __name__ == "__main__":

@@ -701,6 +701,13 @@ MUTANTS: list[Mutant] = [
     Mutant("atomic dtype mismatch: bytes past the last whole word kept", "mc2emu/runtime/gm.py",
            "    dst[..., whole:] = POISON_BYTE", "    pass",
            serial=("tests/runtime/test_device.py::test_atomic_add_of_another_dtype_adds_words_of_the_atomic_type_over_the_bytes",)),
+    # -- the benches' floor (launch/mmad_floor.py): it must be the emulator's own steps ----------------------------
+    Mutant("floor: each kL1 chunk restarts L0C (steps of one chunk only)", "launch/mmad_floor.py",
+           "                    if ch == 0 and lo == 0:", "                    if lo == 0:",
+           serial=("tests/ops/test_mmad_floor.py",)),
+    Mutant("floor: a transposed B's steps always row-major", "launch/mmad_floor.py",
+           "                    if not b_row_major_same(curM, hi - lo, curN, False):", "                    if False:",
+           serial=("tests/ops/test_mmad_floor.py",)),
 ]
 
 

@@ -179,6 +179,21 @@ def golden_mx_matmul(
     stored layout ((m, nb) / (nb, m) for A, (nb, n) / (n, nb) for B) or the 3-D Ascend layouts
     (scale_layout.py). `b_elem` defaults to `elem` (MXFP8 may mix E4M3 and E5M2 operands).
     """
+    a_deq, b_deq = golden_mx_operands(a_codes, a_scale, b_codes, b_scale, elem, trans_b, trans_a, b_elem)
+    return golden_cast(np.matmul(a_deq, b_deq), out_dtype)
+
+
+def golden_mx_operands(
+    a_codes: np.ndarray,
+    a_scale: np.ndarray,
+    b_codes: np.ndarray,
+    b_scale: np.ndarray,
+    elem: ElemFormat | str,
+    trans_b: bool = False,
+    trans_a: bool = False,
+    b_elem: ElemFormat | str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The golden's dequantized float32 operands: logical A (m, k) and B (k, n); arguments as `golden_mx_matmul`."""
     fa = ElemFormat.parse(elem)
     fb = fa if b_elem is None else ElemFormat.parse(b_elem, "b_elem")
     a = golden_decode_elements(a_codes, fa)
@@ -209,4 +224,4 @@ def golden_mx_matmul(
         )
     a_deq = a_km * _repeat_scale(sa_mk, k, axis=1)
     b_deq = b_kn * _repeat_scale(sb_kn, k, axis=0)
-    return golden_cast(np.matmul(a_deq, b_deq), out_dtype)
+    return a_deq, b_deq
