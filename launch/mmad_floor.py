@@ -92,6 +92,11 @@ def run_floor(comm: Any, a: np.ndarray, b: np.ndarray, baseM: int, baseN: int, b
     return c, steps, min(walls), min(cpus)
 
 
+def _ratio(a: float, b: float) -> str:
+    """a / b to two places; "n/a" when b is no time at all (a tiny problem under the clock's resolution)."""
+    return f"{a / b:.2f}" if b > 0 else "n/a"
+
+
 def floor_lines(steps: int, base: tuple[int, int, int, int], floor: tuple[float, float],
                 golden: tuple[float, float], emulator: tuple[float, float], target: float) -> list[str]:
     """The bench's report of the floor: (wall, CPU) of each side, the ratios, and what the target leaves."""
@@ -100,7 +105,7 @@ def floor_lines(steps: int, base: tuple[int, int, int, int], floor: tuple[float,
     return [
         f"  floor: the emulator's MMAD steps alone ({steps} per rank of {baseM}x{baseK}x{baseN}, kL1 {kL1}; "
         f"no threads, GM, decode or checks)",
-        f"    wall {fw:.2f} s, CPU {fc:.2f} s: floor / golden  wall {fw / gw:.2f}, CPU {fc / gc:.2f}",
-        f"    emulator / floor  wall {ew / fw:.2f}, CPU {ec / fc:.2f}; against this golden the target {target} "
-        f"allows the emulator at most {target * gc / fc:.2f}x the floor's CPU",
+        f"    wall {fw:.2f} s, CPU {fc:.2f} s: floor / golden  wall {_ratio(fw, gw)}, CPU {_ratio(fc, gc)}",
+        f"    emulator / floor  wall {_ratio(ew, fw)}, CPU {_ratio(ec, fc)}; against this golden the target {target} "
+        f"allows the emulator at most {_ratio(target * gc, fc)}x the floor's CPU",
     ]
