@@ -701,6 +701,13 @@ MUTANTS: list[Mutant] = [
     Mutant("atomic dtype mismatch: bytes past the last whole word kept", "mc2emu/runtime/gm.py",
            "    dst[..., whole:] = POISON_BYTE", "    pass",
            serial=("tests/runtime/test_device.py::test_atomic_add_of_another_dtype_adds_words_of_the_atomic_type_over_the_bytes",)),
+    # -- FragmentTensor copy plans shared between slices (host time only) ------------------------------------------
+    Mutant("fragment copy plans shared by origin alone", "mc2emu/apace/basic/fragment_tensor.py",
+           "    key = (fragParam, sliceCoord, sliceShape)", "    key = (fragParam, sliceCoord)",
+           serial=("tests/apace/test_fragment_tensor.py",)),
+    Mutant("fragment copy plans shared across fragment parameters", "mc2emu/apace/basic/fragment_tensor.py",
+           "    key = (fragParam, sliceCoord, sliceShape)", "    key = (sliceCoord, sliceShape)",
+           serial=("tests/apace/test_fragment_tensor.py",)),
     # -- the benches' floor (launch/mmad_floor.py): it must be the emulator's own steps ----------------------------
     Mutant("floor: each kL1 chunk restarts L0C (steps of one chunk only)", "launch/mmad_floor.py",
            "                    if ch == 0 and lo == 0:", "                    if lo == 0:",

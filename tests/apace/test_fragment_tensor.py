@@ -582,6 +582,30 @@ def test_one_slice_copied_again_after_a_rewrite_reads_the_new_addresses():
     assert after == [[0, 0], [7, 1], [7, 2], [3, 3], [4, 4]]
 
 
+def test_slices_sharing_an_origin_copy_their_own_pieces():
+    """Copy plans are shared between slices of equal parameters, origin and shape (host time only): slices of one
+    origin with other shapes, and of equal origin and shape under other parameters, each gather their own rows,
+    in either order, within one process."""
+    frags = [np.full((4, 2), 10 * f, F32) + np.arange(4, dtype=F32)[:, None] for f in range(4)]  # 10 f + row
+
+    def gather(ctx, fs, real, shape):
+        addrs, _ = place_fragments(ctx.device, [f[:fs] for f in frags], NDExtLayoutPtn)
+        ft = MakeFragmentTensor(frag_param(fs, real, 4, 0, 2), addrs, LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
+                                ElementType=F32)
+        out = np.full(shape, -1.0, F32)
+        FragmentSliceCopy(CopyGM2L1(ctx), out, ft.Slice((1, 0), shape), isScatter=False)
+        return out[:, 0].astype(int).tolist()
+
+    def body(ctx):
+        return [gather(ctx, 4, 4, (2, 2)), gather(ctx, 4, 4, (7, 2)), gather(ctx, 4, 4, (2, 2)),
+                gather(ctx, 2, 2, (2, 2)), gather(ctx, 2, 1, (7, 2)), gather(ctx, 4, 4, (7, 2))]
+
+    got, _, hazards = on_core(body)
+    assert hazards == []
+    assert got == [[1, 2], [1, 2, 3, 10, 11, 12, 13], [1, 2], [1, 10], [1, 10, 11, 20, 21, 30, 31],
+                   [1, 2, 3, 10, 11, 12, 13]]
+
+
 @pytest.mark.parametrize("elem", ["float8_e4m3fn", "float4_e2m1fn"])
 def test_tail_region_as_the_ag_kernel_uses_it(elem):
     """The AG TAIL: R = 4 fragments of paddedTailM 16 rows (tailM 5 real) of A (m rows of K = 192 per rank,

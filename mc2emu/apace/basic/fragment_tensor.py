@@ -52,6 +52,9 @@ MAX_FRAGMENT_COUNT = 32
 
 _UINT32_MASK = 0xFFFF_FFFF
 
+# Distinct slices whose copy pieces are kept (`_plan_pieces`): a launch slices a few thousand.
+PLAN_CACHE_SIZE = 1 << 14
+
 
 @dataclass(frozen=True)
 class FragmentParam:
@@ -281,20 +284,41 @@ class FragmentTensor:
 
     def copy_plan(self) -> FragmentCopyPlan:
         """This slice's `FragmentCopyPlan`, built on its first copy (a slice's origin, shape and parameters never
-        change; its addresses are read when a piece is copied). Host time only."""
+        change; its addresses are read when a piece is copied). Host time only: the composition and pieces are
+        shared by every slice of equal parameters, origin and shape (`_plan_pieces`)."""
         plan = self.plan_
         if plan is None:
-            axis = self.GetSplitAxis()
-            comp = self.ComputeFragmentComposition(self.GetSliceCoord(axis), self.GetSliceShape(axis))
-            plan = FragmentCopyPlan(comp, tuple(FragmentPiece.of(self.GetFragmentInfo(idx, comp))
-                                                for idx in range(comp.totalFragmentCnt)))
-            self.plan_ = plan
+            plan = self.plan_ = FragmentCopyPlan(*_plan_pieces(self.fragParam_, self.sliceCoord_, self.sliceShape_))
         return plan
 
     def __repr__(self) -> str:
         p = self.fragParam_
         return (f"<FragmentTensor {self.name!r} {p.fragmentCnt} x {p.fragmentSize} ({p.realFragmentSize} real) along "
                 f"axis {p.assembleAxis}, slice {self.sliceCoord_} {self.sliceShape_}>")
+
+
+def _plan_pieces(fragParam: FragmentParam, sliceCoord: tuple[int, ...], sliceShape: tuple[int, ...]
+                 ) -> tuple[FragmentComposition, tuple[FragmentPiece, ...]]:
+    """`ComputeFragmentComposition` and the `GetFragmentInfo` of every piece, addresses aside, of a slice at
+    `sliceCoord` of shape `sliceShape`: a function of these and `fragParam` alone, kept per distinct slice of a
+    process (the cores of a launch slice the same chunks again and again). Host time only."""
+    key = (fragParam, sliceCoord, sliceShape)
+    kept = _PLAN_PIECES.get(key)
+    if kept is None:
+        view = object.__new__(FragmentTensor)   # the fields these methods read; no address list
+        view.fragParam_, view.addrList_ = fragParam, []
+        view.sliceCoord_, view.sliceShape_ = sliceCoord, sliceShape
+        axis = fragParam.assembleAxis
+        comp = view.ComputeFragmentComposition(sliceCoord[axis], sliceShape[axis])
+        kept = comp, tuple(FragmentPiece.of(view.GetFragmentInfo(idx, comp)) for idx in range(comp.totalFragmentCnt))
+        if len(_PLAN_PIECES) >= PLAN_CACHE_SIZE:
+            _PLAN_PIECES.clear()
+        _PLAN_PIECES[key] = kept   # dict get / set are atomic under the GIL; the values are immutable
+    return kept
+
+
+_PLAN_PIECES: dict[tuple[FragmentParam, tuple[int, ...], tuple[int, ...]],
+                   tuple[FragmentComposition, tuple[FragmentPiece, ...]]] = {}
 
 
 def MakeFragmentTensor(fragParam: FragmentParam, addrList: MutableSequence[GmAddr | None], *,
