@@ -198,3 +198,43 @@ def test_a_fragment_gather_is_replayed_only_when_nothing_sees_it(observed):
         assert [e.obj for e in rec.of(EventKind.GM_READ)] == ["frag0"] * 4
     else:
         assert again is first and calls == pieces * 2 + ["frag0", "frag2"]
+
+
+def test_fragment_gathers_of_one_allocation_are_told_apart_by_place():
+    """Three fragments in one allocation (nothing observes it): gathers of the same shape that read other bytes
+    of it, at another column of the same fragments or through an address moved inside the allocation, are read
+    and not replayed; the same gather again is replayed. Every buffer holds its own bytes."""
+    import ml_dtypes
+
+    from mc2emu.apace.basic import FragmentParam, MakeFragmentTensor
+    from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment, _gather
+    from mc2emu.blaze.tensor_api import FrameLayoutFormat
+
+    dev = Device(check=True)
+    calls = _count_reads(dev)
+    frags = [((np.arange(4 * 64) + 37 * f) % 120).astype(np.uint8).reshape(4, 64) for f in range(3)]
+    base = dev.gm.alloc(0, "frags", data=np.concatenate(frags))
+    T = _mx_template(QmmMxBlockMmadFragment)
+    got = []
+
+    def kernel(ctx):
+        mm = T(ctx)
+        lst = [base, base + 256, base + 512, *([None] * 29)]
+        ft = MakeFragmentTensor(FragmentParam((12, 64), 4, 4, 0, 3), lst,
+                                LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
+                                ElementType=ml_dtypes.float8_e4m3fn, name="A")
+        got.append(_gather(mm, ft.Slice((2, 0), (6, 32)), (6, 32)))
+        got.append(_gather(mm, ft.Slice((2, 32), (6, 32)), (6, 32)))    # the same pieces' other columns
+        got.append(_gather(mm, ft.Slice((2, 0), (6, 32)), (6, 32)))     # the first again: replayed
+        lst[1] = base + 512                                              # fragment 1 now reads fragment 2
+        ft.UpdateAddrList(lst)
+        got.append(_gather(mm, ft.Slice((2, 0), (6, 32)), (6, 32)))
+
+    dev.launch(kernel, 1, "AIC_ONLY")
+    (first, s1), (right, s2), (again, s3), (moved, s4) = got
+    np.testing.assert_array_equal(first.view(np.uint8), np.concatenate([frags[0][2:, :32], frags[1][:, :32]]))
+    np.testing.assert_array_equal(right.view(np.uint8), np.concatenate([frags[0][2:, 32:], frags[1][:, 32:]]))
+    np.testing.assert_array_equal(moved.view(np.uint8), np.concatenate([frags[0][2:, :32], frags[2][:, :32]]))
+    assert None not in (s1, s2, s4) and len({s1, s2, s4}) == 3 and s3 == s1
+    assert again is first
+    assert calls == ["frags"] * 6   # two pieces per gather read; the replay reads nothing

@@ -68,32 +68,29 @@ def _fragment_where(t: FragmentTensor) -> tuple[Any, ...]:
 def _gather_stamp(t: FragmentTensor, ctx: CoreContext | None = None) -> tuple[tuple | None, bool, bool]:
     """(stamp, covered, unobserved) of the gather `FragmentSliceCopy<false>` makes of slice `t`, taken before it
     as `BlockMmadMx` stamps its plain reads. `covered`: every piece lies in the fragment list, so the gather
-    writes every row of its buffer. `stamp`: per piece, its `read_stamp`, storage geometry and place in the
-    buffer; None unless every piece is stamped (a window, or a piece past the list). Equal stamps prove two
-    gathers into buffers of one shape and dtype returned the same bytes. `unobserved` (with `ctx`, when
-    stamped): no piece's read can report or be seen (`block_mmad_host.unobserved`). Host time only (the
-    slice's copy plan, shared with the gather, gives its pieces)."""
-    plan = t.copy_plan()
+    writes every row of its buffer. `stamp`: the fragments' parameters and layout maker, then per piece its
+    allocation, fragment address, write generation, place in the fragment, shape and place in the buffer; None
+    unless every piece reads an allocation only this rank writes (`Allocation.stable`: not a window) and lies in
+    the list. These fix the bytes each piece reads (`read_stamp` of its fragment slice) and where they land, so
+    equal stamps prove two gathers into buffers of one shape and dtype returned the same bytes. `unobserved`
+    (with `ctx`, when stamped): no piece's read can report or be seen (`block_mmad_host.unobserved`). Host time
+    only (the slice's copy plan, shared with the gather, gives its pieces; no fragment slice is built)."""
     fragmentCnt = t.GetFragmentCnt()
     addrList = t.addrList_
-    stamps: list[tuple] | None = []
+    stamps: list[Any] | None = [t.fragParam_, t.LayoutFactory]
     quiet = ctx is not None
-    for idx, info in enumerate(plan.pieces):
+    for info in t.copy_plan().pieces:
         addr = addrList[info.fragmentIdx] if info.fragmentIdx < len(addrList) else None
         if info.fragmentIdx >= fragmentCnt or not isinstance(addr, GmAddr):
             return None, False, False
         if stamps is None:
             continue                   # a piece is unstamped (a window): only `covered` is left to find
-        if not addr.alloc.stable:
-            stamps = None              # read_stamp of any slice of it is None
+        alloc = addr.alloc
+        if not alloc.stable:
+            stamps = None              # no read of it is stamped (`read_stamp`)
             continue
-        fragSlice = plan.FragmentSlice(t, idx, addr, info.copyShape)
-        stamp = read_stamp(fragSlice)
-        if stamp is None:
-            stamps = None
-        else:
-            stamps.append((stamp, fragSlice._geometry(), info.localCoord))
-            quiet = quiet and ctx is not None and unobserved(ctx, addr.alloc)
+        stamps.append((alloc.aid, addr.offset, alloc.generation, info.fragCoord, info.copyShape, info.localCoord))
+        quiet = quiet and ctx is not None and unobserved(ctx, alloc)
     if stamps is None:
         return None, True, False
     return tuple(stamps), True, quiet
