@@ -22,12 +22,11 @@ import resource  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from mmad_floor import floor_lines, run_floor  # noqa: E402
+from mmad_floor import floor_lines, run_op_floor  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from mc2emu.launcher import idle_barrier  # noqa: E402
-from mc2emu.numerics import ElemFormat  # noqa: E402
-from mc2emu.numerics.golden import golden_cast, golden_mx_operands  # noqa: E402
+from mc2emu.numerics.golden import golden_cast  # noqa: E402
 from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gather_quant_matmul  # noqa: E402
 from mc2emu.ops.all_gather_quant_matmul_golden import ag_st_verify  # noqa: E402
 
@@ -102,13 +101,8 @@ def main():
     raw = comm.allreduce(raw_max, op=MPI.MAX)
     floor = None
     if args.floor:
-        mm = stats["launch"].mm_tiling
-        base = (mm.baseM, mm.baseN, mm.baseK, mm.stepK * mm.baseK)
-        a, b = golden_mx_operands(np.concatenate(x1s), np.concatenate(x1ss), inp["x2"], inp["x2_scale"],
-                                  ElemFormat.parse(inp["x1"].dtype), trans_b=True,
-                                  b_elem=ElemFormat.parse(inp["x2"].dtype))
-        c, steps, fw, fc = run_floor(comm, a, b, *base, args.repeat, cpu_s)
-        del a, b
+        c, steps, base, fw, fc = run_op_floor(comm, stats["launch"].mm_tiling, np.concatenate(x1s),
+                                              np.concatenate(x1ss), inp["x2"], inp["x2_scale"], args.repeat, cpu_s)
         floor_ok, floor_raw, _ = ag_st_verify(golden_cast(c, "bfloat16"), ref)
         floor = (steps, base, (fw, fc), all(comm.allgather(floor_ok)), comm.allreduce(floor_raw, op=MPI.MAX))
     if rank == 0:

@@ -35,10 +35,9 @@ from mc2emu.runtime import HazardError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ag import cpu_s, golden_faults_note  # noqa: E402
-from mmad_floor import floor_lines, run_floor  # noqa: E402
+from mmad_floor import floor_lines, run_op_floor  # noqa: E402
 
-from mc2emu.numerics import ElemFormat  # noqa: E402
-from mc2emu.numerics.golden import golden_cast, golden_mx_operands  # noqa: E402
+from mc2emu.numerics.golden import golden_cast  # noqa: E402
 
 TARGET = 1.5   # ratio target of the issue
 
@@ -99,13 +98,8 @@ def main():
     bad = comm.allreduce(int((out.view(np.uint16) != ref.view(np.uint16)).sum()), op=MPI.SUM)
     floor = None
     if args.floor:
-        mm = stats["launch"].round_tilings[0]
-        base = (mm.baseM, mm.baseN, mm.baseK, mm.stepK * mm.baseK)
-        a, b = golden_mx_operands(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"],
-                                  ElemFormat.parse(inp["x1"].dtype), trans_b=True,
-                                  b_elem=ElemFormat.parse(inp["x2"].dtype))
-        c, steps, fw, fc = run_floor(comm, a, b, *base, args.repeat, cpu_s)
-        del a, b
+        c, steps, base, fw, fc = run_op_floor(comm, stats["launch"].round_tilings[0], inp["x1"], inp["x1_scale"],
+                                              inp["x2"], inp["x2_scale"], args.repeat, cpu_s)
         floor_bad = comm.allreduce(int((golden_cast(c, "bfloat16").view(np.uint16) != c_j.view(np.uint16)).sum()),
                                    op=MPI.SUM)
         floor = (steps, base, (fw, fc), floor_bad)

@@ -23,6 +23,8 @@ import numpy as np
 
 from mc2emu.blaze.gemm.tile.tile_mmad_mx import b_row_major_same
 from mc2emu.launcher import idle_barrier
+from mc2emu.numerics import ElemFormat
+from mc2emu.numerics.golden import golden_mx_operands
 from mc2emu.numerics.int_math import CeilDiv
 
 
@@ -95,6 +97,18 @@ def run_floor(comm: Any, a: np.ndarray, b: np.ndarray, baseM: int, baseN: int, b
 def _ratio(a: float, b: float) -> str:
     """a / b to two places; "n/a" when b is no time at all (a tiny problem under the clock's resolution)."""
     return f"{a / b:.2f}" if b > 0 else "n/a"
+
+
+def run_op_floor(comm: Any, mm: Any, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
+                 repeat: int, cpu_s: Any) -> tuple[np.ndarray, int, tuple[int, int, int, int], float, float]:
+    """`run_floor` of an MC2 operator's matmul deq(x1) @ deq(x2)^T (x2 stored transposed, as the operators take
+    it), the operands decoded by the golden, with the launch tiling `mm`'s (baseM, baseN, baseK) and kL1 =
+    stepK * baseK; returns C, the step count, those four shapes, the wall and the CPU seconds."""
+    base = (mm.baseM, mm.baseN, mm.baseK, mm.stepK * mm.baseK)
+    a, b = golden_mx_operands(x1, x1_scale, x2, x2_scale, ElemFormat.parse(x1.dtype), trans_b=True,
+                              b_elem=ElemFormat.parse(x2.dtype))
+    c, steps, wall, cpu = run_floor(comm, a, b, *base, repeat, cpu_s)
+    return c, steps, base, wall, cpu
 
 
 def floor_lines(steps: int, base: tuple[int, int, int, int], floor: tuple[float, float],
