@@ -20,12 +20,8 @@ other errors. Exit status 0 only if all counts but PASS are zero. Not part of CI
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -171,22 +167,13 @@ class Tally:
 
 
 def run_job(ranks: int, transport: str, job_seed: int, runs: int, tally: Tally) -> None:
-    from mc2emu.launcher import mpiexec_command
+    from mc2emu import launcher
 
-    cmd, env = mpiexec_command(ranks, [str(Path(__file__).resolve()), "--worker", "--job-seed", str(job_seed),
+    cmd, env = launcher.mpiexec_command(ranks, [str(Path(__file__).resolve()), "--worker", "--job-seed", str(job_seed),
                                        "--runs", str(runs)])
     env.update(TRANSPORTS[transport], UCX_LOG_LEVEL="error", PYTHONUNBUFFERED="1")
     limit = JOB_STARTUP_S + HARD_TIMEOUT_PER_RUN_S * runs
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=limit)
-        hung = False
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)      # only the job this driver started
-        out, _ = proc.communicate()
-        hung = True
+    out, returncode, hung = launcher.run_job(cmd, env, limit)
     seen = 0
     where = f"{transport} R{ranks} job {job_seed}"
     for line in out.splitlines():
@@ -215,10 +202,10 @@ def run_job(ranks: int, transport: str, job_seed: int, runs: int, tally: Tally) 
     if hung:
         tally.hangs += 1
         tally.notes.append(f"HANG {where}: killed after {limit:.0f} s, {seen} of {runs} runs reported")
-    elif proc.returncode != 0 and not any(n.startswith("DEADLOCK") and where in n for n in tally.notes):
+    elif returncode != 0 and not any(n.startswith("DEADLOCK") and where in n for n in tally.notes):
         tally.errors += 1
         tail = " | ".join(out.strip().splitlines()[-5:])
-        tally.notes.append(f"ERROR {where}: exit {proc.returncode}, {seen} of {runs} runs reported: {tail[-400:]}")
+        tally.notes.append(f"ERROR {where}: exit {returncode}, {seen} of {runs} runs reported: {tail[-400:]}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,14 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 
 import numpy as np
 
-from mc2emu.launcher import mpiexec_command
+from mc2emu.launcher import mpiexec_command, run_job
 
 KINDS = (("rounds", "source"), ("rounds", "templated_wait"), ("rounds", "tail_copy_rounded"),
          ("per_block", "final_wait"), ("per_block", "source"), ("per_block", "ub_stale_nan"))
@@ -132,16 +130,14 @@ def main() -> int:
         cfg = draw(rng, a.max_ranks)
         cmd, env = mpiexec_command(cfg["R"], [os.path.abspath(__file__), "--worker", json.dumps(cfg)])
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
-        try:
-            out, _ = proc.communicate(timeout=a.hard_timeout)
-            line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
-            verdict = line[len("RESULT "):] if line else f"BROKEN (exit {proc.returncode}): {out[-400:]}"
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)      # only the job this driver started
-            proc.communicate()
+        out, returncode, hung = run_job(cmd, env, a.hard_timeout)
+        line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
+        if hung:
             verdict = "HANG"
+        elif line:
+            verdict = line[len("RESULT "):]
+        else:
+            verdict = f"BROKEN (exit {returncode}): {out[-400:]}"
         good = verdict.startswith(("PASS", "EXPECTED"))
         bad += not good
         print(f"[{i + 1:2d}/{a.iterations}] {cfg['kernel']:9s} {cfg['variant']:17s} R{cfg['R']} seg {cfg['seg']} "

@@ -7,11 +7,13 @@ works on a fresh machine without mpirun on PATH (MPI-NOTES "Launching").
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import importlib.metadata
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -85,6 +87,22 @@ def mpiexec_command(np_: int, argv: list[str]) -> tuple[list[str], dict[str, str
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         env.setdefault("OMPI_MCA_osc", "^ucx")
     return [*cmd, sys.executable, *argv], env
+
+
+def run_job(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[str, int | None, bool]:
+    """Run an `mpiexec_command` job in its own process group: (its stdout and stderr, merged; its exit code;
+    whether it hung). A job still running after `timeout` s is ended with its whole group (only the job
+    started here) and counts as hung."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return out, proc.returncode, False
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return out, proc.returncode, True
 
 
 def under_mpirun() -> bool:

@@ -5,13 +5,11 @@ is not asserted: the ratios are measured by running the benches themselves (docs
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from mc2emu.launcher import mpiexec_command
+from mc2emu.launcher import mpiexec_command, run_job
 
 if os.environ.get("MC2EMU_SKIP_MPI"):
     pytest.skip("MC2EMU_SKIP_MPI is set", allow_module_level=True)
@@ -21,16 +19,10 @@ HARD_TIMEOUT_S = 120.0
 
 
 def _run_bench(script: str, *args: str) -> str:
-    cmd, env = mpiexec_command(2, [str(ROOT / "launch" / script), *args])
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=HARD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+    out, returncode, hung = run_job(*mpiexec_command(2, [str(ROOT / "launch" / script), *args]), HARD_TIMEOUT_S)
+    if hung:
         pytest.fail(f"{script} did not end in {HARD_TIMEOUT_S} s:\n{out}")
-    assert proc.returncode == 0, out
+    assert returncode == 0, out
     return out
 
 
