@@ -173,7 +173,8 @@ def run_job(ranks: int, transport: str, job_seed: int, runs: int, tally: Tally) 
                                        "--runs", str(runs)])
     env.update(TRANSPORTS[transport], UCX_LOG_LEVEL="error", PYTHONUNBUFFERED="1")
     limit = JOB_STARTUP_S + HARD_TIMEOUT_PER_RUN_S * runs
-    out, returncode, hung = launcher.run_job(cmd, env, limit)
+    out, _, returncode = launcher.run_job(cmd, env, limit)
+    hung = returncode is None
     seen = 0
     where = f"{transport} R{ranks} job {job_seed}"
     for line in out.splitlines():

@@ -27,17 +27,15 @@ every fired fault was diagnosed as expected, no clean run raised or changed C, n
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shlex
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from mc2emu import launcher
 from mc2emu.check.stress_model import (
     AG_SLOT_RING,
     DEFAULT_TIMEOUT_S,
@@ -67,10 +65,6 @@ RANK_ENV_EXTRA = {"UCX_LOG_LEVEL": "error", "PYTHONUNBUFFERED": "1"}
 # Hydra (MPICH) ends every rank once one exits non-zero; KILL_RANK's survivors must live to report. A job
 # that then stays up is the hard timeout's business.
 HYDRA_NO_CLEANUP = "-disable-auto-cleanup"
-# How often a running job's process tree is recorded (so orphans of a dying mpiexec are still known).
-TREE_POLL_S = 0.5
-# SIGTERM, then SIGKILL after this grace.
-KILL_GRACE_S = 2.0
 
 # -- what to draw -------------------------------------------------------------------------------------------
 Config = tuple[Impl, int, WaitOrder, HcclServerType]
@@ -170,53 +164,6 @@ def draw_scenarios(family: str, iterations: int, seed: int, max_ranks: int = 4,
 
 
 # -- running one job -----------------------------------------------------------------------------------------
-def _start_time(pid: int) -> int | None:
-    """The start time (clock ticks after boot) of a live process; None when gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return None if fields[0] in ("Z", "X") else int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def process_tree(pid: int) -> set[tuple[int, int]]:
-    """(pid, start time) of `pid` and its live descendants (hydra puts each rank in a session of its own,
-    so a process group does not reach them)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        st = _start_time(p)
-        if st is not None:
-            out.add((p, st))
-        todo.extend(children.get(p, []))
-    return out
-
-
-def end_processes(known: set[tuple[int, int]]) -> None:
-    """SIGTERM, then SIGKILL, the recorded processes that still run (same pid and start time: never a
-    process that merely reuses a pid)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        alive = [p for p, st in known if _start_time(p) == st]
-        if not alive:
-            return
-        for p in alive:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(p, sig)
-        deadline = time.monotonic() + KILL_GRACE_S
-        while time.monotonic() < deadline and any(_start_time(p) == st for p, st in known):
-            time.sleep(0.05)
-
-
 def job_command(s: Scenario) -> tuple[list[str], dict[str, str]]:
     cmd, env = mpiexec_command(s.ranks, s.argv())
     env.update(RANK_ENV_EXTRA)
@@ -226,35 +173,12 @@ def job_command(s: Scenario) -> tuple[list[str], dict[str, str]]:
 
 
 def run_job(s: Scenario, hard_timeout: float) -> JobRun:
-    """Run `s` under mpiexec. A job still running after `hard_timeout` s is ended (returncode None); any
-    process of the job left after it ended is ended too."""
-    cmd, env = job_command(s)
+    """Run `s` under mpiexec (`launcher.run_job`): a job still running after `hard_timeout` s is ended
+    (returncode None); any process of the job left after it ended is ended too."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    known: set[tuple[int, int]] = set()
-    rc: int | None = None
-    out = err = ""
-    try:
-        while True:
-            known |= process_tree(proc.pid)
-            try:
-                out, err = proc.communicate(timeout=TREE_POLL_S)
-                rc = proc.returncode
-                break
-            except subprocess.TimeoutExpired:
-                if time.monotonic() - t0 > hard_timeout:
-                    break
-    finally:
-        end_processes(known)   # the hung job, or ranks a finished mpiexec left behind
-        if rc is None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                out, err = proc.communicate(timeout=KILL_GRACE_S)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    results, _ = parse_lines(out or "")
-    return JobRun(results, rc, time.monotonic() - t0, (err or "")[-4000:])
+    out, err, rc = launcher.run_job(*job_command(s), hard_timeout, merge_stderr=False)
+    results, _ = parse_lines(out)
+    return JobRun(results, rc, time.monotonic() - t0, err[-4000:])
 
 
 def run_scenario(s: Scenario, hard_timeout: float) -> Outcome:

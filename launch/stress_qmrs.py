@@ -130,9 +130,9 @@ def main() -> int:
         cfg = draw(rng, a.max_ranks)
         cmd, env = mpiexec_command(cfg["R"], [os.path.abspath(__file__), "--worker", json.dumps(cfg)])
         t0 = time.monotonic()
-        out, returncode, hung = run_job(cmd, env, a.hard_timeout)
+        out, _, returncode = run_job(cmd, env, a.hard_timeout)
         line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
-        if hung:
+        if returncode is None:
             verdict = "HANG"
         elif line:
             verdict = line[len("RESULT "):]

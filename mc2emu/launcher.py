@@ -89,20 +89,91 @@ def mpiexec_command(np_: int, argv: list[str]) -> tuple[list[str], dict[str, str
     return [*cmd, sys.executable, *argv], env
 
 
-def run_job(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[str, int | None, bool]:
-    """Run an `mpiexec_command` job in its own process group: (its stdout and stderr, merged; its exit code;
-    whether it hung). A job still running after `timeout` s is ended with its whole group (only the job
-    started here) and counts as hung."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+# How often a running job's process tree is recorded (so orphans of a dying mpiexec are still known).
+TREE_POLL_S = 0.5
+# SIGTERM, then SIGKILL after this grace.
+KILL_GRACE_S = 2.0
+
+
+def _start_time(pid: int) -> int | None:
+    """The start time (clock ticks after boot) of a live process; None when gone or a zombie."""
     try:
-        out, _ = proc.communicate(timeout=timeout)
-        return out, proc.returncode, False
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return out, proc.returncode, True
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_tree(pid: int) -> set[tuple[int, int]]:
+    """(pid, start time) of `pid` and its live descendants (hydra puts each rank in a session of its own, and
+    Open MPI's daemon starts them outside mpiexec's process group, so a process group does not reach them)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        st = _start_time(p)
+        if st is not None:
+            out.add((p, st))
+        todo.extend(children.get(p, []))
+    return out
+
+
+def end_processes(known: set[tuple[int, int]]) -> None:
+    """SIGTERM, then SIGKILL, the recorded processes that still run (same pid and start time: never a
+    process that merely reuses a pid)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [p for p, st in known if _start_time(p) == st]
+        if not alive:
+            return
+        for p in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, sig)
+        deadline = time.monotonic() + KILL_GRACE_S
+        while time.monotonic() < deadline and any(_start_time(p) == st for p, st in known):
+            time.sleep(0.05)   # host teardown: polls other processes' exit (no kernel core waits here)
+
+
+def run_job(cmd: list[str], env: dict[str, str], timeout: float, *,
+            merge_stderr: bool = True) -> tuple[str, str, int | None]:
+    """Run an `mpiexec_command` job: (stdout, stderr, exit code). With `merge_stderr` stderr is in stdout
+    (and "" is returned for it). A job still running after `timeout` s is ended and its exit code is None.
+    Every process of the job (its tree, recorded while it runs) left after it ended is ended too: only the
+    processes this job started."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, text=True,
+                            start_new_session=True)
+    known: set[tuple[int, int]] = set()
+    rc: int | None = None
+    out = err = ""
+    try:
+        while True:
+            known |= process_tree(proc.pid)
+            try:
+                out, err = proc.communicate(timeout=TREE_POLL_S)
+                rc = proc.returncode
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() - t0 > timeout:
+                    break
+    finally:
+        end_processes(known)   # the hung job, or ranks a finished mpiexec left behind
+        if rc is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                out, err = proc.communicate(timeout=KILL_GRACE_S)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return out or "", err or "", rc
 
 
 def under_mpirun() -> bool:

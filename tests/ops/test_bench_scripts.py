@@ -19,8 +19,8 @@ HARD_TIMEOUT_S = 120.0
 
 
 def _run_bench(script: str, *args: str) -> str:
-    out, returncode, hung = run_job(*mpiexec_command(2, [str(ROOT / "launch" / script), *args]), HARD_TIMEOUT_S)
-    if hung:
+    out, _, returncode = run_job(*mpiexec_command(2, [str(ROOT / "launch" / script), *args]), HARD_TIMEOUT_S)
+    if returncode is None:
         pytest.fail(f"{script} did not end in {HARD_TIMEOUT_S} s:\n{out}")
     assert returncode == 0, out
     return out
