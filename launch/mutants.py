@@ -436,6 +436,9 @@ MUTANTS: list[Mutant] = [
            "(alloc.aid, addr.offset, alloc.generation, info.fragCoord,",
            "(alloc.aid, addr.offset, alloc.generation, 0,",
            serial=("tests/blaze/test_memo_stamps.py",)),
+    Mutant("windows taken as written by this rank alone (stamped, replayed)", "mc2emu/runtime/gm.py",
+           '        return self.kind == "gm"', "        return True",
+           serial=("tests/blaze/test_memo_stamps.py::test_a_window_gather_is_read_again_and_returns_what_peers_put_since",)),
     # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
     Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,
            "            for j in range(a.rankSize):", "            for j in reversed(range(a.rankSize)):",

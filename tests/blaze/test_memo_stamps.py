@@ -238,3 +238,63 @@ def test_fragment_gathers_of_one_allocation_are_told_apart_by_place():
     assert None not in (s1, s2, s4) and len({s1, s2, s4}) == 3 and s3 == s1
     assert again is first
     assert calls == ["frags"] * 6   # two pieces per gather read; the replay reads nothing
+
+
+@pytest.mark.parametrize("observed", [False, True])
+@pytest.mark.parametrize("changed", [None, 0, 1])
+def test_a_window_gather_is_read_again_and_returns_what_peers_put_since(changed, observed):
+    """Window fragments (peers put into them unseen: never stamped, never replayed). A gather of a place gathered
+    before returns the window's bytes as they are now: unchanged, or changed by a peer's put in between
+    (`changed`: the piece of the first or the second fragment), while the earlier gather's buffer keeps its own.
+    Every piece is read on GM each time, also when nothing observes the reads (a stamped gather would then be
+    replayed), and each read's event carries exactly the bytes the gather returned."""
+    import ml_dtypes
+
+    from mc2emu.apace.basic import FragmentParam, MakeFragmentTensor
+    from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment, _gather
+    from mc2emu.blaze.tensor_api import FrameLayoutFormat
+    from mc2emu.runtime import EventKind, EventRecorder
+
+    dev = Device(check=True)
+    rec = EventRecorder()
+    if observed:
+        dev.events.subscribe(rec, (EventKind.GM_READ,), prefixes={EventKind.GM_READ: "win"})
+    calls = _count_reads(dev)
+    frags = [((np.arange(4 * 64) + 37 * f) % 120).astype(np.uint8).reshape(4, 64) for f in range(3)]
+    wins = [dev.gm.adopt(frags[f].copy(), f"win{f}", kind="window", written=True) for f in range(3)]
+    T = _mx_template(QmmMxBlockMmadFragment)
+    got = []
+
+    def kernel(ctx):
+        mm = T(ctx)
+        lst = [*wins, *([None] * 29)]
+        ft = MakeFragmentTensor(FragmentParam((12, 64), 4, 4, 0, 3), lst,
+                                LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
+                                ElementType=ml_dtypes.float8_e4m3fn, name="A")
+        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
+        got.append(_gather(mm, ft.Slice((2, 32), (6, 32)), (6, 32)))     # another place of the same windows
+        if changed is not None:   # a peer's put lands: the bytes change, this rank's GM sees no write
+            wins[changed].alloc.buf[3 * 64 + 5] ^= 0x11
+        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
+
+    dev.launch(kernel, 1, "AIC_ONLY")
+    (first, s1), (other, _), (again, s3) = got
+    assert s1 is None and s3 is None
+    want = np.concatenate([frags[0][2:], frags[1]])
+    np.testing.assert_array_equal(first.view(np.uint8), want)
+    np.testing.assert_array_equal(other.view(np.uint8), want[:, 32:])
+    if changed is None:
+        np.testing.assert_array_equal(again.view(np.uint8), want)
+    else:
+        want2 = want.copy()
+        want2[1 if changed == 0 else 5, 5] ^= 0x11      # window 0 holds rows 2..3 of the slice, window 1 rows 4..7
+        np.testing.assert_array_equal(again.view(np.uint8), want2)
+        np.testing.assert_array_equal(first.view(np.uint8), want)      # the kept buffer was never written
+    assert calls == ["win0", "win1"] * 3
+    if not observed:
+        return
+    reads = rec.of(EventKind.GM_READ)
+    assert [e.obj for e in reads] == ["win0", "win1"] * 3
+    returned = [first[:2], first[2:], other[:2], other[2:], again[:2], again[2:]]
+    for e, buf in zip(reads, returned, strict=True):
+        np.testing.assert_array_equal(np.asarray(e.extra["data"]).view(np.uint8), buf.view(np.uint8))
