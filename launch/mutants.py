@@ -439,6 +439,11 @@ MUTANTS: list[Mutant] = [
     Mutant("windows taken as written by this rank alone (stamped, replayed)", "mc2emu/runtime/gm.py",
            '        return self.kind == "gm"', "        return True",
            serial=("tests/blaze/test_memo_stamps.py::test_a_window_gather_is_read_again_and_returns_what_peers_put_since",)),
+    Mutant("compute slots kept at the CPU count on an oversubscribed host",
+           "mc2emu/blaze/gemm/block/block_mmad_host.py",
+           "        if os.environ.get(name, \"\").isdigit() and int(os.environ[name]) > cpus:",
+           "        if os.environ.get(name, \"\").isdigit() and int(os.environ[name]) > 4 * cpus:",
+           serial=("tests/blaze/test_compute_slots.py",)),
     # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
     Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,
            "            for j in range(a.rankSize):", "            for j in reversed(range(a.rankSize)):",

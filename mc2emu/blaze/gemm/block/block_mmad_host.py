@@ -24,6 +24,23 @@ if TYPE_CHECKING:
     from mc2emu.runtime.gm import Allocation
 
 
+# Environment naming the number of ranks the MPI launcher started on this host (MPICH hydra, Open MPI).
+LOCAL_RANKS_ENV = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
+SLOTS_ENV = "MC2EMU_COMPUTE_SLOTS"
+
+
+def default_slots() -> int:
+    """Compute slots per rank: `MC2EMU_COMPUTE_SLOTS` when set, else the host's CPUs, down to one when the
+    launcher put more ranks on this host than it has CPUs (every CPU then already has a rank's slot to run)."""
+    if os.environ.get(SLOTS_ENV):
+        return int(os.environ[SLOTS_ENV])
+    cpus = os.cpu_count() or 1
+    for name in LOCAL_RANKS_ENV:
+        if os.environ.get(name, "").isdigit() and int(os.environ[name]) > cpus:
+            return 1
+    return cpus
+
+
 class BlockMmadHost:
     """Host-side resources the cores of one BlockMmad instantiation share; they change host time only.
 
@@ -35,7 +52,7 @@ class BlockMmadHost:
     - `memo`: the launch-wide `DequantMemo` (decode once per GM chunk, verified against the bytes read)."""
 
     def __init__(self, slots: int | None = None) -> None:
-        self.count = max(1, int(slots if slots is not None else (os.cpu_count() or 1)))
+        self.count = max(1, int(slots if slots is not None else default_slots()))
         self._sem = threading.BoundedSemaphore(self.count)
         self.memo = DequantMemo()
 
