@@ -146,25 +146,42 @@ def test_never_written_bytes_are_reported_by_every_core_that_reads_them():
     assert (got["AIC0"].view(np.uint8)[:8] == 0x38).all()
 
 
+def _gather_bench(observe):
+    """A checked device whose GM reads are counted (`_count_reads`), a recorder of the GM_READ events of
+    allocations named `observe...` (None: nothing observes), and the bytes of three 4 x 64 fragments."""
+    from mc2emu.runtime import EventKind, EventRecorder
+
+    dev = Device(check=True)
+    rec = EventRecorder()
+    if observe is not None:
+        dev.events.subscribe(rec, (EventKind.GM_READ,), prefixes={EventKind.GM_READ: observe})
+    frags = [((np.arange(4 * 64) + 37 * f) % 120).astype(np.uint8).reshape(4, 64) for f in range(3)]
+    return dev, rec, _count_reads(dev), frags
+
+
+def _three_fragments(lst):
+    """The FP8 fragment tensor "A" of the gather tests: 3 fragments of 4 rows x 64 along rows, addresses `lst`."""
+    import ml_dtypes
+
+    from mc2emu.apace.basic import FragmentParam, MakeFragmentTensor
+    from mc2emu.blaze.tensor_api import FrameLayoutFormat
+
+    return MakeFragmentTensor(FragmentParam((12, 64), 4, 4, 0, 3), lst, LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
+                              ElementType=ml_dtypes.float8_e4m3fn, name="A")
+
+
 @pytest.mark.parametrize("observed", [False, True])
 def test_a_fragment_gather_is_replayed_only_when_nothing_sees_it(observed):
     """QmmMxBlockMmadFragment's gathers (A and scaleA): rows 2..7 of fragments of 4 rows (two pieces).
     Unobserved, the second gather of the same stamp is the first's buffer with no GM read; observed (a GM_READ
     observer of one piece is enough), it reads every piece again into a new buffer. A write to a fragment, or an
     address-list update, changes the stamp: the next gather reads the new bytes."""
-    import ml_dtypes
 
-    from mc2emu.apace.basic import FragmentParam, MakeFragmentTensor
     from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment, _gather
-    from mc2emu.blaze.tensor_api import FrameLayoutFormat
-    from mc2emu.runtime import EventKind, EventRecorder
+    from mc2emu.runtime import EventKind
 
-    dev = Device(check=True)
-    rec = EventRecorder()
-    if observed:   # the reads of fragment 0 only: the first piece of every gather below
-        dev.events.subscribe(rec, (EventKind.GM_READ,), prefixes={EventKind.GM_READ: "frag0"})
-    calls = _count_reads(dev)
-    frags = [((np.arange(4 * 64) + 37 * f) % 120).astype(np.uint8).reshape(4, 64) for f in range(3)]
+    # observed: the reads of fragment 0 only, the first piece of every gather below
+    dev, rec, calls, frags = _gather_bench("frag0" if observed else None)
     addrs = [dev.gm.alloc(0, f"frag{f}", data=frags[f]) for f in range(3)]
     T = _mx_template(QmmMxBlockMmadFragment)
     got = []
@@ -172,9 +189,7 @@ def test_a_fragment_gather_is_replayed_only_when_nothing_sees_it(observed):
     def kernel(ctx):
         mm = T(ctx)
         lst = [*addrs, *([None] * 29)]
-        ft = MakeFragmentTensor(FragmentParam((12, 64), 4, 4, 0, 3), lst,
-                                LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
-                                ElementType=ml_dtypes.float8_e4m3fn, name="A")
+        ft = _three_fragments(lst)
         got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
         got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
         ctx.gm_write(addrs[1] + 64, np.full((1, 64), 0x7E, dtype=np.uint8))          # fragment 1, row 1
@@ -204,11 +219,8 @@ def test_fragment_gathers_of_one_allocation_are_told_apart_by_place():
     """Three fragments in one allocation (nothing observes it): gathers of the same shape that read other bytes
     of it, at another column of the same fragments or through an address moved inside the allocation, are read
     and not replayed; the same gather again is replayed. Every buffer holds its own bytes."""
-    import ml_dtypes
 
-    from mc2emu.apace.basic import FragmentParam, MakeFragmentTensor
     from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment, _gather
-    from mc2emu.blaze.tensor_api import FrameLayoutFormat
 
     dev = Device(check=True)
     calls = _count_reads(dev)
@@ -220,9 +232,7 @@ def test_fragment_gathers_of_one_allocation_are_told_apart_by_place():
     def kernel(ctx):
         mm = T(ctx)
         lst = [base, base + 256, base + 512, *([None] * 29)]
-        ft = MakeFragmentTensor(FragmentParam((12, 64), 4, 4, 0, 3), lst,
-                                LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
-                                ElementType=ml_dtypes.float8_e4m3fn, name="A")
+        ft = _three_fragments(lst)
         got.append(_gather(mm, ft.Slice((2, 0), (6, 32)), (6, 32)))
         got.append(_gather(mm, ft.Slice((2, 32), (6, 32)), (6, 32)))    # the same pieces' other columns
         got.append(_gather(mm, ft.Slice((2, 0), (6, 32)), (6, 32)))     # the first again: replayed
@@ -248,19 +258,11 @@ def test_a_window_gather_is_read_again_and_returns_what_peers_put_since(changed,
     (`changed`: the piece of the first or the second fragment), while the earlier gather's buffer keeps its own.
     Every piece is read on GM each time, also when nothing observes the reads (a stamped gather would then be
     replayed), and each read's event carries exactly the bytes the gather returned."""
-    import ml_dtypes
 
-    from mc2emu.apace.basic import FragmentParam, MakeFragmentTensor
     from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment, _gather
-    from mc2emu.blaze.tensor_api import FrameLayoutFormat
-    from mc2emu.runtime import EventKind, EventRecorder
+    from mc2emu.runtime import EventKind
 
-    dev = Device(check=True)
-    rec = EventRecorder()
-    if observed:
-        dev.events.subscribe(rec, (EventKind.GM_READ,), prefixes={EventKind.GM_READ: "win"})
-    calls = _count_reads(dev)
-    frags = [((np.arange(4 * 64) + 37 * f) % 120).astype(np.uint8).reshape(4, 64) for f in range(3)]
+    dev, rec, calls, frags = _gather_bench("win" if observed else None)
     wins = [dev.gm.adopt(frags[f].copy(), f"win{f}", kind="window", written=True) for f in range(3)]
     T = _mx_template(QmmMxBlockMmadFragment)
     got = []
@@ -268,9 +270,7 @@ def test_a_window_gather_is_read_again_and_returns_what_peers_put_since(changed,
     def kernel(ctx):
         mm = T(ctx)
         lst = [*wins, *([None] * 29)]
-        ft = MakeFragmentTensor(FragmentParam((12, 64), 4, 4, 0, 3), lst,
-                                LayoutFactory=FrameLayoutFormat(NDExtLayoutPtn),
-                                ElementType=ml_dtypes.float8_e4m3fn, name="A")
+        ft = _three_fragments(lst)
         got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
         got.append(_gather(mm, ft.Slice((2, 32), (6, 32)), (6, 32)))     # another place of the same windows
         if changed is not None:   # a peer's put lands: the bytes change, this rank's GM sees no write
