@@ -73,6 +73,12 @@ def mmad_steps(a_chunks: dict[tuple[int, int], np.ndarray], b_chunks: dict[tuple
     return c, steps
 
 
+def step_count(m: int, n: int, k: int, baseM: int, baseN: int, baseK: int, kL1: int) -> int:
+    """How many steps `mmad_steps` runs for an (m, k) x (k, n) matmul with that tiling (without running them)."""
+    per_tile = sum(CeilDiv(min(kL1, k - c * kL1), baseK) for c in range(CeilDiv(k, kL1)))
+    return CeilDiv(m, baseM) * CeilDiv(n, baseN) * per_tile
+
+
 def run_floor(comm: Any, a: np.ndarray, b: np.ndarray, baseM: int, baseN: int, baseK: int, kL1: int,
               repeat: int, cpu_s: Any) -> tuple[np.ndarray, int, float, float]:
     """`mmad_steps` on every rank at once, `repeat` times (the bench's load: one process per rank, all ranks

@@ -444,6 +444,14 @@ MUTANTS: list[Mutant] = [
            "        if os.environ.get(name, \"\").isdigit() and int(os.environ[name]) > cpus:",
            "        if os.environ.get(name, \"\").isdigit() and int(os.environ[name]) > 4 * cpus:",
            serial=("tests/blaze/test_compute_slots.py",)),
+    Mutant("profile_op counts a call nested in a call of the same function again", "launch/profile_op.py",
+           "            if name in inside:              # nested in a call of the same function: counted there\n"
+           "                return fn(*args, **kwargs)\n", "",
+           serial=("tests/ops/test_profile_op.py",)),
+    Mutant("the floor's step count drops a chunk's short last step", "launch/mmad_floor.py",
+           "    per_tile = sum(CeilDiv(min(kL1, k - c * kL1), baseK) for c in range(CeilDiv(k, kL1)))",
+           "    per_tile = sum(min(kL1, k - c * kL1) // baseK for c in range(CeilDiv(k, kL1)))",
+           serial=("tests/ops/test_mmad_floor.py",)),
     # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
     Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,
            "            for j in range(a.rankSize):", "            for j in reversed(range(a.rankSize)):",

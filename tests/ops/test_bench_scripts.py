@@ -45,3 +45,29 @@ def test_bench_without_the_floor_prints_none():
     out = _run_bench("bench_qmrs.py", "--m", "256", "--k", "256", "--n", "128", "--no-floor")
     assert "bit-exact vs golden      pass" in out, out
     assert "floor:" not in out, out
+
+
+def _profile_rows(out: str) -> tuple[dict[str, tuple[float, float]], int, int]:
+    """profile_op's report: {function: (CPU s, calls)}, and the MMAD steps counted and the floor's count."""
+    import re
+
+    rows = {m.group(3): (float(m.group(1)), float(m.group(2)))
+            for m in re.finditer(r"^\s+([\d.]+)\s+[\d.]+%\s+(\d+)\s+[\d.]+\s+(\S+)$", out, re.M)}
+    steps = re.search(r"MMAD steps per rank: (\d+) \(the floor's tiling of the same output: (\d+)\)", out)
+    assert steps is not None, out
+    return rows, int(steps.group(1)), int(steps.group(2))
+
+
+@pytest.mark.parametrize("op, shape", [("qmrs", ("256", "256", "128")), ("ag", ("64", "256", "128"))])
+def test_profile_op_reports_the_emulators_parts_and_its_steps(op, shape):
+    m, k, n = shape
+    out = _run_bench("profile_op.py", op, "--m", m, "--k", k, "--n", n)
+    rows, steps, floor = _profile_rows(out)
+    assert rows["BlockMmadMx.Mmad"][1] == steps > 0, out
+    if op == "qmrs":
+        assert steps == floor, out        # T rounds of one tiling cover the output as the floor's tiles do
+    else:
+        assert steps >= floor, out        # AG's HEAD / MAIN / TAIL regions tile apart: their tails add steps
+    # inclusive times nest: a BlockMmad call contains its chunks, a chunk its steps
+    assert rows["BlockMmadMx._call"][0] >= rows["BlockMmadMx.Iterate"][0] >= rows["BlockMmadMx.Mmad"][0], out
+    assert rows["BlockMmadMx.Iterate"][1] >= rows["BlockMmadMx._call"][1], out

@@ -54,6 +54,7 @@ def test_floor_steps_are_the_emulators_bits(mmad_floor, m, n, k):
     tiles = -(-m // t.baseM) * -(-n // t.baseN)
     chunks = -(-k // t.kL1)
     assert steps == tiles * sum(-(-min(t.kL1, k - i * t.kL1) // t.baseK) for i in range(chunks))
+    assert mmad_floor.step_count(m, n, k, t.baseM, t.baseN, t.baseK, t.kL1) == steps   # counted without running
     assert np.array_equal(c.view(np.uint32), np.asarray(emulated, dtype=np.float32).view(np.uint32))
     # The data makes the order visible: one BLAS call over the whole K rounds differently somewhere.
     assert not np.array_equal(np.matmul(a, b).view(np.uint32), c.view(np.uint32))
