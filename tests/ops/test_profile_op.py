@@ -78,3 +78,6 @@ def test_report_gives_per_rank_means_and_the_step_counts(profile_op):
     assert x.split()[:3] == ["0.250", "8.3%", "0"]   # 0.5 calls per rank, printed to whole calls
     assert lines.index(mmad) < lines.index(x)        # the largest first
     assert lines[-1] == "MMAD steps per rank: 8 (the floor's tiling of the same output: 8)"
+    rows[0]["hazards"] = {"UNCONSUMED_FLAG": 2}
+    rows[1]["hazards"] = {"UNCONSUMED_FLAG": 3, "X": 1}
+    assert profile_op.report(rows, 8)[-1] == "hazards reported (all ranks): UNCONSUMED_FLAG x5, X x1"
