@@ -452,6 +452,12 @@ MUTANTS: list[Mutant] = [
            "    per_tile = sum(CeilDiv(min(kL1, k - c * kL1), baseK) for c in range(CeilDiv(k, kL1)))",
            "    per_tile = sum(min(kL1, k - c * kL1) // baseK for c in range(CeilDiv(k, kL1)))",
            serial=("tests/ops/test_mmad_floor.py",)),
+    Mutant("HB: a dense read's run compared at the put's offset instead of the read's", "mc2emu/check/happens_before.py",
+           "self.data.reshape(-1)[a - lo:b - lo]", "self.data.reshape(-1)[a - plo:b - plo]",
+           serial=("tests/checkers/test_read_content.py",)),
+    Mutant("HB: every read taken as dense", "mc2emu/check/happens_before.py",
+           "        if n != 1 and st != step:\n            return False\n", "",
+           serial=("tests/checkers/test_read_content.py",)),
     # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
     Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,
            "            for j in range(a.rankSize):", "            for j in reversed(range(a.rankSize)):",

@@ -667,10 +667,11 @@ class ReadContent:
     """What one GM_READ of a window returned: its geometry (byte offset, element shape and byte strides, item
     size) and its bytes, shape (*shape, item). Offsets are computed only where a put covers part of the read."""
 
-    __slots__ = ("data", "item", "offset", "shape", "strides")
+    __slots__ = ("data", "dense", "item", "offset", "shape", "strides")
 
     def __init__(self, offset: int, shape: tuple, strides: tuple, item: int, data: np.ndarray) -> None:
         self.offset, self.shape, self.strides, self.item, self.data = offset, shape, strides, item, data
+        self.dense = _dense(shape, strides, item)   # the bytes are [offset, offset + size), in order
 
     def span(self) -> tuple[int, int]:
         return _span(self.offset, self.shape, self.strides, self.item)
@@ -702,6 +703,12 @@ class ReadContent:
             now = np.ndarray((*self.shape, self.item), dtype=np.uint8, buffer=buf, offset=self.offset,
                              strides=(*self.strides, 1))
             return int(np.count_nonzero(now != self.data)), int(self.data.size), lo, hi
+        if self.dense:
+            # Dense bytes: those inside the put are one run, [a, b) of the window and of `data`, no offsets.
+            a, b = max(lo, plo), min(hi, phi)
+            if a >= b:
+                return 0, 0, 0, 0
+            return int(np.count_nonzero(buf[a:b] != self.data.reshape(-1)[a - lo:b - lo])), b - a, a, b
         offs = self.offsets()
         sel = (offs >= plo) & (offs < phi)
         if not sel.any():
@@ -739,6 +746,17 @@ class _ReadContents:
         content = ReadContent(int(addr.offset), shape, strides, item, raw.reshape(*shape, item).copy())
         self._last[key] = content
         return content
+
+
+def _dense(shape: tuple, strides: tuple, item: int) -> bool:
+    """Whether an access of `shape` elements of `item` bytes with byte `strides` covers one run of bytes in
+    element order (C order, no gaps): then its k-th byte lies at offset + k."""
+    step = item
+    for n, st in zip(reversed(shape), reversed(strides), strict=True):
+        if n != 1 and st != step:
+            return False
+        step *= n
+    return True
 
 
 def _span(offset: int, shape: tuple, strides: tuple, item: int) -> tuple[int, int]:

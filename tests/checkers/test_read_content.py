@@ -57,3 +57,30 @@ def test_content_compare_matches_the_per_byte_model(plo, phi):
     assert rc.compare(buf, plo, phi) == model(buf, offset, got, plo, phi)
     same = ReadContent(offset, (ROWS, COLS), (ROW, 1), 1, view.copy().reshape(ROWS, COLS, 1))
     assert same.compare(buf, plo, phi)[0] == 0
+
+
+@pytest.mark.parametrize("shape, strides, item", [((4096,), (1,), 1), ((2048,), (2,), 2), ((4, 16), (16, 1), 1),
+                                                  ((3, 8), (16, 2), 2), ((1, 40), (999, 1), 1)])
+def test_dense_reads_compare_as_one_run_with_the_per_byte_verdict(shape, strides, item):
+    """Reads whose bytes are one run in element order (1-D, whole rows, a unit axis of any stride) compare the
+    run inside the put directly; the verdict equals the per-byte model's for puts covering none, part, all."""
+    rng = np.random.default_rng(5)
+    buf = rng.integers(0, 256, 16384, dtype=np.uint8)
+    offset = 1000
+    n = int(np.prod(shape)) * item
+    got = buf[offset:offset + n].copy()
+    got[[0, n // 3, n - 1]] ^= 0x5A            # stale bytes at the start, inside and at the end of the read
+    rc = ReadContent(offset, shape, strides, item, got.reshape(*shape, item))
+    assert rc.dense
+    offs = offset + np.arange(n)              # the model: the k-th returned byte lies at offset + k
+    for plo, phi in [(0, 20000), (offset, offset + 1), (offset + 5, offset + n // 2), (offset + n // 3, 20000),
+                     (0, offset), (offset + n, 20000), (offset - 10, offset + n + 10), (offset + n - 1, offset + n)]:
+        sel = (offs >= plo) & (offs < phi)
+        want = ((int(np.count_nonzero(buf[offs[sel]] != got[sel])), int(sel.sum()), int(offs[sel].min()),
+                 int(offs[sel].max()) + 1) if sel.any() else (0, 0, 0, 0))
+        assert rc.compare(buf, plo, phi) == want, (plo, phi)
+
+
+def test_strided_reads_are_not_dense():
+    assert not ReadContent(0, (ROWS, COLS), (ROW, 1), 1, np.zeros((ROWS, COLS, 1), np.uint8)).dense
+    assert not ReadContent(0, (8,), (4,), 2, np.zeros((8, 2), np.uint8)).dense
