@@ -458,6 +458,10 @@ MUTANTS: list[Mutant] = [
     Mutant("HB: every read taken as dense", "mc2emu/check/happens_before.py",
            "        if n != 1 and st != step:\n            return False\n", "",
            serial=("tests/checkers/test_read_content.py",)),
+    Mutant("strided local put lands its rows back to back", "mc2emu/comm/shmem.py",
+           "dt = _ROW_TYPES[key] = MPI.BYTE.Create_vector(count, rowBytes, stride).Commit()",
+           "dt = _ROW_TYPES[key] = MPI.BYTE.Create_vector(count, rowBytes, rowBytes).Commit()",
+           mpi=("tests/comm/test_comm_shmem.py",)),
     # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
     Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,
            "            for j in range(a.rankSize):", "            for j in reversed(range(a.rankSize)):",

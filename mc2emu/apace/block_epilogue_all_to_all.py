@@ -16,9 +16,10 @@ Emulates ops-transformer `mc2/common/op_kernel/apace/block/epilogue/block_epilog
         SetFlag / WaitFlag<MTE3_MTE2>
 
 UB is one byte array per AIV (`ub_bytes`), shared with the reduction of the impl as on the device (both use
-offsets from 0). The UB -> remote window copies are `Shmem.put_local_nbi` (the UBMEM MTE3 path): one per row
-when singleN < N (the window rows are N wide), one per run when the tile spans all of N; the MTE3_MTE2 wait
-completes them (`quiet`).
+offsets from 0). The UB -> remote window copies take the UBMEM MTE3 path: one strided copy per run of rows
+(`Shmem.put_local_rows_nbi`, rows N * 2 bytes apart) when singleN < N, since the window rows are N wide, and one
+contiguous `Shmem.put_local_nbi` per run when the tile spans all of N. The MTE3_MTE2 wait completes them
+(`quiet`).
 """
 
 from __future__ import annotations
@@ -128,9 +129,8 @@ class BlockEpilogueAlltoAll:
                 dst = remote.addr + (row0 * n_ + nPos) * BF16.itemsize
                 if singleN == n_:
                     shmem.put_local_nbi(ctx, dst, rows, dstRankId)
-                else:
-                    for i in range(rowsInBatch):
-                        shmem.put_local_nbi(ctx, dst + i * n_ * BF16.itemsize, rows[i], dstRankId)
+                else:   # the window rows are N wide: one strided copy, rows N * 2 bytes apart
+                    shmem.put_local_rows_nbi(ctx, dst, rows, n_ * BF16.itemsize, dstRankId)
                 processed += rowsInBatch
             shmem.quiet(ctx)            # SetFlag / WaitFlag<MTE3_MTE2>: the copies out of UB are complete
             self.subtiles += 1

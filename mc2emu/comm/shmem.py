@@ -128,6 +128,23 @@ class SignalRead(enum.Enum):
     FETCH = "fetch"
 
 
+# MPI vector types of strided puts, by (rows, row bytes, stride): made and committed once per process (MPI frees
+# them at finalize).
+_ROW_TYPES: dict[tuple[int, int, int], Any] = {}
+_ROW_TYPES_LOCK = threading.Lock()
+
+
+def _row_type(count: int, rowBytes: int, stride: int) -> Any:
+    key = (count, rowBytes, stride)
+    dt = _ROW_TYPES.get(key)
+    if dt is None:
+        with _ROW_TYPES_LOCK:
+            dt = _ROW_TYPES.get(key)
+            if dt is None:
+                dt = _ROW_TYPES[key] = MPI.BYTE.Create_vector(count, rowBytes, stride).Commit()
+    return dt
+
+
 class Shmem:
     """The SHMEM-like interface of one rank, bound to its `CommWorld`."""
 
@@ -230,6 +247,32 @@ class Shmem:
             window.win.Flush(pe)     # `origin` stays alive until the put completes (MPI-4.1 §12.3)
         if self.device.events.active:
             self._event(ctx, EventKind.PUT, window, off, nbytes, pe, t0_ns=t0)
+        else:
+            self.device.waiter.progress.bump()
+
+    def put_local_rows_nbi(self, ctx: CoreContext, dst: GmAddr, rows: np.ndarray, stride: int, pe: int) -> None:
+        """Copy the rows of a 2-D core-local buffer (`rows`, e.g. UB) to rows `stride` bytes apart from the
+        symmetric `dst` on rank `pe`: one strided MTE3 copy (`DataCopyParams` blockCount = rows, dstStride), as
+        one MPI put with a vector target type. The same bytes, completion and events as a `put_local_nbi` per
+        row (one PUT event per row, so every put's byte range stays exact); one checkpoint for the copy."""
+        self._check_pe(pe)
+        origin = np.ascontiguousarray(rows).view(np.uint8)
+        count, rowBytes = (int(n) for n in origin.shape)
+        stride = int(stride)
+        if count <= 1 or stride == rowBytes:
+            self.put_local_nbi(ctx, dst, origin, pe)
+            return
+        if stride < rowBytes:
+            raise WindowError(f"strided put of rows of {rowBytes} bytes at a stride of {stride} bytes: rows overlap")
+        window, off = self.world.window_of(dst, (count - 1) * stride + rowBytes, "put destination")
+        ctx.checkpoint("put")
+        t0 = time.perf_counter_ns()
+        if rowBytes:
+            window.win.Put(origin.reshape(-1), pe, (off, 1, _row_type(count, rowBytes, stride)))
+            window.win.Flush(pe)     # `origin` stays alive until the put completes (MPI-4.1 §12.3)
+        if self.device.events.active:
+            for i in range(count):
+                self._event(ctx, EventKind.PUT, window, off + i * stride, rowBytes, pe, t0_ns=t0)
         else:
             self.device.waiter.progress.bump()
 

@@ -187,3 +187,51 @@ def test_slow_but_live_peer_does_not_trip_the_deadline(make_world):
 
     dev.launch(kernel, 1, KernelType.AIV_ONLY)
     world.barrier(timeout=RESYNC_TIMEOUT_S)
+
+
+@pytest.mark.parametrize("rows, row_bytes, stride", [(5, 24, 64), (1, 24, 64), (4, 16, 16), (3, 0, 8)])
+def test_strided_local_put_lands_rows_apart_and_leaves_the_gaps(make_world, rows, row_bytes, stride):
+    """`put_local_rows_nbi`: the rows of a local buffer land `stride` bytes apart in the right neighbour's window
+    (one strided copy); the bytes between them keep what was there; one PUT event per row with its offset."""
+    world = make_world()
+    shmem = Shmem(world)
+    R, me, dev = world.size, world.rank, world.device
+    rec = EventRecorder()
+    dev.events.subscribe(rec, (EventKind.PUT,))
+    win = world.window(512, "rows")
+    right, left = (me + 1) % R, (me - 1) % R
+    data = rank_data(me, max(rows * row_bytes, 1), salt=3)[:rows * row_bytes].reshape(rows, row_bytes)
+
+    def kernel(ctx):
+        ctx.gm_write(win.base, np.full(512, 0xEE, dtype=np.uint8))
+        shmem.barrier_all(ctx)
+        shmem.put_local_rows_nbi(ctx, win.addr(40), data, stride, right)
+        shmem.quiet(ctx)
+        shmem.barrier_all(ctx)
+
+    dev.launch(kernel, 1, KernelType.AIV_ONLY)
+    got = dev.gm.read(win.base, np.uint8, (512,))
+    want = np.full(512, 0xEE, dtype=np.uint8)
+    theirs = rank_data(left, max(rows * row_bytes, 1), salt=3)[:rows * row_bytes].reshape(rows, row_bytes)
+    for i in range(rows):
+        want[40 + i * stride: 40 + i * stride + row_bytes] = theirs[i]
+    np.testing.assert_array_equal(got, want)
+    puts = [e.extra for e in rec.of(EventKind.PUT)]
+    if row_bytes and rows > 1 and stride != row_bytes:
+        assert [(p["pe"], p["offset"], p["nbytes"]) for p in puts] == \
+            [(right, 40 + i * stride, row_bytes) for i in range(rows)]
+    world.barrier()
+
+
+def test_strided_local_put_of_overlapping_rows_is_refused(make_world):
+    world = make_world()
+    shmem = Shmem(world)
+    dev = world.device
+    win = world.window(256, "ovl")
+
+    def kernel(ctx):
+        shmem.put_local_rows_nbi(ctx, win.base, np.zeros((3, 32), np.uint8), 16, (world.rank + 1) % world.size)
+
+    with pytest.raises(Exception, match="rows overlap"):
+        dev.launch(kernel, 1, KernelType.AIV_ONLY)
+    world.barrier()
