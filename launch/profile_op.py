@@ -107,32 +107,38 @@ class Profile:
 
     def install(self, targets: tuple[tuple[str, str], ...] = PROFILED) -> None:
         for module, path in targets:
-            owner: Any = importlib.import_module(module)
-            *outer, attr = path.split(".")
-            for part in outer:
-                owner = getattr(owner, part)
+            owner, attr = resolve(module, path)
             setattr(owner, attr, self.wrap(path, getattr(owner, attr)))
 
 
-def _qmrs(args: argparse.Namespace, rank: int) -> tuple[Callable[..., Any], Any, int]:
+def resolve(module: str, path: str) -> tuple[Any, str]:
+    """(the object holding the attribute, its name) of a `PROFILED` target: `path` walked down from `module`."""
+    owner: Any = importlib.import_module(module)
+    *outer, attr = path.split(".")
+    for part in outer:
+        owner = getattr(owner, part)
+    return owner, attr
+
+
+def _qmrs(args: argparse.Namespace, rank: int) -> tuple[Callable[..., Any], int]:
     from mc2emu.ops import gen_qmrs_st_inputs, quant_matmul_reduce_scatter
 
     inp = gen_qmrs_st_inputs(args.m, args.k, args.n, rank)
     return functools.partial(quant_matmul_reduce_scatter, inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"],
-                             impl=args.impl, block_dim=args.block_dim, check=args.check, timeout=600), inp, args.m
+                             impl=args.impl, block_dim=args.block_dim, check=args.check, timeout=600), args.m
 
 
-def _ag(args: argparse.Namespace, rank: int) -> tuple[Callable[..., Any], Any, int]:
+def _ag(args: argparse.Namespace, rank: int) -> tuple[Callable[..., Any], int]:
     from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs
 
     inp = gen_ag_st_inputs(args.m, args.k, args.n, rank)
     return functools.partial(all_gather_quant_matmul, inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"],
                              wait_order="in_order", block_dim=args.block_dim, check=args.check,
-                             timeout=600), inp, args.m * MPI.COMM_WORLD.Get_size()
+                             timeout=600), args.m * MPI.COMM_WORLD.Get_size()
 
 
 # operator -> (call maker, default (m, k, n), the launch's matmul tiling from the call's stats); the call maker
-# returns the call, the inputs and the rows of the output the rank's matmul computes (QMRS: its own C_j, in T
+# returns the call on the ST inputs and the rows of the output the rank's matmul computes (QMRS: its own C_j, in T
 # rounds of one tiling; AG: the gathered x1).
 OPERATORS = {"qmrs": (_qmrs, (4096, 4096, 2048), lambda launch: launch.round_tilings[0]),
              "ag": (_ag, (2061, 4096, 2560), lambda launch: launch.mm_tiling)}
@@ -183,7 +189,7 @@ def main() -> None:
     rank = comm.Get_rank()
     prof = Profile()
     prof.install()
-    call, _, rows_out = make(args, rank)
+    call, rows_out = make(args, rank)
     stats: dict[str, Any] = {}
     comm.Barrier()
     r0, main0 = resource.getrusage(resource.RUSAGE_SELF), time.thread_time()

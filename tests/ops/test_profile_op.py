@@ -49,15 +49,10 @@ def test_nested_calls_count_once_and_threads_add_up(profile_op):
 
 
 def test_install_reaches_every_profiled_function(profile_op, monkeypatch):
-    import importlib
-
     prof = profile_op.Profile()
     originals = []
     for module, path in profile_op.PROFILED:       # every target exists where the list says
-        owner = importlib.import_module(module)
-        *outer, attr = path.split(".")
-        for part in outer:
-            owner = getattr(owner, part)
+        owner, attr = profile_op.resolve(module, path)
         originals.append((owner, attr, getattr(owner, attr)))
         monkeypatch.setattr(owner, attr, getattr(owner, attr))   # undone after the test
     prof.install()
