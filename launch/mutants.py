@@ -444,6 +444,13 @@ MUTANTS: list[Mutant] = [
            "        if os.environ.get(name, \"\").isdigit() and int(os.environ[name]) > cpus:",
            "        if os.environ.get(name, \"\").isdigit() and int(os.environ[name]) > 4 * cpus:",
            serial=("tests/blaze/test_compute_slots.py",)),
+    Mutant("read-back hands a window over instead of copying it", "mc2emu/host/harness.py",
+           '        if addr.alloc.kind == "gm" and view.flags.c_contiguous:',
+           "        if view.flags.c_contiguous:",
+           serial=("tests/host/test_harness_read.py",)),
+    Mutant("read-back lets a launch follow it", "mc2emu/host/harness.py",
+           "        if self._handed_over:\n", "        if False:\n",
+           serial=("tests/host/test_harness_read.py",)),
     Mutant("profile_op counts a call nested in a call of the same function again", "launch/profile_op.py",
            "            if name in inside:              # nested in a call of the same function: counted there\n"
            "                return fn(*args, **kwargs)\n", "",

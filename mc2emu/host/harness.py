@@ -244,6 +244,7 @@ class LaunchHarness:
         self._hb: HappensBeforeChecker | None = None
         self._write_counts: list[WriteCountChecker] = []
         self.hazards: list[HazardReport] = []
+        self._handed_over = False
         try:
             if comm is not None:
                 # Every blocking collective of the set-up first (each duplicates `comm`: every rank makes
@@ -272,6 +273,9 @@ class LaunchHarness:
 
     def launch(self, kernel: Callable[..., Any], block_dim: int, kernel_type: KernelType, *args: Any) -> HarnessLaunch:
         """Launch `kernel` (after a host barrier when communicating: every rank has set up its windows)."""
+        if self._handed_over:
+            raise RuntimeError(f"{self.name}: a launch after `read` (the read-back hands GM over: it is the "
+                               f"call's last step)")
         faults = self.opts.faults
         aic_only = kernel_type is KernelType.AIC_ONLY
         if aic_only and faults is not None and faults.fires(FaultHook.LAUNCH, self.rank, "host"):
@@ -289,8 +293,15 @@ class LaunchHarness:
             self._write_counts.append(WriteCountChecker(self.device, addr, dtype, shape, expected))
 
     def read(self, addr: GmAddr, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
-        """A copy of the output at `addr` (the read-back D2H copy)."""
-        return copy_out(self.device.gm.view(addr, dtype, shape))
+        """The output at `addr` after the call's last launch (the read-back D2H copy): the bytes of that GM,
+        C-contiguous. GM this rank allocated is handed over as it is, without a host copy: nothing writes it
+        after the last launch, and the device drops it when the call ends, so the array becomes its only
+        owner. A window's bytes are copied (its MPI memory is freed when the call ends)."""
+        view = self.device.gm.view(addr, dtype, shape)
+        if addr.alloc.kind == "gm" and view.flags.c_contiguous:
+            self._handed_over = True
+            return view
+        return copy_out(view)
 
     # -- teardown ---------------------------------------------------------------------------------------------
     def __enter__(self) -> LaunchHarness:
