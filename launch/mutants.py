@@ -444,6 +444,14 @@ MUTANTS: list[Mutant] = [
            "        if os.environ.get(name, \"\").isdigit() and int(os.environ[name]) > cpus:",
            "        if os.environ.get(name, \"\").isdigit() and int(os.environ[name]) > 4 * cpus:",
            serial=("tests/blaze/test_compute_slots.py",)),
+    Mutant("GM data covering part of an allocation taken as filling it", "mc2emu/runtime/gm.py",
+           "        whole = data is not None and raw.size >= max(nbytes, 1)", "        whole = data is not None",
+           serial=("tests/runtime/test_device.py::test_allocations_written_from_the_start_read_and_add_without_"
+                   "reports_and_the_rest_stays_poisoned",)),
+    Mutant("a window adopted unwritten keeps no mask", "mc2emu/runtime/gm.py",
+           "        if self.check and not written:", "        if False:",
+           serial=("tests/runtime/test_device.py::test_allocations_written_from_the_start_read_and_add_without_"
+                   "reports_and_the_rest_stays_poisoned",)),
     Mutant("read-back hands a window over instead of copying it", "mc2emu/host/harness.py",
            '        if addr.alloc.kind == "gm" and view.flags.c_contiguous:',
            "        if view.flags.c_contiguous:",

@@ -159,17 +159,18 @@ class GlobalMemory:
         if data is not None:
             raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
             nbytes = max(nbytes, raw.size)
+        whole = data is not None and raw.size >= max(nbytes, 1)
         fill = 0 if (zero or not self.check) else POISON_BYTE
-        buf = np.full(max(nbytes, 1), fill, dtype=np.uint8)
-        written = np.zeros(buf.shape, dtype=bool) if self.check else None
-        if zero and written is not None:
-            written[:] = True
+        # Host time only: a buffer the data fills whole is not poisoned first, and an allocation every byte of
+        # which is written from the start (zeroed, or filled by `data`) keeps no mask (reads would skip it).
+        buf = np.empty(max(nbytes, 1), dtype=np.uint8) if whole else np.full(max(nbytes, 1), fill, dtype=np.uint8)
+        written = np.zeros(buf.shape, dtype=bool) if self.check and not (zero or whole) else None
         alloc = self._register(name, buf, written, "gm")
         if data is not None:
             buf[: raw.size] = raw
             if written is not None:
                 written[: raw.size] = True
-        alloc.fully_written = written is None or bool(zero) or (data is not None and raw.size >= buf.size)
+        alloc.fully_written = written is None
         return GmAddr(alloc, 0)
 
     def adopt(self, buf: np.ndarray, name: str, *, kind: str = "window", written: bool = False) -> GmAddr:
@@ -177,8 +178,8 @@ class GlobalMemory:
         by the caller; with `written=False` a read of it before any put is reported."""
         buf = buf.view(np.uint8).reshape(-1)
         mask = None
-        if self.check:
-            mask = np.full(buf.shape, written, dtype=bool)
+        if self.check and not written:   # every byte written from the start: no mask (reads would skip it)
+            mask = np.zeros(buf.shape, dtype=bool)
         alloc = self._register(name, buf, mask, kind)
         alloc.fully_written = mask is None or written
         return GmAddr(alloc, 0)

@@ -379,3 +379,35 @@ def test_a_read_proven_equal_returns_that_array_with_the_same_event_and_checks()
     dev.gm.read(part, np.uint8, (2, 8), same_as=buf, core="AIC1")
     (report,) = dev.hazards.peek()
     assert report.hazard.name == "READ_UNWRITTEN" and report.core == "AIC1" and report.details["count"] == 8
+
+
+def test_allocations_written_from_the_start_read_and_add_without_reports_and_the_rest_stays_poisoned():
+    """`alloc(data=)` filling the allocation whole, `alloc(zero=True)` and `adopt(written=True)` (a window)
+    start fully written: reads and atomic adds of any byte report nothing and see the bytes given. Data
+    covering part of an allocation leaves the rest poisoned and reported; `adopt(written=False)` reports a read
+    before any write and not after one."""
+    dev = Device(check=True)
+    data = np.arange(16, dtype=np.float32)
+    whole = dev.gm.alloc(data.nbytes, "whole", data=data)
+    zero = dev.gm.alloc(64, "zero", zero=True)
+    win = dev.gm.adopt(np.zeros(64, dtype=np.uint8), "win:w", written=True)
+    for addr, first in ((whole, data[:4]), (zero, np.zeros(4, np.float32)), (win, np.zeros(4, np.float32))):
+        assert addr.alloc.fully_written
+        np.testing.assert_array_equal(dev.gm.read(addr, np.float32, (4,), core="AIC0"), first)
+        dev.gm.write(addr + 48, np.ones(4, np.float32), core="AIC0", atomic=np.dtype(np.float32))
+        np.testing.assert_array_equal(dev.gm.read(addr + 48, np.float32, (4,)), first + 1 if addr is not whole
+                                      else data[12:] + 1)
+    assert dev.hazards.peek() == []
+    part = dev.gm.alloc(64, "part", data=np.arange(4, dtype=np.float32))   # bytes 16.. never written
+    assert not part.alloc.fully_written
+    assert dev.gm.read(part, np.float32, (4,)).tolist() == [0, 1, 2, 3]
+    assert dev.gm.read(part + 16, np.uint8, (4,), core="AIC1").tolist() == [POISON_BYTE] * 4
+    (report,) = dev.hazards.take()
+    assert report.hazard is Hazard.READ_UNWRITTEN and report.core == "AIC1" and report.details["count"] == 4
+    fresh = dev.gm.adopt(np.zeros(32, dtype=np.uint8), "win:fresh", written=False)
+    dev.gm.read(fresh, np.uint8, (8,), core="AIV0")
+    (report,) = dev.hazards.take()
+    assert report.hazard is Hazard.READ_UNWRITTEN and report.core == "AIV0" and report.details["count"] == 8
+    dev.gm.write(fresh + 8, np.ones(8, np.uint8), core="AIV0")
+    assert dev.gm.read(fresh + 8, np.uint8, (8,), core="AIV0").tolist() == [1] * 8
+    assert dev.hazards.peek() == []
