@@ -169,8 +169,8 @@ class Tally:
 def run_job(ranks: int, transport: str, job_seed: int, runs: int, tally: Tally) -> None:
     from mc2emu import launcher
 
-    cmd, env = launcher.mpiexec_command(ranks, [str(Path(__file__).resolve()), "--worker", "--job-seed", str(job_seed),
-                                       "--runs", str(runs)])
+    cmd, env = launcher.mpiexec_command(ranks, [str(Path(__file__).resolve()), "--worker", "--job-seed",
+                                                str(job_seed), "--runs", str(runs)])
     env.update(TRANSPORTS[transport], UCX_LOG_LEVEL="error", PYTHONUNBUFFERED="1")
     limit = JOB_STARTUP_S + HARD_TIMEOUT_PER_RUN_S * runs
     out, _, returncode = launcher.run_job(cmd, env, limit)

@@ -95,13 +95,21 @@ TREE_POLL_S = 0.5
 KILL_GRACE_S = 2.0
 
 
-def _start_time(pid: int) -> int | None:
-    """The start time (clock ticks after boot) of a live process; None when gone or a zombie."""
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of `/proc/<pid>/stat` after the command name (state first); None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return None if fields[0] in ("Z", "X") else int(fields[19])
-    except (OSError, ValueError, IndexError):
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_time(pid: int) -> int | None:
+    """The start time (clock ticks after boot) of a live process; None when gone or a zombie."""
+    fields = _stat(pid)
+    try:
+        return None if fields is None or fields[0] in ("Z", "X") else int(fields[19])
+    except (ValueError, IndexError):
         return None
 
 
@@ -111,12 +119,13 @@ def process_tree(pid: int) -> set[tuple[int, int]]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
+            fields = _stat(entry)
             try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
+                ppid = int(fields[1]) if fields is not None else None
+            except (ValueError, IndexError):
                 continue
-            children.setdefault(ppid, []).append(int(entry))
+            if ppid is not None:
+                children.setdefault(ppid, []).append(int(entry))
     out, todo = set(), [pid]
     while todo:
         p = todo.pop()

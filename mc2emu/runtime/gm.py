@@ -159,11 +159,12 @@ class GlobalMemory:
         if data is not None:
             raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
             nbytes = max(nbytes, raw.size)
-        whole = data is not None and raw.size >= max(nbytes, 1)
+        size = max(nbytes, 1)
+        whole = data is not None and raw.size >= size
         fill = 0 if (zero or not self.check) else POISON_BYTE
         # Host time only: a buffer the data fills whole is not poisoned first, and an allocation every byte of
         # which is written from the start (zeroed, or filled by `data`) keeps no mask (reads would skip it).
-        buf = np.empty(max(nbytes, 1), dtype=np.uint8) if whole else np.full(max(nbytes, 1), fill, dtype=np.uint8)
+        buf = np.empty(size, dtype=np.uint8) if whole else np.full(size, fill, dtype=np.uint8)
         written = np.zeros(buf.shape, dtype=bool) if self.check and not (zero or whole) else None
         alloc = self._register(name, buf, written, "gm")
         if data is not None:
@@ -181,7 +182,7 @@ class GlobalMemory:
         if self.check and not written:   # every byte written from the start: no mask (reads would skip it)
             mask = np.zeros(buf.shape, dtype=bool)
         alloc = self._register(name, buf, mask, kind)
-        alloc.fully_written = mask is None or written
+        alloc.fully_written = mask is None
         return GmAddr(alloc, 0)
 
     def _register(self, name: str, buf: np.ndarray, written: np.ndarray | None, kind: str) -> Allocation:
