@@ -118,14 +118,14 @@ def process_tree(pid: int) -> set[tuple[int, int]]:
     Open MPI's daemon starts them outside mpiexec's process group, so a process group does not reach them)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            fields = _stat(entry)
-            try:
-                ppid = int(fields[1]) if fields is not None else None
-            except (ValueError, IndexError):
-                continue
-            if ppid is not None:
-                children.setdefault(ppid, []).append(int(entry))
+        fields = _stat(entry) if entry.isdigit() else None
+        if fields is None:
+            continue
+        try:
+            ppid = int(fields[1])
+        except (ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
     out, todo = set(), [pid]
     while todo:
         p = todo.pop()
