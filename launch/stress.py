@@ -36,12 +36,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from mc2emu import launcher
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.launcher import mpiexec_command
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.stress.judge import JobRun, Outcome, Tally, failures, judge, parse_lines
 from mc2emu.stress.scenario import AG_SLOT_RING, DEFAULT_TIMEOUT_S, Injection, Scenario, StressOp, expected_diagnosis
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 # A job normally ends within the emulator deadline + 3 s of collection + 3 s of linger (+ start-up of up to
 # 4 ranks on 2 cores, a few seconds); past this it is hung.

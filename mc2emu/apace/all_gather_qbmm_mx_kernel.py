@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from mc2emu.apace.basic.fragment_tensor import MAX_FRAGMENT_COUNT, FragmentParam, FragmentTensor, MakeFragmentTensor
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.arch.platform import Pipe
 from mc2emu.blaze.gemm.block.block_mmad_mx import L1Params
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams
@@ -76,7 +77,6 @@ from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import Hazard
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext

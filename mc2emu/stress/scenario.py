@@ -20,12 +20,12 @@ import enum
 from dataclasses import dataclass
 from typing import TypeVar
 
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.faults import Fault, FaultPlan
 from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations, make_ag_comm_tiling
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 # Marker key of the worker's JSON lines (any other output of the ranks is ignored).
 LINE_KEY = "mc2emu_stress"

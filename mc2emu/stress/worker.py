@@ -38,6 +38,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultHook, FaultPlan
@@ -57,7 +58,6 @@ from mc2emu.stress.scenario import (
     StressOp,
     fault_plan,
 )
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 
 # -- the worker (one rank) -------------------------------------------------------------------------------------

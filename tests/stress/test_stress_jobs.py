@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultPlan
@@ -25,7 +26,6 @@ from mc2emu.stress.scenario import (
     expected_diagnosis,
     fault_plan,
 )
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if os.environ.get("MC2EMU_SKIP_MPI"):
     pytest.skip("MC2EMU_SKIP_MPI is set", allow_module_level=True)

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.faults import HOOK_OF, Fault, FaultPlan
@@ -22,7 +23,6 @@ from mc2emu.stress.scenario import (
     hook_occurrences,
 )
 from mc2emu.stress.worker import _parser
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 HCOMM = dict(impl=Impl.HCOMM, wait_order=WaitOrder.IN_ORDER)
 AICPU = HcclServerType.AICPU
