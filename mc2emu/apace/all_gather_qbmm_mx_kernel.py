@@ -81,7 +81,7 @@ from mc2emu.runtime.hazards import Hazard
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
-    from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData
+    from mc2emu.tiling.quant_matmul_tiling_data import QuantMatmulTilingData
 
 # `kCacheLineAlignMask` of the kernel: fixed to the FP8 128-byte mask (the kernel is FP8 only).
 K_CACHE_LINE_ALIGN_MASK = FP8_CACHE_LINE_ALIGN_MASK

@@ -15,14 +15,13 @@ from mc2emu.tiling.grouped_quant_basic_api_matmul_tiling import (
     GMMQuantParams,
     QuantBasicApiMMTiling,
 )
-from mc2emu.tiling.quant_matmul_tiling_swat import (
+from mc2emu.tiling.quant_matmul_tiling_data import (
     QuantMatmulArgs,
     QuantMatmulPlatformInfo,
     QuantMatmulRunInfo,
     QuantMatmulTilingData,
-    QuantMatmulTilingSwat,
-    can_implement,
 )
+from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat, can_implement
 from mc2emu.tiling.weight_quant_tiling_layout import layout_findings as weight_quant_layout_findings
 from mc2emu.tiling.weight_quant_tiling_swat import (
     WeightQuantArgs,

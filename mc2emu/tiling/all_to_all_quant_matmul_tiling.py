@@ -19,7 +19,8 @@ from mc2emu.arch.platform import PlatformSpec
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.numerics.int_math import CeilDiv
-from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData, QuantMatmulTilingSwat
+from mc2emu.tiling.quant_matmul_tiling_data import QuantMatmulTilingData
+from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat
 
 # Scale rows and the per-rank B segments line up only when Ka is a whole number of 64-element scale pairs.
 KA_ALIGN = MXFP_DIVISOR_SIZE
