@@ -35,8 +35,7 @@ from mc2emu.numerics.formats import E8M0_DTYPE
 from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
 from mc2emu.ops.quant_batch_matmul_mx_host import QbmmProblem, run_qbmm
 from mc2emu.runtime.hazards import ConstraintError, HazardError
-from mc2emu.tiling.quant_matmul_tiling_data import QuantMatmulArgs
-from mc2emu.tiling.quant_matmul_tiling_swat import can_implement
+from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulArgs, can_implement
 
 if TYPE_CHECKING:
     from mc2emu.runtime.events import Event

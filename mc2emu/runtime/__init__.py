@@ -3,7 +3,7 @@ blocking wait primitive, events and hazards."""
 
 from mc2emu.arch.platform import DAV_3510, CoreType, FlagMode, Pipe, PlatformSpec
 from mc2emu.runtime.core import CoreContext
-from mc2emu.runtime.device import Device, LaunchResult
+from mc2emu.runtime.device import Device, Launch, LaunchResult
 from mc2emu.runtime.events import Event, EventBus, EventKind, EventRecorder
 from mc2emu.runtime.gm import GlobalMemory, GmAddr
 from mc2emu.runtime.hazards import (
@@ -22,7 +22,6 @@ from mc2emu.runtime.hazards import (
     Severity,
 )
 from mc2emu.runtime.kernel_type import KernelType
-from mc2emu.runtime.launch import Launch
 from mc2emu.runtime.local_memory import Position
 from mc2emu.runtime.perturb import PerturbPolicy
 from mc2emu.runtime.waiting import Waiter

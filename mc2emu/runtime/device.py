@@ -20,7 +20,7 @@ from typing import Any
 
 from mc2emu.arch.platform import DAV_3510, CoreType, PlatformSpec
 from mc2emu.runtime.core import CoreContext
-from mc2emu.runtime.cross_core import CrossCoreFlags
+from mc2emu.runtime.cross_core import CoreKey, CrossCoreFlags
 from mc2emu.runtime.events import EventBus, EventKind
 from mc2emu.runtime.faults import FaultPlan
 from mc2emu.runtime.gm import GlobalMemory
@@ -34,7 +34,7 @@ from mc2emu.runtime.hazards import (
     Mc2EmuError,
 )
 from mc2emu.runtime.kernel_type import KernelType
-from mc2emu.runtime.launch import CoreKey, Launch
+from mc2emu.runtime.launch import Launch
 from mc2emu.runtime.perturb import PerturbPolicy
 from mc2emu.runtime.waiting import DEFAULT_TIMEOUT_S, Doorbell, Waiter
 
