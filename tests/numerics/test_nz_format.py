@@ -19,6 +19,7 @@ from mc2emu.numerics.nz_format import (
     nz_storage_shape,
     nz_to_nd,
 )
+from mc2emu.numerics.scale_layout import to_ascend_scale_b
 
 K_RANGE = range(1, 41)
 N_RANGE = range(1, 71)
@@ -195,3 +196,16 @@ def test_nz_weight_refuses_n_or_k_of_one():
         with pytest.raises(MxValueError, match=r"k > 1 and n > 1"):
             check_nz_weight_dims(k, n)
     check_nz_weight_dims(2, 2)
+
+
+def test_nz_weight_scale_is_the_transb_false_layout():
+    """The NZ path leaves scaleB ND in the transB-false layout (ceil(k/64), n, 2): the AG ubmem gen_data
+    (recursion-ascend a093e954 …/all_gather_quant_matmul/ubmem/scripts/gen_data.py, `--nz`) writes it "as-is",
+    where its DN path writes (n, ceil(k/64), 2); the QMRS ST main.cpp (hicann 0f2296ba) sizes it the same."""
+    k, n = 200, 48
+    rng = np.random.default_rng(3)
+    blocks = rng.integers(120, 135, (math.ceil(k / 32), n), dtype=np.uint8)  # one E8M0 code per 32-K group
+    nz_scale = to_ascend_scale_b(blocks.view(ml_dtypes.float8_e8m0fnu), trans=False).view(np.uint8)
+    assert nz_scale.shape == (math.ceil(k / 64), n, 2)
+    for g in range(blocks.shape[0]):
+        np.testing.assert_array_equal(nz_scale[g // 2, :, g % 2], blocks[g])
