@@ -169,7 +169,7 @@ class HappensBeforeChecker:
         """Collective over the ranks of `comm`: check this launch's reads; returns the number of reports.
         Call it only after a deadline-guarded barrier proved every rank finished the launch. The cyclic
         garbage collector is paused meanwhile: the check builds no cycles, and its many small records made
-        every generation-2 pass walk the whole log (measured: about a third of the check's time)."""
+        every generation-2 pass walk the whole log (about a third of the check's time)."""
         paused = gc.isenabled()
         gc.disable()
         try:

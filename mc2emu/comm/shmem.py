@@ -94,7 +94,7 @@ class SignalRead(enum.Enum):
     LOAD: `Win_sync` + an aligned 8-byte load. MPI allows a load of the own window in the unified model;
     an aligned 64-bit load is single-copy atomic on x86-64 and AArch64, so it returns a value some
     accumulate wrote, never a torn one. FETCH: `Fetch_and_op(NO_OP)` + `Flush_local`, exact by the letter of
-    MPI, measured 20-50x slower under load (8 ranks contend for MPICH's window lock): a load satisfying
+    MPI, 20-50x slower under load (8 ranks contend for MPICH's window lock): a load satisfying
     the comparison is confirmed by one fetch."""
 
     LOAD = "load"
