@@ -5,7 +5,7 @@ Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/matmul/quant_batch_m
 seed 000 §7.1, SPEC §7.1. Regions: HEAD (own rows, dep 0), MAIN round r (dep r + 1), TAIL (dep commTurn);
 `SetL2Cache` per tile with the tile's extents (SPEC §5 "AG").
 
-Wait orders: "mask" is the source before 33444e461 (`waitedMask`: each dep once, then a drain of
+Wait orders: "mask" is the source up to 33444e461 (`waitedMask`: each dep once, then a drain of
 0..commTurn); "in_order" follows 42f69c50f ("fix hang when the communication rounds exceed 32": an explicit
 flag-0 wait, then in-order waits and an in-order drain).
 

@@ -6,7 +6,7 @@ MatmulWithScale<Shape<_0, _0, _0, _0>, 0>, ...>` (cannmirror/ops-transformer 25f
 `GmmCgmctMxKernel` instantiates. Its loops differ from the QBMM BlockMmad (`block_mmad_mx.py`), so it is its
 own class; it reuses that class's per-core state, MMAD, fixpipe and the launch-wide dequantization memo.
 Loops: A-major (kAL1 >= kBL1, `IterAL1BL1`) or B-major; per L0 step curKL0 = min(baseK, minPadKL1 +
-kL1Offset - kL0Offset), mmad.k = Align64(curKL0), unitFlag 3 on the last K step else 2.
+kL1Offset - kL0Offset), mmad.k = Align64(curKL0), unitFlag 3 when kL0Offset + baseK >= k else 2.
 
 The intra-core event flags (MTE1_MTE2, MTE2_MTE1, M_MTE1, MTE1_M) have no data effect: a core's steps run in
 program order here. l1BufNum is 2 whatever the tiling's l1BufferStage (the kernel passes 2UL).

@@ -8,8 +8,8 @@ so it subclasses it. Init: scaleKL1_ = Max(scaleKL1, 1) (no refusal); two A / B 
 l1BufNum, no l1BufferStage at 03460a61; a later revision's l1BufferStage 3 is not emulated).
 
 Iterate: K is padded to 64 in L1 only where the source sets it (NEED_A_SET_L1_K_ZERO: FP8 A;
-NEED_B_SET_L1_K_ZERO: FP8 B, FP4 B without transB); curKL0 = minPadKL1 - kL0Offset on the last step else
-baseK; mmad.k = CeilAlign(curKL0, 64); unitFlag = 3 when absKOffset + curKL0 >= k_ else 2;
+NEED_B_SET_L1_K_ZERO: FP8 B, FP4 B without transB); curKL0 = min(baseK, minPadKL1 - kL0Offset);
+mmad.k = CeilAlign(curKL0, 64); unitFlag = 3 when absKOffset + curKL0 >= k_ else 2;
 cmatrixInitVal = !NeedBias(absKOffset) && absKOffset == 0.
 
 Against CGMCT (`kL0Offset + baseK >= k` for unitFlag; both chunks always padded): the unitFlag differs on a
