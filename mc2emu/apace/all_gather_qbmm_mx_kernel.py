@@ -140,7 +140,7 @@ class AllGatherQbmmMxKernel:
                  wait_order: WaitOrder = WaitOrder.MASK, variant: AgKernelVariant = AgKernelVariant.SOURCE,
                  enableBufferReuse: bool = False, bufferSyncMgr: Any = None) -> None:
         self.ctx = ctx
-        # `enableBufferReuse` (67a83540d75e): the slot ring; `bufferSyncMgr_` its `UrmaBufferSync`.
+        # `enableBufferReuse`: the slot ring; `bufferSyncMgr_` its `UrmaBufferSync`.
         self.enableBufferReuse = enableBufferReuse
         self.bufferSyncMgr_ = bufferSyncMgr
         self.dataChannel_: Any = None    # BufferChannel*, injected by SetChannels
@@ -343,7 +343,7 @@ class AllGatherQbmmMxKernel:
 
     def ProcessBufferReuse(self, params: Params, problemShape: tuple[int, int, int, int], sch: Any,
                            mmadFrag: Any) -> None:
-        """`Process` of the `enableBufferReuse = true` instantiation (67a83540d75e, the slot ring): in-order
+        """`Process` of the `enableBufferReuse = true` instantiation (the slot ring): in-order
         rounds (readyTileIdx from -1), each acquired at its slot's flag (slotIdx + 1) after releasing the round
         before it when that slot will be written again (r < commTurn - slotNum); MAIN tiles read A / scaleA as
         plain tensors at the round's slot offsets (rows packed by remote index), HEAD / TAIL through their

@@ -256,7 +256,7 @@ class Shmem:
             win.Put(origin, pe, off)
             # `origin` must stay alive until the put completes (MPI-4.1 §12.3: the origin buffer may be
             # read until the operation completes at the origin); a temporary freed right after `Put`
-            # sent reused heap bytes over MPICH's network path (issue 14).
+            # sends reused heap bytes over MPICH's network path.
             win.Flush(pe)
 
     def get_nbi(self, ctx: CoreContext, dst: GmAddr, src: GmAddr, nbytes: int, pe: int) -> None:
