@@ -37,7 +37,7 @@ TARGET = 1.5   # ratio target of the issue
 # (numpy madvises them; THP "madvise"): in a fresh process with free huge pages it spends 13-18 % (AG) or 22-25 %
 # (QMRS) of its CPU in the kernel; once they are scarce (after the emulator's call in the same process, or another
 # job's memory) its faults compact memory and it spends 31-50 % there, at 1.2-1.7x its best CPU
-# (docs/performance.md, session 9).
+# (docs/performance.md, "Method").
 SLOW_GOLDEN_SYSTEM_SHARE = 0.30
 
 

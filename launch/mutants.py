@@ -344,7 +344,7 @@ MUTANTS: list[Mutant] = [
            "            return int(np.count_nonzero(now != self.data)), int(self.data.size), lo, hi",
            "            return 0, int(self.data.size), lo, hi",
            serial=("tests/checkers/test_read_content.py",), mpi=("tests/checkers/test_put_visibility_mpi.py",)),
-    # -- host-time paths (session 5): what they skip must be provably the same ----------------------------------
+    # -- host-time paths: what they skip must be provably the same ----------------------------------
     Mutant("events: an observer of some kinds receives none of them", "mc2emu/runtime/events.py",
            "                        if kinds is None or k in kinds)",
            "                        if kinds is None)",

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Environment every rank the project launches gets: 8 ranks on 2 cores with threaded BLAS measured 13x
-# slower than single-threaded.
+# Environment every rank the project launches gets: 8 ranks on 2 cores with threaded BLAS run 13x slower
+# than single-threaded.
 RANK_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 

@@ -1,34 +1,19 @@
 """AllGatherMxMatmulUdmaImpl — the UDMA orchestration of all_gather_quant_matmul, launched MIX_AIC_1_1.
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/fusions/all_gather_quant_matmul/
-all_gather_mx_matmul_udma_impl.h` (commit 5778144076, 2026-08-21) and the AllGather PUT component it uses
-(`core/aiv_comm/collective_comm_base.h`, `all_gather/all_gather_udma_put.h`), seed 000 §7.1, SPEC §7.1:
+all_gather_mx_matmul_udma_impl.h` (commit 5778144076) and the AllGather PUT component it uses
+(`core/aiv_comm/collective_comm_base.h`, `all_gather/all_gather_udma_put.h`); seed 000 §7.1, SPEC §7.1.
+AIV: pre-set flag 0 (the own rows), then per round AIV block b < R puts the scale and data rows to peer b,
+drains that channel (TeamBarrier CrossDevice), `SyncAll<true>` and sets flag round + 1. AIC: the kernel
+(`apace.all_gather_qbmm_mx_kernel`).
 
-    Process():
-      if ASCEND_IS_AIV: AllGatherProcess()
-      if ASCEND_IS_AIC: MatmulProcess()          # AllGatherQbmmMxKernel
-
-    AllGatherProcess():
-      CrossCoreSetFlag<2, PIPE_MTE3>(0)          # pre-set: the own rows (HEAD) are ready at once
-      for round in [0, commTurn):
-        if GetBlockIdx() < R:                     # AIV block b serves peer b (CollectiveCommBase::Init:
-          allGatherScale_.Commit()                #   totalJobs = R, one target rank per job)
-          allGatherData_.Commit()                 # puts to target b unless b == rankId
-          allGatherData_.Wait<BARRIER_DEVICE>()   # drain the channel to b, TeamBarrier CrossDevice
-        SyncAll<true>()
-        CrossCoreSetFlag<2, PIPE_MTE3>(round + 1)
-
-Commit of round t (rows = tileM for t < tileCnt, else tailM): src = local + t * tileM * rowBytes, dst =
-win[target] + winOffset + rankId * chunkBytes + t * tileM * rowBytes (chunkBytes = m * rowBytes); the scale
-component runs the same with winOffset = dataRegionBytes. Window layout (every rank): the data region
-(rank-major: rank r's m rows at r * m * k bytes, the own rows never written), then the scale region
-(rank-major, m * scaleKLen bytes per rank). Init runs the scale component's barriers (BARRIER_BOTH:
-CrossDevice, then CrossCore) and none for the data component (BARRIER_NONE); as in the all-to-all
+Window layout (every rank): the data region (rank-major, rank r's m rows at r * m * k bytes, the own rows
+never written), then the scale region (rank-major, m * scaleKLen bytes per rank). Init runs the scale
+component's barriers (BARRIER_BOTH) and none for the data component (BARRIER_NONE); as in the all-to-all
 emulation they run on the AIVs (blocks < R). `Finalize` and the closing `dcci` have no effect here.
 
-The source has no window-reuse ("slot ring") protocol at this commit: every round lands in its own rows of the
-window. The slot ring came later with the URMA impl (`all_gather_mx_matmul_urma_impl.h`, commit 67a83540d75e),
-emulated in `apace.all_gather_mx_matmul_urma_impl` (`protocol="slot_ring"`).
+Every round lands in its own window rows: this commit has no window reuse. The slot ring came with the URMA
+impl (commit 67a83540d75e), emulated in `apace.all_gather_mx_matmul_urma_impl` (`protocol="slot_ring"`).
 """
 
 from __future__ import annotations

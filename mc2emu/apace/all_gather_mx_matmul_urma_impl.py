@@ -1,51 +1,22 @@
 """AllGatherMxMatmulUrmaImpl — the slot-ring ("window reuse") orchestration of all_gather_quant_matmul,
 launched MIX_AIC_1_1 (`protocol="slot_ring"`).
 
-Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/fusions/all_gather_quant_matmul/
-all_gather_mx_matmul_urma_impl.h` at commit 67a83540d75e (hicann/ops-transformer
-67a83540d75ec60a1809a5d672659b72c04022f9), with `basic/buffer/buffer_channel.h` (`apace.basic.buffer_channel`)
-and the PUT component of the same commit (`core/aiv_comm/all_gather/all_gather_udma_put.h`, `DoCommit` with a
-buffer offset; `collective_comm_base.h` `tileMaxByteSize_`). The AIC side is `AllGatherQbmmMxKernel<...,
-UrmaBufferSync, enableBufferReuse = true>` (`apace.all_gather_qbmm_mx_kernel`).
+Emulates hicann/ops-transformer `mc2/common/op_kernel/apace/kernel/fusions/all_gather_quant_matmul/
+all_gather_mx_matmul_urma_impl.h` at commit 67a83540d75e, with `basic/buffer/buffer_channel.h`
+(`apace.basic.buffer_channel`) and the PUT component of that commit (`all_gather_udma_put.h`, `DoCommit` with a
+buffer offset). AIC side: `AllGatherQbmmMxKernel<..., UrmaBufferSync, enableBufferReuse = true>`.
+bufferCount_ = slotNum if 0 < slotNum < commTurn else commTurn; scale slots are never reused (commTurn).
+Before reusing a data slot the AIV waits its release flag, `SyncAll<true>`, then CrossDevice.
 
-    InitBaseParams: bufferCount_ = slotNum if 0 < slotNum < commTurn else commTurn
-    Init: dataChannel_.Init((R - 1) * maxTileM * dataBytesPerMRow, bufferCount_)
-          scaleChannel_.Init((R - 1) * maxTileM * scaleBytesPerMRow, commTurn)    # scale slots never reused
-          scaleWinOffset_ = dataChannel_.GetCapacity();  kernel.SetChannels(&dataChannel_, &scaleChannel_)
+Window (every rank): bufferCount_ data slots, each one round of the R - 1 remote tiles packed by `remoteIdx`
+(source rank with this rank skipped), then the scale region at scaleWinOffset_ (commTurn slots, same packing).
 
-    AllGatherProcess():                          # every AIV
-      CrossCoreSetFlag<2, PIPE_MTE3>(0)          # HEAD pre-set, not through the channel
-      for round in [0, commTurn):
-        dataSlot = dataChannel_.GetNextSlot(); scaleSlot = scaleChannel_.GetNextSlot()
-        flagId = dataSlot.slotIdx + 1
-        if round >= dataChannel_.GetSlotNum():   # the slot holds round - slotNum: wait for its release
-          CrossCoreWaitFlag<2, PIPE_MTE3>(flagId)
-          SyncAll<true>()
-          if GetBlockIdx() < R: teamBarrier_.CrossDevice()
-        if GetBlockIdx() < R:
-          allGatherScale_.Commit(scaleSlot.offset); allGatherData_.Commit(dataSlot.offset)
-          allGatherData_.Wait<BARRIER_DEVICE>()  # Drain(channel of target), CrossDevice
-        SyncAll<true>()
-        CrossCoreSetFlag<2, PIPE_MTE3>(flagId)
+Flag ids: flagId = slot % 11 + 1; slot 10 gives 11, an id hard SyncAll reserves (SPEC §2): with 11 or more
+slots the runtime reports FLAG_ID_RESERVED at launch end, and AIV block 0 reports the slot and round.
 
-    UrmaBufferSync: Acquire(f) = CrossCoreWaitFlag<2, PIPE_MTE2>(f); Release(f) = CrossCoreSetFlag<2, PIPE_FIX>(f)
-
-Window (every rank): the data region of bufferCount_ slots, each holding one round of the R - 1 remote tiles
-packed (`remoteIdx` = the source rank with this rank skipped, ascending; tileMaxByteSize apart), then the scale
-region at scaleWinOffset_ with commTurn slots of the same packing. A put of round t from rank p to rank q lands
-at win[q] + winOffset + slotOffset + remoteIdx(p on q) * maxTileM * rowBytes.
-
-Flag ids: flagId = slot % 11 + 1 is in [1, 11]; slot 10 gives 11, an id hard SyncAll reserves (SPEC §2). With
-11 or more slots (slot_num 0 at commTurn >= 11 included) the runtime reports FLAG_ID_RESERVED at launch end;
-AIV block 0 reports it here too, with the slot and round (`report_reserved_slot_flag`). On the device these
-ids meet SyncAll<true>'s mode-0 id 14 only on paper (mode 2 id 11 is never used by SyncAll<true>); a launch
-that also ran SyncAll<false> would share id 11 (its AIC mode-0 barrier).
-
-Variant (`AgKernelVariant.SKIP_RELEASE_WAIT`, a reproduced hazard): the AIV skips the CrossCoreWaitFlag before
-reusing a slot (SyncAll and CrossDevice stay): the peers' puts of round t may overwrite slot t % slotNum while
-an AIC of this rank still reads round t - slotNum. The happens-before check reports every such read
-(READ_OVERWRITTEN: rank, core, window range, slot and flag), whatever the timing; the AIC's unconsumed
-Releases are UNCONSUMED_FLAG at launch end.
+Variant `AgKernelVariant.SKIP_RELEASE_WAIT` (a reproduced hazard): the AIV skips the wait before reusing a
+slot, so peers' puts of round t may overwrite slot t % slotNum while an AIC still reads round t - slotNum:
+READ_OVERWRITTEN (rank, core, range, slot, flag) on every run; the AIC's unconsumed Releases are UNCONSUMED_FLAG.
 """
 
 from __future__ import annotations

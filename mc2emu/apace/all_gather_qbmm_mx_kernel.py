@@ -1,55 +1,23 @@
-"""AllGatherQbmmMxKernel (QmmMxKernelAgUdma before 2026-08-17) — the AIC side of all_gather_quant_matmul.
+"""AllGatherQbmmMxKernel — the AIC side of all_gather_quant_matmul.
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/matmul/quant_batch_matmul/all_gather_qbmm_mx_kernel.h`
-(commit 5778144076, 2026-08-21; the class was `QmmMxKernelAgUdma` in `kernel/all_gather_quant_matmul/
-qmm_mx_kernel_ag_udma.h` from 70b74b06d, 2026-07-31, to 9ef00cfd1, 2026-08-17), seed 000 §7.1, SPEC §7.1.
+(commit 5778144076; earlier `QmmMxKernelAgUdma`, `kernel/all_gather_quant_matmul/qmm_mx_kernel_ag_udma.h`);
+seed 000 §7.1, SPEC §7.1. Regions: HEAD (own rows, dep 0), MAIN round r (dep r + 1), TAIL (dep commTurn);
+`SetL2Cache` per tile with the tile's extents (SPEC §5 "AG").
 
-    Run(params)
-      Init(params)                              # returns on AIV (only called on AIC by the impl)
-      totalLogicalM = headRows + tileCnt * (R - 1) * tileM + (tail ? R * paddedTailM : 0)
-      sch = BlockSchedulerQuantBatchMatmulV3<WINDOW_LEN 1>(totalLogicalM, N, K)
-      mmadFrag.Init(problemShape, {baseM, baseN, baseK}, {stepK * baseK, scaleKL1, nBufferNum}, false, dbL0c > 1)
-      BuildFragmentTensors(params)              # HEAD: one fragment (own A, own C rows)
-      Process(...)
+Wait orders: "mask" is the source up to 33444e461 (`waitedMask`: each dep once, then a drain of
+0..commTurn); "in_order" follows 42f69c50f ("fix hang when the communication rounds exceed 32": an explicit
+flag-0 wait, then in-order waits and an in-order drain).
 
-    Process: UpdateTailTile when (endBlockIdx + 1) * mTailTile * nTailTile <= blockNum;
-      [in_order] CrossCoreWaitFlag<2, MTE2>(0) first (flag 0 is pre-set by the AIV);
-      per tile (an empty tail piece breaks the loop, the drain still runs):
-        ctx = ResolveTileCtx(mPos)             # HEAD: dep 0 | MAIN round r: dep r + 1 | TAIL: dep commTurn
-        wait dep                                # in_order: while ready < dep: Wait(++ready); mask: once per id
-        SetL2Cache(problemShape, curM, curN)    # per tile, with the tile's extents (source; SPEC §5 "AG")
-        MAIN: BuildMainFragment on first use, UpdateMainRoundAddrs when the round changes (after the wait)
-        TAIL: BuildTailFragment once
-        mmadFrag(ctx.fragA.Slice, B, ctx.fragScaleA.Slice, scaleB, bias(null), cFragAddrs, ..., 0, ctx.fragC.Slice)
-      drain: in_order: while ready < commTurn: Wait(++ready); mask: every id 0..commTurn not yet waited
+Slot ring (`enableBufferReuse = true` with `UrmaBufferSync`, hicann/ops-transformer 67a83540d75e): rounds in
+order; before acquiring round r + 1 the AIC releases round r's slot when r < commTurn - slotNum; MAIN reads A
+and scaleA at the slot offset, TAIL is addressed by hand. isBias stays false and R <= 8 (the AG tiling's rule).
 
-Wait orders: "mask" is the source up to 33444e461 (2026-08-13; `waitedMask`, each dep once, then a drain of
-t = 0..commTurn: flag 0 is waited there or by a HEAD tile), "in_order" from 42f69c50f (2026-08-12, "fix
-hang when the communication rounds exceed 32": the explicit flag-0 wait, then in-order waits).
-
-Hazard variants (`AgKernelVariant`), reproduced and reported:
-- SKIP_FLAG0_WAIT: an in-order kernel without the explicit `CrossCoreWaitFlag(0)` (and a mask kernel that
-  treats dep 0 as never needing a wait): the AIV's pre-set flag 0 is never consumed (UNCONSUMED_FLAG at
-  launch end). No source version did this: the mask versions wait flag 0 in the loop or the drain.
-- UPDATE_ADDR_BEFORE_WAIT: the MAIN fragment addresses built / updated before the round's wait (seed 000 §7
-  constraint 2): the kernel reports ADDR_LIST_UPDATED_EARLY (core, round, the flag not yet waited). On the
-  device the previous tile's MTE2 may still read through the list; here copies are synchronous, so the data
-  stay right and only the report shows it.
-Slot ring (`enableBufferReuse = true` with `UrmaBufferSync`, the class at commit 67a83540d75e, hicann/
-ops-transformer 67a83540d75ec60a1809a5d672659b72c04022f9; `ProcessBufferReuse`): `Acquire(0)` first, then
-rounds in order from readyTileIdx -1: before acquiring round r + 1 the AIC releases round r
-(`Release(GetRoundSlotIdx(r) + 1)` = `CrossCoreSetFlag<2, PIPE_FIX>`) when r < commTurn - slotNum (the last
-slotNum rounds are never overwritten), acquires `GetNextSlot().slotIdx + 1` (`CrossCoreWaitFlag<2, PIPE_MTE2>`)
-and takes the data / scale slot offsets from its own channel cursors; MAIN tiles read A and scaleA as plain
-tensors at the slot offset (the R - 1 remote tiles packed by remote index, so regionMPos is the row in the
-slot; the fragment mmad copies them with one `copy`, `CopyGmToL1`), only the MAIN C fragment is built and
-moved; TAIL (round tileCnt) is addressed by hand: data slot tileCnt % slotNum, scale slot tileCnt, remote index
-r - 1 above this rank. That commit also takes a bias (`params.isBias`) and `MAX_RANK_SIZE` 16: the emulation
-keeps isBias false and R <= 8 (the AG tiling's rule).
-
-A block that straddles two regions (small m, or AdjustBasicBlock's baseM) is resolved by its first row, as
-the source does; its rows past the region's fragments are reported by the FragmentSliceCopy
-(FRAGMENT_OUT_OF_RANGE) and those C rows are never written.
+Hazard variants (`AgKernelVariant`): SKIP_FLAG0_WAIT leaves the AIV's pre-set flag 0 unconsumed
+(UNCONSUMED_FLAG; no source version did this); UPDATE_ADDR_BEFORE_WAIT builds the MAIN fragment addresses
+before the round's wait (seed 000 §7 constraint 2): ADDR_LIST_UPDATED_EARLY (copies are synchronous here, so
+only the report shows it). A block straddling two regions is resolved by its first row, as the source does;
+its rows past the region's fragments are FRAGMENT_OUT_OF_RANGE and those C rows are never written.
 """
 
 from __future__ import annotations
@@ -172,7 +140,7 @@ class AllGatherQbmmMxKernel:
                  wait_order: WaitOrder = WaitOrder.MASK, variant: AgKernelVariant = AgKernelVariant.SOURCE,
                  enableBufferReuse: bool = False, bufferSyncMgr: Any = None) -> None:
         self.ctx = ctx
-        # `enableBufferReuse` (67a83540d75e): the slot ring; `bufferSyncMgr_` its `UrmaBufferSync`.
+        # `enableBufferReuse`: the slot ring; `bufferSyncMgr_` its `UrmaBufferSync`.
         self.enableBufferReuse = enableBufferReuse
         self.bufferSyncMgr_ = bufferSyncMgr
         self.dataChannel_: Any = None    # BufferChannel*, injected by SetChannels
@@ -375,7 +343,7 @@ class AllGatherQbmmMxKernel:
 
     def ProcessBufferReuse(self, params: Params, problemShape: tuple[int, int, int, int], sch: Any,
                            mmadFrag: Any) -> None:
-        """`Process` of the `enableBufferReuse = true` instantiation (67a83540d75e, the slot ring): in-order
+        """`Process` of the `enableBufferReuse = true` instantiation (the slot ring): in-order
         rounds (readyTileIdx from -1), each acquired at its slot's flag (slotIdx + 1) after releasing the round
         before it when that slot will be written again (r < commTurn - slotNum); MAIN tiles read A / scaleA as
         plain tensors at the round's slot offsets (rows packed by remote index), HEAD / TAIL through their

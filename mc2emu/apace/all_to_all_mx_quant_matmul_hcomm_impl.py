@@ -1,41 +1,23 @@
-"""AllToAllMxQuantMatmulHcommImpl — the HCCL (hcomm) orchestration of all_to_all_quant_matmul.
+"""AllToAllMxQuantMatmulHcommImpl — the HCCL (hcomm) orchestration of all_to_all_quant_matmul, launched AIC only.
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/all_to_all_quant_matmul/
-all_to_all_mx_quant_matmul_hcomm_impl.h` (seed 000 §3, §4.5; SPEC §6), launched AIC only. The HCCL server
-moves the data; the AIC is its client:
-
-    Init():  hccl_.Init()
-             scaleHandle_    = AlltoAll<commit>(localScaleA, workspace, oriM * scaleKLen, uint8, 0, 1)
-             dataHeadHandle_ = AlltoAll<commit>(x1, out, headTileSize * Ka, AType, oriM * Ka, tileCnt)
-             dataTailHandle_ = AlltoAll<commit>(x1 + tileCnt * headTileSize * Ka, out + same,
-                                                tailSize * Ka, AType, oriM * Ka, tailCnt)     (if tailCnt)
-    Run():   if localMatmul != 0: MatmulProcess(LOCAL)
-             MatmulProcess(REMOTE)          # splitKNum R - 1 when localMatmul != 0, else R
-             SyncAll()                      # SyncAll<true>: a no-op on an AIC
-             hccl_.Finalize()
+all_to_all_mx_quant_matmul_hcomm_impl.h` (libochao-huawei/ops-transformer bb298b1c5; seed 000 §3, §4.5,
+SPEC §6). The HCCL server moves the data; the AIC is its client: Init commits a scale handle (1 repeat) and
+data head / tail handles (tileCnt / tailCnt repeats), Run does LOCAL (if localMatmul != 0) then REMOTE,
+`SyncAll()` (a no-op on an AIC) and Finalize. Workspace (the HCCL window): the received scaleA at offset 0
+(size aligned up to 512 B), then the received A rows (the `all2all_out` role).
 
 Consequences reproduced (SPEC §6 "Consequences"):
-- localMatmul == 2: the LOCAL pass is not localFirst (that needs localMatmul == 1): it takes the REMOTE
-  branch with splitKNum 1, waits and drains every tile (C = rank 0's term); the REMOTE pass then Waits
-  again on every handle, beyond Commit: AICPU returns -1 at once (C = sum of the terms of ranks 0..R-2, a
-  plain write over pass 1), CCU hangs (caught by the deadline).
-- Bias is loaded at index 0 of every pass; with localMatmul == 1 the REMOTE pass adds atomically onto the
-  LOCAL pass's C, so bias is added twice (BIAS_DOUBLE_ADD); with localMatmul == 2 it plain-writes over it.
-- `SyncAll()` does not order block 0's Finalize after the other AICs' Waits: with several AICs under the
-  AICPU model a Wait after Finalize<true> hangs, diagnosed by the deadline (the report names the waiting
-  AICs and the finalized session).
-- mask-ordered waits through repeat handles may read tiles before they arrive: each data Wait proves only
-  the next repeat of its handle, and the scale handle is waited at tile 0 only; the happens-before checker
-  (`check/happens_before.py`) reports every read of workspace bytes before the Wait proving the HCCL
-  repeat that writes them (READ_BEFORE_WAIT, with the byte range, the task and the missing Wait).
+- localMatmul == 2: the LOCAL pass takes the REMOTE branch with splitKNum 1 and drains every tile; the
+  REMOTE pass then Waits beyond Commit: AICPU returns -1 at once, CCU hangs (caught by the deadline).
+- Bias is loaded at index 0 of every pass: added twice with localMatmul == 1 (BIAS_DOUBLE_ADD).
+- `SyncAll()` does not order block 0's Finalize after the other AICs' Waits: under AICPU a Wait after
+  Finalize<true> hangs; the deadline report names the waiting AICs and the finalized session.
+- mask-ordered waits through repeat handles may read tiles before they arrive: the happens-before check
+  reports each such read (READ_BEFORE_WAIT, with the byte range, the task and the missing Wait).
 
-No PipeBarrier orders the LOCAL and REMOTE passes (nor any other step) in the source: `grep PipeBarrier`
-over `mc2/common/op_kernel/apace` finds none at any commit of libochao-huawei/ops-transformer from
-70b74b06d to 5778144 (bb298b1c5 is the version emulated). The passes run in program order on each AIC and
-write C through the same fixpipe, so the emulator models no barrier and no missing-barrier hazard.
-
-Workspace (the HCCL window): the received scaleA at offset 0, its size aligned up to 512 B; the received
-A rows after it (the `all2all_out` role).
+The source has no PipeBarrier between the LOCAL and REMOTE passes (none under `mc2/common/op_kernel/apace`);
+the passes run in program order and write C through the same fixpipe, so no barrier is modelled.
 """
 
 from __future__ import annotations

@@ -1,30 +1,17 @@
 """AllToAllMxQuantMatmulUdmaImpl — the UDMA (one-sided put) orchestration of all_to_all_quant_matmul.
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/all_to_all_quant_matmul/
-all_to_all_mx_quant_matmul_udma_impl.h` (seed 000 §4.5, SPEC §6), launched `MIX_AIC_1_1`:
-
-    Run():
-      if ASCEND_IS_AIV: RunAllToAll()                 # puts + TeamBarrier + per-round flags, Finalize
-      if ASCEND_IS_AIC:
-          if localMatmul == 1: RunLocalMatmul()         # MatmulProcess(LOCAL), splitKNum 1
-          RunMatmul()                                   # DEFERRED_SYNC if localMatmul == 2 else REMOTE
-
-RunAllToAll, per round t < commTurn (flag id t):
-    AIV blocks < R: put the scale rows, then the data rows, of tile t of the row block destined to the peer
-    whose rank equals the block index (the block of the own rank puts nothing), with the source's address
-    formulas
-        src = local + target * chunkBytes + t * tileMax
-        dst = win[target] + winOffset + rankId * chunkBytes + tileOffset
-    drain (quiet), TeamBarrier CrossDevice(block);
-    every AIV: SyncAll<true>(), CrossCoreSetFlag<2, PIPE_MTE3>(t).
-At Init the scale all-to-all runs its TeamBarrier (CrossDevice, then CrossCore: BARRIER_BOTH), which also
-keeps a fast rank from writing a window a slow rank still reads; the data all-to-all runs none.
+all_to_all_mx_quant_matmul_udma_impl.h` (seed 000 §4.5, SPEC §6), launched `MIX_AIC_1_1`. AIV: per round t
+< commTurn, AIV block b < R puts the scale rows then the data rows of tile t destined to peer b (the own
+rank's block puts nothing), drains (quiet), TeamBarrier CrossDevice; every AIV then `SyncAll<true>()` and
+`CrossCoreSetFlag<2, PIPE_MTE3>(t)`. AIC: LOCAL (localMatmul == 1, splitKNum 1), then the matmul
+(DEFERRED_SYNC if localMatmul == 2 else REMOTE; splitKNum R - 1 when localMatmul == 1, else R).
+At Init the scale all-to-all runs its TeamBarrier (BARRIER_BOTH), which also keeps a fast rank from writing a
+window a slow rank still reads; the data all-to-all runs none.
 
 Window layout (symmetric on every rank): A (R * oriM, Ka) from byte 0, row block s written by rank s (the
-own block is never written: the own rank's rows are read from local A); scaleA (R * oriM, scaleKLen) from
-byte R * oriM * Ka * sizeof(A) (FP4: half a byte per element).
-
-splitKNum (SetupParams): LOCAL 1; otherwise R - 1 when localMatmul == 1, else R.
+own block is never written: the own rows are read from local A); scaleA (R * oriM, scaleKLen) from byte
+R * oriM * Ka * sizeof(A) (FP4: half a byte per element).
 """
 
 from __future__ import annotations

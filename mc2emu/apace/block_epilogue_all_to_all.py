@@ -2,24 +2,15 @@
 block, scatter its C rows from the workspace to the owner ranks' windows.
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/block/epilogue/block_epilogue_all_to_all.h`
-(hicann/ops-transformer 3e6c8dc4de):
+(hicann/ops-transformer 3e6c8dc4de): the two AIVs of a block alternate 32-row sub-tiles; each copies GM -> UB
+(rows of paddingN = singleN rounded up to 32 bytes), then per run of rows with one owner
+(dstRankId = globalRow / tpSizeM, the own rank included) UB -> that rank's window rows
+rankId * tpSizeM + globalRow % tpSizeM, columns [nPos, + singleN).
 
-    CommProcess(mPos, nPos, singleShape):
-      aivIdx = GetBlockIdx() % AIV_AIC_RATIO            # the two AIVs of a block alternate sub-tiles
-      for st = aivIdx; st < ceil(singleM / 32); st += 2:
-        copy GM -> UB: C rows [mPos + 32 st, + subTileM) x [nPos, + singleN) into UB rows of paddingN
-        (= singleN rounded up to 32 bytes) at ubBaseOffset
-        SetFlag / WaitFlag<MTE2_MTE3>
-        for each run of rows with one owner: dstRankId = globalRow / tpSizeM
-          copy UB -> window of dstRankId, rows rankId * tpSizeM + globalRow % tpSizeM, columns [nPos, + singleN)
-          (the own rank included)
-        SetFlag / WaitFlag<MTE3_MTE2>
-
-UB is one byte array per AIV (`ub_bytes`), shared with the reduction of the impl as on the device (both use
+UB is one byte array per AIV (`ub_bytes`), shared with the impl's reduction as on the device (both use
 offsets from 0). The UB -> remote window copies take the UBMEM MTE3 path: one strided copy per run of rows
-(`Shmem.put_local_rows_nbi`, rows N * 2 bytes apart) when singleN < N, since the window rows are N wide, and one
-contiguous `Shmem.put_local_nbi` per run when the tile spans all of N. The MTE3_MTE2 wait completes them
-(`quiet`).
+(`Shmem.put_local_rows_nbi`) when singleN < N, one contiguous `Shmem.put_local_nbi` when the tile spans all
+of N; the MTE3_MTE2 wait completes them (`quiet`).
 """
 
 from __future__ import annotations

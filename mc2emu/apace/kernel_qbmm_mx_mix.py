@@ -2,30 +2,19 @@
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/matmul/quant_batch_matmul/kernel_qbmm_mx_mix.h`
 (hicann/ops-transformer 8fbd92b1d1), launched MIX_AIC_1_2 by `QuantMatmulReduceScatterUbmemKernel`
-(`tests/st/quant_matmul_reduce_scatter/ubmem/src/kernel_launcher.h`, b993c14f78):
+(`tests/st/quant_matmul_reduce_scatter/ubmem/src/kernel_launcher.h`). Per block: AIC (after flag 9 unless
+it is its first block) mmad into the workspace, `CrossCoreSetFlag<0x2, PIPE_FIX>(8)`; AIV waits 8, runs the
+epilogue, sets 9. The multi-batch path is not emulated (the launcher passes batch 1).
 
-    Run: [SetAtomicAdd<float> if atomic] Init; BlockScheduler bs(problemShape, schParams)
-         AIC: mmadOp_.Init(problemShape, {baseM, baseN, baseK, 0}, l1Params, isBias_, dbL0C > 1)
-         AIV: epilogueOp_.Init(epilogueParams)
-         batch == 1: ProcessSingleBatch(params, bs, 0, true); [SetAtomicNone]; return     <- (1)
-         ProcessWithBatch(...); [SetAtomicNone]; AIC: if !isFirstBlock_: CrossCoreWaitFlag(9)
-    ProcessSingleBatch: UpdateTailTile (needUpdateTail_ or the tail-round test); while bs.GetTileIdx:
-         GetBlockShape (an empty piece returns); SetBL2Cache; GetTileCoord
-         AIC: if !isFirstBlock_: CrossCoreWaitFlag(9)     # the AIVs released the previous block
-              mmadOp_(A, B, scaleA, scaleB, bias (1, baseN) at nPos, C block, singleShape)  -> the workspace
-              CrossCoreSetFlag<0x2, PIPE_FIX>(8); isFirstBlock_ = false
-         AIV: CrossCoreWaitFlag(8); epilogueOp_(mPos, nPos, singleShape); CrossCoreSetFlag<0x2, PIPE_MTE3>(9)
+The single-batch path returns before the final flag-9 wait that only the multi-batch path has: every AIC
+that ran a block ends with one unconsumed flag-9 round, UNCONSUMED_FLAG (AIC, id 9) at launch end. Whether
+the count persists into the next launch is undocumented (SPEC §2 assumption: it does): then each launch adds
+one and the 16th pending Set is a hardware error. The `FINAL_WAIT` variant adds the final wait (a fix, for
+comparison).
 
-(1) The single-batch path returns before the final flag-9 wait that only the multi-batch path has: every AIC
-that ran a block ends with one unconsumed flag-9 round (the AIVs' last Set), reported at launch end as
-UNCONSUMED_FLAG naming the AIC and id 9. Whether the count persists into the next launch is undocumented
-(SPEC §2 assumption: it does): then each launch adds one, and the 16th pending Set is a hardware error. The
-`FINAL_WAIT` variant adds the multi-batch path's final wait to the single-batch path (a fix, for comparison).
-
-The untemplated `CrossCoreWaitFlag(id)` is `CrossCoreWaitFlag<0, PIPE_S>(id)` in asc-devkit (the template
-defaults); on DAV_3510 it waits on the core's counter that the mode-2 Set raised. The emulator's flag model
-rejects PIPE_S and tracks modes per id, so the wait is emulated as the mode-2 wait on that counter (on an
-existing pipe of the core). The multi-batch path is not emulated (the launcher passes batch 1).
+The untemplated `CrossCoreWaitFlag(id)` is `CrossCoreWaitFlag<0, PIPE_S>(id)` in asc-devkit; on DAV_3510 it
+waits on the counter the mode-2 Set raised. The flag model rejects PIPE_S and tracks modes per id, so it is
+emulated as the mode-2 wait on that counter (on an existing pipe of the core).
 """
 
 from __future__ import annotations

@@ -2,35 +2,21 @@
 design-spec compute-first reduce-scatter kernel (`impl="rounds"`).
 
 Emulates the kernel the cannbot MC2 skill prescribes for scenario `compute-first-reduce-scatter`
-(`development.md` §5.8 "自研 FragmentTensor mm kernel 骨架 qmm_mx_kernel_{rs}_frag.h", §5.10 per-tile
-sub-range contract, §5.11 localLast; `design.md` §3.4; read through the public code index, file ids
-60509613752 and 67045480779 / 60671537757, repository and commit not named by the index). No ops-transformer
-source of this kernel is public: the skill describes it as an adaptation of the AllGather
-`QmmMxKernelAgUdma`, so its structure (Run: scheduler over the logical M, `QmmMxBlockMmadFragment.Init`,
-`BuildFragmentTensors`, `Process`; WINDOW_LEN 1) follows `all_gather_qbmm_mx_kernel.h` (hicann/ops-transformer
-5778144076) as the emulated AllGather kernel does, with the compute-first changes of §5.8:
+(`development.md` §5.8, §5.10 per-tile sub-range contract, §5.11 localLast; `design.md` §3.4). No
+ops-transformer source of it is public; the skill calls it an adaptation of the AllGather kernel, so its
+structure (scheduler over the logical M, `QmmMxBlockMmadFragment.Init`, `BuildFragmentTensors`, `Process`;
+WINDOW_LEN 1) follows `all_gather_qbmm_mx_kernel.h` (hicann/ops-transformer 5778144076) with the changes of §5.8.
 
-    Run(params)                                   # one round t: problem M = R * curTileM
-      BuildFragmentTensors: cFragAddrs_[r] = staging + r * mPerRank * cBytesPerM   (original rank order)
-        addrList A / scaleA / C in localLast order [remote ranks ascending ..., local]: fragment f of rank
-        order[f] starts at row order[f] * mPerRank + tileMOffset of A / scaleA / staging
-      Process:
-        localFragBoundary = headMainRows - fragM = (R - 1) * curTileM
-        while sch.GetTileIdx(blockIdx):           # mPos non-decreasing on a core (WINDOW_LEN 1)
-          if !remoteFlagSet && mPos >= localFragBoundary:
-            CrossCoreSetFlag<0x2, PIPE_FIX>(flagA); remoteFlagSet = true   # remote fragments done: PUT may start
-          SetL2Cache; slices; mmadFrag(17 args)   # FragmentSliceCopy<true> scatters C into staging;
-                                                  # gmBias (1, curN) at nPos, or a null tensor
-        if !remoteFlagSet: CrossCoreSetFlag<0x2, PIPE_FIX>(flagA)          # 兜底: a core with no local tile
+One round t (problem M = R * curTileM): C fragments are staging rows in original rank order; A / scaleA / C
+address lists in localLast order (remote ranks ascending, then local). Once a core's mPos reaches the local
+fragment ((R - 1) * curTileM) it sets flagA (the PUT may start); a core with no local tile sets it at the end.
 
-Bias (seed 000 §4.7 推论 2: optional, "bias 在各卡本地 matmul 内完成"; development.md §3.1 #6 budgets it on the
-host): `mmadFrag.Init(..., isBias, ...)` with isBias = a bias was given, and each tile passes the (1, curN) slice
-of the (1, N) float32 bias at nPos (seed 000 §5.1: Bias layout `MakeFrameLayout<NDExtLayoutPtn>(1, N)`);
-`qmm_mx_block_mmad_fragment.h` (hicann/ops-transformer 3e6c8dc4de) copies it GM -> L1 at iter0 0, L1 -> bias
-table at iter1 0 and starts that MMAD from it (init_with_zero false). Each C row gets it once, in its round.
+Bias (seed 000 §4.7 推论 2, optional): `mmadFrag.Init(..., isBias, ...)` and each tile passes the (1, curN)
+slice of the (1, N) float32 bias at nPos (seed 000 §5.1); the fragment mmad starts that MMAD from it
+(init_with_zero false), so each C row gets it once, in its round.
 
-No wait: computing does not depend on communication (seed 000 §7.2 table). The impl Sets flagB after each
-round (`quant_matmul_reduce_scatter_rounds_impl.py`).
+No wait: computing does not depend on communication (seed 000 §7.2). The impl sets flagB after each round
+(`quant_matmul_reduce_scatter_rounds_impl.py`).
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """QuantMatmulMxKernel — the apace composition-mode MX quant matmul kernel of the MC2 all-to-all operator.
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/all_to_all_quant_matmul/quant_matmul_mx_kernel.h`
-(`QuantMatmulMxKernel<ProblemShape, BlockMmad, BlockScheduler, CommPolicy>`, seed 000 §3-4, SPEC §6).
-Structure, names, loop order and wait order follow the source:
-
-    Run(params)
-      Init(params)                          # AIV returns here (the only ASCEND_IS_AIV guard)
-      if isAtomicAdd_: SetAtomicAdd<CType>()
-      bs = BlockScheduler(problemShape, schParams)
-      mmadOp_.Init(problemShape, {baseM, baseN, baseK}, l1Params, isBias_, dbL0C, splitKNum)
-      ProcessSingleBatch(params, bs, 0, true)
-      if isAtomicAdd_: SetAtomicNone()
+(`QuantMatmulMxKernel<ProblemShape, BlockMmad, BlockScheduler, CommPolicy>`, seed 000 §3-4, SPEC §6);
+structure, names, loop order and wait order follow the source.
 
 ProcessSingleBatch walks this core's output tiles; per tile one of three branches (SPEC §6):
 - localFirst (LOCAL && localMatmul == 1): local A rows rankId*oriM + mPos x B segment rankId, index 0;
@@ -19,9 +11,9 @@ ProcessSingleBatch walks this core's output tiles; per tile one of three branche
 - REMOTE (everything else): WaitTile(dep), ranks in ascending order; the own rank is skipped when
   localMatmul == 1, else read from local A; indices count executed mmads from 0.
 dep = min((mPos + blockM - 1) / headTileSize, totalTiles - 1). Wait order "mask" (the seed's uint32
-`waitedMask`: each dep once, in any order, then a final drain of unwaited tiles) or "in_order" (the later
-source: `while ready < dep: WaitTile(++ready)`, drain up to totalTiles - 1). Run has no AIV guard: an AIV
-that runs it (an AIC-only kernel launched mixed) joins the waits, as on the device (reported).
+`waitedMask`: each dep once, then a final drain of unwaited tiles) or "in_order" (the later source:
+`while ready < dep: WaitTile(++ready)`, drain up to totalTiles - 1). Run has no AIV guard: an AIV that runs
+it (an AIC-only kernel launched mixed) joins the waits, as on the device (reported).
 """
 
 from __future__ import annotations

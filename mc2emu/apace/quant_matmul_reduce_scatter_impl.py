@@ -2,32 +2,20 @@
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/fusions/quant_matmul_reduce_scatter/
 quant_matmul_reduce_scatter_impl.h` (hicann/ops-transformer b993c14f78) with the kernel it wraps
-(`kernel_qbmm_mx_mix.py`: per block, AIC MMAD -> flag 8 -> both AIVs run `BlockEpilogueAlltoAll` -> flag 9)
-and the launcher `QuantMatmulReduceScatterUbmemKernel` (`tests/st/.../ubmem/src/kernel_launcher.h`):
+(`kernel_qbmm_mx_mix.py`) and the launcher `QuantMatmulReduceScatterUbmemKernel`. After the kernel has
+scattered every C block to its owner's window (row rankId * M/R + g % (M/R), self included), the AIVs
+reduce: SyncAll, status handshake (coreVid < R writes 1.0f into slot rankId of rank coreVid, then polls its
+own slot coreVid until in [0.5, 1.5] and writes 0), SyncAll, then each AIV sums its rows of M/R over the
+R window rows in fp32 (`sum = sum * 0.0` first) and writes y as bf16 (CastRoundMode::RN).
 
-    operator()(params):
-      kernel(params.matmulKernelParams)            # C blocks into the workspace, rows scattered to the owners'
-                                                   # windows at row rankId * M/R + g % (M/R) (self included)
-      AIV: ReduceAddInit; ReduceAddProcess:
-        SyncAll<true>()
-        WriteStatusToWin()   # coreVid < R: 1.0f into slot rankId of rank coreVid's state area
-        ReadStatus()         # coreVid < R: poll slot coreVid of the own state area until in [0.5, 1.5], write 0
-        SyncAll<true>()
-        ReadRemoteDataAdd()  # rows of M/R split over GetBlockNum() * 2 AIVs (SplitToCore); per row:
-                             #   sum = sum * 0.0 (MulScalar); for tp = 0 .. R-1: sum += fp32(window row
-                             #   tokenIndex + tp * M/R); y row = bf16(sum) (CastRoundMode::RN)
+UB (one byte array per AIV) holds the fp32 sum at offset 0, where the epilogue's last sub-tile and the
+status words also were. `sum * 0` clears finite garbage but keeps NaN / Inf: with the `UB_STALE_NAN`
+variant the UB starts as a previous kernel may leave it (all 0xFF), and every element not overwritten stays
+NaN through the first row's sum: MUL_ZERO_KEEPS_NAN (rank, core, row, count), visible in y.
 
-UB (one byte array per AIV, `block_epilogue_all_to_all.ub_bytes`): the reduction's fp32 sum lives at offset 0,
-where the epilogue's last sub-tile and the status words also were (the source uses offsets from 0 for all of
-them). `sum * 0` clears finite garbage but keeps NaN / Inf: with the `UB_STALE_NAN` variant the UB starts as a
-previous kernel may leave it (all bytes 0xFF, NaN as fp32 and bf16), and every element the epilogue and status
-writes did not overwrite stays NaN through the first row's sum: reported as MUL_ZERO_KEEPS_NAN (rank, core,
-row, count) and visible in y.
-
-The status words are 64-bit signal slots here (`Shmem.signal_op` SET of the float32 bits of 1.0f, then
-`signal_wait_until` >= bits(0.5f): for the non-negative floats written, the integer order of the bits is
-the float order; the value is then checked against 1.5f), so the handshake is also a happens-before edge for
-the checker; the reset to 0 is a plain store of the UB words, as the source's Copy.
+The status words are 64-bit signal slots here (`Shmem.signal_op` SET of the bits of 1.0f, then
+`signal_wait_until` >= bits(0.5f): for non-negative floats the bit order is the float order), so the
+handshake is also a happens-before edge for the checker; the reset to 0 is a plain store, as the source's Copy.
 """
 
 from __future__ import annotations

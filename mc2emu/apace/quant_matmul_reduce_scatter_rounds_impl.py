@@ -1,52 +1,23 @@
 """The design-spec compute-first reduce-scatter kernel (`impl="rounds"`), launched MIX_AIC_1_1.
 
 Emulates the orchestration the cannbot MC2 skill prescribes for scenario `compute-first-reduce-scatter`
-(`development.md` §5.1 AIV strict separation, §5.2 batched reduction, §5.9 unified for-t loop, §5.10 AIC
-per-round loop, §5.11 localLast two flags; `design.md` §3.1-§3.6; seed 000 §4.6-4.8, SPEC §7.2). Read through
-the public code index (development.md: file id 60509613752; design.md: 67045480779 and 60671537757); the
-index does not name the repository or commit. No public ops-transformer source implements this kernel.
+(`development.md` §5.1, §5.2, §5.9, §5.10, §5.11; `design.md` §3.1-§3.6; seed 000 §4.6-4.8, SPEC §7.2); no
+public ops-transformer source implements it. AIC: per round t, `QmmMxKernelRsFrag` (sets flagA at the local
+fragment), then flagB. AIV, per round: wait flagA, SyncAll, the last R cores PUT their staging segment into
+slot rankId of the target's window and drain, the compute cores reduce round t - 1, SyncAll / CrossDevice /
+SyncAll, wait flagB; after the loop the last ReduceSum. ReduceSum (§5.2, seed 000 §4.8): rows split over the
+compute cores, j = 0 .. R - 1 ascending, bf16 -> fp32 adds, fp32 -> bf16 (CAST_RINT), DataCopyPad to y.
 
-    AIC (RunMatmul, §5.10):
-      for t in [0, T):
-        mmKernel_(params of round t)              # QmmMxKernelRsFrag: Sets flagA at the local fragment
-        CrossCoreSetFlag<0x2, PIPE_FIX>(flagB)    # the whole round is in staging
-    AIV (RunAllToAllAndReduceSum, §5.1 / §5.9), jobIndex = GetBlockNum() - 1 - GetBlockIdx():
-      isCommBlock = jobIndex < R (the last R cores), isComputeBlock = blockIdx < usedCoreNum - R
-      for t in [0, T):
-        CrossCoreWaitFlag(flagA)                  # untemplated: blocks the scalar pipe too
-        SyncAll                                   # every AIC has finished round t's remote fragments
-        comm core (target = jobIndex): Commit     # PUT staging rows of segment `target`, round t, into slot
-                                                  #   rankId of target's window; none for the own segment
-                                       Wait<BARRIER_NONE>   # drain only
-        compute core, t > 0: ReduceSum(t - 1)     # overlaps the AIC's round t (and t + 1, ...)
-        SyncAll; CrossDevice (jobIndex 0, TeamBarrier totalJobs = 1); SyncAll
-        CrossCoreWaitFlag(flagB)                  # round t complete in this core's AIC
-      SyncAll; compute core: ReduceSum(T - 1)
+Departures: design.md §3.4 / §5.11 has the comm cores wait flagA and the reduce cores flagB, but a mode-2 Set
+only reaches its own AIC's AIVs, so here every AIV waits both flags and the SyncAll after makes them
+launch-wide (each counter may hold up to T pending Sets: hence T <= 15). The window follows design.md §3.6:
+the TeamBarrier in a window of its own, data slot j = rank j's rows at j * chunkBytes.
 
-ReduceSum(t) (§5.2, seed 000 §4.8): the compute cores split round t's curTileM rows (SplitToCore: contiguous
-row blocks, the remainder to the first cores); for each batch of rows: for j = 0 .. R - 1 ascending,
-DataCopyPad GM -> UB of exactly rows * N * 2 bytes (the own segment from staging, the others from window slot
-j), Cast bf16 -> fp32 (CAST_NONE), Add into the fp32 accumulator; Cast fp32 -> bf16 (CAST_RINT); DataCopyPad
-UB -> y of exactly rows * N * 2 bytes.
-
-Departures, written down for the note:
-- design.md §3.4 / §5.11 item 4 has the comm cores wait flagA and the reduce cores wait flagB. A mode-2 Set
-  only reaches the AIV(s) of its own AIC, so a reduce core's flagB says nothing about the other AICs; here
-  every AIV waits both flags of every round and the SyncAll that follows makes them launch-wide. Each counter
-  may still hold up to T pending Sets (the AIC never waits), the reason for T <= 15.
-- The Win layout is the "官网布局" of design.md §3.6: the TeamBarrier lives in a window of its own, so the
-  data slots start at offset 0 (slot j = rank j's rows, j * chunkBytes, chunkBytes = mSeg * N * 2).
-
-Hazard variants (`RsKernelVariant`), reproduced and reported:
-- TEMPLATED_WAIT: the comm cores wait `CrossCoreWaitFlag<0x2, PIPE_MTE2>(flagA)` (design.md §3.4: the
-  templated form does not block the scalar pipe, so the Commit runs before the flag takes effect and the
-  PUT reads staging the AIC has not finished). Emulated by issuing the Commit before the wait; the kernel
-  reports READ_BEFORE_WAIT (rank, core, round, staging byte range, flag) whatever the timing, and the bytes
-  read are whatever staging held (poison when never written, READ_UNWRITTEN).
-- TAIL_COPY_ROUNDED: the reduction's copy-out is a DataCopy rounded up to 32 bytes instead of DataCopyPad
-  (seed 000 §4.8 rule 2): when a core's rows * N * 2 is not a multiple of 32 the copy overruns into the next
-  core's first row (or past the end of y); reported as TAIL_COPY_OVERRUN with rank, core, byte range and the
-  overrun size.
+Hazard variants (`RsKernelVariant`): TEMPLATED_WAIT (comm cores wait `CrossCoreWaitFlag<0x2, PIPE_MTE2>`,
+which does not block the scalar pipe: the Commit is issued before the wait) reports READ_BEFORE_WAIT (rank,
+core, round, staging range, flag) and READ_UNWRITTEN for never-written staging; TAIL_COPY_ROUNDED (DataCopy
+rounded up to 32 bytes instead of DataCopyPad, seed 000 §4.8 rule 2) reports TAIL_COPY_OVERRUN (rank, core,
+byte range, overrun size).
 """
 
 from __future__ import annotations

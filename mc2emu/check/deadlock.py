@@ -8,22 +8,9 @@ waiting (following the chain to a cycle) or has finished without signalling. The
 every rank that a deadlock was declared: their waits stop at once with the same verdict, so every rank
 ends within seconds of the first deadline instead of each waiting out its own.
 
-Protocol (tags on the service's own communicator):
-
-| step | who | message |
-|---|---|---|
-| 0 | rank p, deadline passed | if a `REQ` already reached p: p is not a declarer, its waits stop with that verdict |
-| 1 | rank p | becomes a declarer; `REQ` to every other rank: (p, core, object) |
-| 2 | service of rank q | marks the deadlock declared on q (its waits stop); `REP`: snapshot, "q declares" |
-| 3 | rank p | collects snapshots within `COLLECT_S`; the lowest declarer reports, the others defer |
-
-One report per deadlock: ranks whose deadlines pass at about the same time all declare (step 0 can race
-step 1 on each rank). Steps 0-1 and the service's reply are serialized by one lock per rank, so of two
-declarers p and q, each one's reply to the other says "declarer" (if q had not declared when p's `REQ`
-arrived, q does not declare at all): every declarer learns of every other that answers (or whose `REQ`
-its service received), and exactly one, the lowest, reports. A rank that does not answer in time
-(killed, stuck inside MPI, or starved of CPU for `COLLECT_S`) is listed as unresponsive; if it also
-declared, unseen, it writes a second report.
+One report per deadlock: ranks whose deadlines pass at about the same time all declare, learn of each
+other from the replies, and the lowest declarer reports; a rank that does not answer within `COLLECT_S` is
+listed as unresponsive. The protocol's state table: docs/protocols.md "Cross-rank deadlock diagnosis".
 """
 
 from __future__ import annotations

@@ -4,59 +4,16 @@ On hardware a missing or early wait shows up as sporadic precision errors: wheth
 arrive decides the numbers. Here the check is made on the synchronization structure, not on timing, so it
 reports the same race on every run, whether or not the data arrived in time.
 
-Recorded per core, in program order (from the event stream, check mode):
-
-| event (kind)                         | record                 | edge                                        |
-|--------------------------------------|------------------------|---------------------------------------------|
-| CrossCoreSetFlag (FLAG_SET)          | set(set_id)            | -> the Wait consuming a round it is part of |
-| CrossCoreWaitFlag returns            | acquire(token)         | <- the Sets of that round (`sources`)       |
-|   (FLAG_RAISE, consumed)             |                        |                                             |
-| put (PUT)                            | put(pe, window, range) | completes at the next quiet / signal to pe  |
-| quiet (QUIET)                        | quiet                  |                                             |
-| TeamBarrier store of v in slot i     | store(slot i, v)       | -> the peer's observation of v in that slot |
-|   (BARRIER, extra `store`)           |                        |                                             |
-| TeamBarrier remote read returns v    | observe(peer, slot, v) | <- the peer's store of v                    |
-|   (BARRIER, extra `observed`)        |                        |                                             |
-| signal post to pe (SIGNAL, post)     | post(pe, slot, op, v)  | -> every wait on that slot (conservative)   |
-| signal wait returns (SIGNAL, wait)   | sigwait(slot, seen)    | <- the posts to that slot                   |
-| GM read of a window (GM_READ)        | read(window, range)    | (local, the checked accesses)               |
-
-At the end of a launch every rank contributes its synchronization log (collective), vector clocks are
-computed over the happens-before graph, and each read of window bytes written by a put of this launch is
-checked: the put's completion (its quiet or signal) must happen before the read. A read that is not is reported as
-READ_BEFORE_WAIT with rank, core, byte range, the put and what is missing.
-
-Reused window bytes (the all-gather slot ring writes a slot again every slot_num rounds): a put of the read's
-bytes that is issued after the read (its vector clock covers the reader's next sync event, e.g. the release
-the writer waited for) is a later use of the space, not a race. A put that is neither completed before the read
-nor issued after it, over bytes the read is ordered to see from an earlier put, is READ_OVERWRITTEN (rank,
-core, byte range, both puts): the space was reused before its reader released it, whatever the timing.
-A window whose GM allocation has `describe` gets the protocol place of the range (slot, flag, source rank).
-
-Puts of the HCCL server (its AlltoAll / AllGather repeats) are checked against what the reading core's
-HCCL Waits prove, in its program order (SPEC §3.2): an AICPU Wait, or the CCU working block's, that
-returned its n-th time on handle h proves repeats 0..n-1 of h finished on this rank (every rank's block
-landed); a CCU non-working core's k-th Wait (whatever its handle) returns once the working block completed
-k Waits, so it proves what the working block's first k Waits proved; a Wait that returned -1 proves
-nothing. A read of workspace bytes written by repeat r of handle h before a Wait proving it is reported as
-READ_BEFORE_WAIT naming rank, core, byte range, the HCCL task (handle, repeat, sending rank) and the Wait
-that was missing. This covers the scale handle (waited at tile 0 only), blocks whose rows span several
-repeats or the head and tail handles, and cores that only drain.
-
-Poisoned windows (`Window.poison()`, check mode: data windows start as the GM never-written pattern) are
-checked at the same exchange: a read of window bytes that no put, HCCL task or local write of this rank
-wrote since the window was created is READ_UNWRITTEN, naming rank, core, window and byte range.
-
-The same end-of-launch exchange pairs signals: every signal posted to a rank must be waited up to its
-final value (UNWAITED_SIGNAL otherwise).
-
-Content check (the transport's side of the contract). A read that IS ordered after the completion of the
-put that wrote its bytes must also have seen those bytes: if the MPI transport let the guarding signal
-or quiet overtake the data (MPI-4.1 §12.7: Flush must complete the put at the target first), the read
-got stale bytes. Each read of window bytes keeps what it returned; at the end-of-launch check (every put
-complete, so the window holds the put's bytes) the bytes of the read that only one put of this launch
-wrote, and no local write touched, must equal the window's: else READ_NOT_VISIBLE names the read, the
-put and the count of differing bytes.
+Each core's synchronization log is recorded from the event stream in program order (flag Sets and the Waits
+consuming them, puts, quiets, TeamBarrier stores and observations, signal posts and waits, HCCL Waits, GM
+reads of windows). At the end of a launch the ranks exchange their logs (collective), vector clocks are
+computed over the happens-before graph, and every read of window bytes written by a put or an HCCL repeat
+(SPEC §3.2) of this launch is checked: READ_BEFORE_WAIT (the completion or the proving Wait is not before
+the read), READ_OVERWRITTEN (reused space: the all-gather slot ring), READ_UNWRITTEN (poisoned windows,
+`Window.poison()`), READ_NOT_VISIBLE (the content check: the transport let the guarding signal or quiet
+overtake the data, MPI-4.1 §12.7); signals are paired too (UNWAITED_SIGNAL). Reports name rank, core, byte
+range, the put or HCCL task and what is missing. The record and verdict tables: docs/protocols.md
+"Happens-before read check".
 """
 
 from __future__ import annotations
@@ -212,7 +169,7 @@ class HappensBeforeChecker:
         """Collective over the ranks of `comm`: check this launch's reads; returns the number of reports.
         Call it only after a deadline-guarded barrier proved every rank finished the launch. The cyclic
         garbage collector is paused meanwhile: the check builds no cycles, and its many small records made
-        every generation-2 pass walk the whole log (measured: about a third of the check's time)."""
+        every generation-2 pass walk the whole log (about a third of the check's time)."""
         paused = gc.isenabled()
         gc.disable()
         try:

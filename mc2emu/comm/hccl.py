@@ -1,39 +1,22 @@
 """AscendC `Hccl`: the HCCL device client an MC2 kernel drives from its AI cores.
 
 Emulates SPEC §3.2 (asc-devkit "HCCL使用说明": the AI core only writes messages; an AICPU or CCU server
-executes them). Kernel code reads like the Ascend C source:
+executes them). Kernel code reads like the Ascend C source: `Hccl(ctx, server)`, `Init()`,
+`AlltoAll(..., repeat, commit=True)` / `AllGather` / `ReduceScatter` / `AllReduce`, `Commit(h)`,
+`Wait(h)` (0, or -1 under the AICPU model), `Finalize()`.
 
-    hccl = Hccl(ctx, server)                 # Hccl hccl; hccl.Init(GetHcclContext<0>(), tiling)
-    hccl.Init()
-    h = hccl.AlltoAll(send, recv, count, dtype, strideCount=0, repeat=1, commit=True)
-    rc = hccl.Wait(h)                        # 0, or -1 (AICPU model errors)
-    hccl.Finalize()
+Rules, counted per calling core, and what each server model does when one is broken (docs/protocols.md
+"HCCL client and server"; with checks on every break is also filed under its `Hazard` name):
+HCCL_TOO_MANY_PREPARES (at most 63), HCCL_COMMIT_BEYOND_REPEAT, HCCL_WAIT_BEYOND_COMMIT (AICPU -1, CCU
+hangs), HCCL_WAIT_ORDER, HCCL_WRONG_CORE_TYPE, HCCL_NON_WORKING_BLOCK, HCCL_FINALIZE_WHILE_WAITING,
+HCCL_UNWAITED_COMMIT.
 
-Rules, counted per calling core, and what each model does when one is broken (with checks on, every
-break is also filed under its `Hazard` name; with checks off only the behaviour remains):
-
-| rule (per calling core)            | hazard                      | AICPU                 | CCU                |
-|------------------------------------|-----------------------------|-----------------------|--------------------|
-| at most 63 Prepares                | HCCL_TOO_MANY_PREPARES      | Prepare returns -1    | same               |
-| #Commit(h) <= repeat(h)            | HCCL_COMMIT_BEYOND_REPEAT   | Commit dropped        | same (assumption)  |
-| #Wait(h) <= #Commit(h)             | HCCL_WAIT_BEYOND_COMMIT     | Wait returns -1       | Wait hangs         |
-| Waits follow Prepare order         | HCCL_WAIT_ORDER             | next repeat of h      | same               |
-| Wait/Commit/Finalize on the core   | HCCL_WRONG_CORE_TYPE        | -1 / no-op            | same               |
-|   type of the Prepares             |                             |                       |                    |
-| only block 0 of the type sends     | HCCL_NON_WORKING_BLOCK      | its Commits never reach the server         |
-| no Wait after block 0's Finalize   | HCCL_FINALIZE_WHILE_WAITING | reset counters: hangs | follows block 0    |
-| every Commit waited                | HCCL_UNWAITED_COMMIT        | at the core's Finalize or the session end  |
-
-How a Wait(h) completes (it always waits for the NEXT committed repeat of h, never a chosen one):
-- AICPU, any core, and CCU, working block: when the finish counter of h on this rank (every rank's block
-  of that repeat landed: `HcclSession.finished`) exceeds this core's Waits on h;
-- CCU, non-working core: when the working block has completed more Waits in total than this core has,
-  whatever the handle.
-
-Only block 0 of the calling core type ("the working block") sends Prepare and Commit messages; the other
-blocks count locally. `Prepare<commit=true>` commits every repeat at once (the hcomm kernel Prepares its
-AlltoAlls with commit=true and repeat=tileCnt, then Waits tileCnt times). A hang is caught by the wait
-deadline (`DeadlockError`).
+A Wait(h) waits for the NEXT committed repeat of h, never a chosen one: AICPU (any core) and the CCU working
+block, until h's finish counter on this rank (`HcclSession.finished`) exceeds this core's Waits on h; a CCU
+non-working core, until the working block has completed more Waits in total than this core. Only block 0
+of the calling core type ("the working block") sends Prepare and Commit messages; the other blocks count
+locally. `Prepare<commit=true>` commits every repeat at once. A hang is caught by the wait deadline
+(`DeadlockError`).
 """
 
 from __future__ import annotations

@@ -2,25 +2,19 @@
 
 Emulates SPEC §3.2's server side. One thread per rank reads the clients' mailbox in order and, for each
 `Commit(h)` of the working block, executes the next repeat of task h with real data movement:
+- AlltoAll / AllGather: one `Put` per rank (the own block too) into the peer's `recv` window range,
+  `Flush_all`, then a completion signal per rank (`Accumulate` REPLACE of `tag(session, r + 1)` into slot
+  (h, me) of the peer's HCCL window), `Flush_all`. A client's Wait reads its own slots.
+- ReduceScatter / AllReduce: `Put`s into the peer's staging area (HCCL window, reserved at Prepare,
+  [repeat][src][block]), the same signals, then the server waits until every rank's block has landed and
+  reduces in rank order into `recv` (assumption: float32 accumulation, or int64 for integers, one rounding
+  at the end; HCCL's device reduction order is not public).
 
-- AlltoAll / AllGather: one `Put` per rank (the own block too) straight into the peer's `recv` window
-  range, `Flush_all`, then a completion signal per rank (`Accumulate` REPLACE of `tag(session, r + 1)`
-  into slot (h, me) of the peer's HCCL window), `Flush_all`. A client's Wait reads its own slots.
-- ReduceScatter / AllReduce: `Put`s into the peer's staging area (a region of the HCCL window reserved
-  at Prepare, [repeat][src][block]), the same signals, then the server waits (wait primitive, polled)
-  until every rank's block of this repeat has landed and reduces them in rank order into `recv`
-  (assumption: accumulation in float32, or int64 for integers, one rounding to the dtype at the end;
-  HCCL's device reduction order is not public).
-
-Every rank executes the same commits in the same order (SPMD), so a server waiting for contributions
-never waits on a server that waits on it.
-
-The idle server blocks on its mailbox (`queue.SimpleQueue.get`). That is the AICPU's message loop, not a
-device wait: nothing is owed to it, so it has no deadline and is not in the wait registry. Every wait
-that something is owed to (contributions, a client's Wait, Finalize) goes through the wait primitive.
-
-The server model (`HcclServerType`) is chosen per launch: `server.model` is read when a launch's first
-`Hccl.Init()` opens its session.
+Every rank executes the same commits in the same order (SPMD), so a server waiting for contributions never
+waits on a server that waits on it. The idle server blocks on its mailbox (`queue.SimpleQueue.get`): the
+AICPU's message loop, owed nothing, so it has no deadline and is not in the wait registry; every wait that
+something is owed to goes through the wait primitive. The server model (`HcclServerType`) is read when a
+launch's first `Hccl.Init()` opens its session.
 """
 
 from __future__ import annotations

@@ -4,21 +4,14 @@ MPI-4.1 §12.7.3 ("Progress") lets an implementation complete a passive-target `
 the target only when the target process calls into MPI; the origin's `Win_flush` then waits for it. On
 MPICH's shared-memory path RMA is a copy by the origin and needs nothing from the target, but between
 hosts (or on one host with `MPIR_CVAR_NOLOCAL=1`, or Open MPI's `osc=rdma` over TCP) the target's MPI
-progress engine applies the operation. `Win_sync` is a memory barrier, not a progress call (measured:
-a rank polling its own window with `Win_sync` + loads never saw a peer's signal on MPICH's network
-path and the peer waited in `Flush` for ever, MPI-NOTES "The inter-node path").
+progress engine applies the operation. `Win_sync` is a memory barrier, not a progress call: a rank polling
+its own window with `Win_sync` + loads never sees a peer's signal there (MPI-NOTES "The inter-node path").
 
-So every rank drives its own progress, from two places, without any setting the user must make:
-
-| who                              | when                                       | call                     |
-|----------------------------------|--------------------------------------------|--------------------------|
-| a polled wait on window memory   | every re-test (`MpiProgress.poke`)         | `Iprobe` on a private comm |
-| the rank's progress thread       | every `PROGRESS_INTERVAL_S`, while open   | the same `Iprobe`        |
-
-The thread covers the stretches where no core of the rank polls (all cores computing, host code between
-launches): a peer's `Flush` into this rank then waits at most one interval. `MPIR_CVAR_ASYNC_PROGRESS`
-(MPICH's own progress thread, set before `MPI_Init`) was measured 6-60x slower on 2 cores: it spins.
-The private communicator never carries a message, so `Iprobe` only progresses and never matches.
+So every rank drives its own progress with an `Iprobe` on a private communicator (which never carries a
+message, so it only progresses): at every re-test of a polled wait on window memory (`MpiProgress.poke`),
+and from the rank's progress thread every `PROGRESS_INTERVAL_S` while open, which covers the stretches where
+no core polls (a peer's `Flush` into this rank waits at most one interval). `MPIR_CVAR_ASYNC_PROGRESS`
+(MPICH's own progress thread) is not used: it spins, several times slower on 2 cores.
 """
 
 from __future__ import annotations

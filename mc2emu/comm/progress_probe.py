@@ -7,14 +7,14 @@ remote Gets). `GlobalProgressProbe.read` returns the tuple of every rank's count
 progress, so a slow but live peer never trips a deadline while a real hang is reported.
 
 Cost and staleness. The wait primitive reads the probe at the start of every wait that blocks (its
-baseline) and again when the deadline passes; one reading is R Gets (measured ~16 us at 8 ranks on this
-machine), which would add a third to a put/signal round trip. A reading younger than `PROBE_REUSE_S` is
+baseline) and again when the deadline passes; one reading is R Gets (~16 us at 8 ranks on 2 cores),
+which would add a third to a put/signal round trip. A reading younger than `PROBE_REUSE_S` is
 therefore served from a cache.
 
 Deadline bound. The wait primitive only learns that some counter changed between its baseline and the
 deadline check, not when, and then restarts the full deadline. Ranks that hang together leave their
 last barrier or launch a few milliseconds apart, so a rank's baseline usually predates a peer's last
-progress and a real hang is reported after 2 x timeout (measured: 2.0-2.2 s for a 1 s deadline at 2-8
+progress and a real hang is reported after about 2 x timeout (2.0-2.2 s for a 1 s deadline at 2-8
 ranks). Checking the probe every timeout / 4 inside `wait_until` would bound it by 1.25 x.
 """
 

@@ -1,50 +1,23 @@
 """SHMEM-like one-sided primitives over MPI RMA: what the UDMA/URMA engine does for an MC2 kernel.
 
-Emulates the put / get / signal / quiet / barrier interface of SPEC §3.1 (the shmem library the apace
-UDMA kernels call). Callable from any core thread of a launch (MPI_THREAD_MULTIPLE):
-
-    shmem = Shmem(world)                                  # host side, once per world
-    # kernel side, `ctx` is the calling core's CoreContext; dst / sig are window GmAddrs (symmetric)
-    shmem.put_nbi(ctx, dst, src, nbytes, pe)
-    shmem.put_signal(ctx, dst, src, nbytes, sig, 1, SignalOp.ADD, pe)
-    shmem.quiet(ctx)
-    got = shmem.signal_wait_until(ctx, sig, Cmp.GE, expected)
-    shmem.barrier_all(ctx)                                 # one core per rank
-
-Why this is correct under the MPI-3/4 unified memory model (every window here reports MPI_WIN_UNIFIED;
-all windows are in one passive-target epoch, `Lock_all(MODE_NOCHECK)`, for their whole life):
-
-- `put_nbi` issues `Put` straight from the source GM bytes (zero copy) and then `Flush(pe)`: the data
-  is read from `src` during the call (the caller may reuse `src` at once) and is complete at the target
-  on return. Completing a non-blocking put before `quiet` is allowed; `quiet` still `Flush_all`s every
-  window, so the contract holds if a later version defers completion. (`Flush_local` would be enough
-  for reusing `src`, but measured slower than `Flush` on MPICH's shared-memory path.)
-- `put_signal` is `Put` -> `Flush(pe)` -> `Accumulate(uint64, REPLACE | SUM)` -> `Flush(pe)`. MPI does
-  not order a Put against a later Accumulate (MPI-4.1 §12.7), but `Flush` completes the Put at the
-  target before the Accumulate is issued, so whoever observes the signal observes the data. Signals are
-  always accumulates, which MPI makes atomic with respect to each other (a SET racing an ADD stays
-  well-defined); a signal is never a plain Put.
-- `signal_wait_until` reads the own window with `Win_sync` + an aligned 8-byte load (`SignalRead.LOAD`,
-  the default: allowed in the unified model, and single-copy atomic on x86-64 / AArch64, so it sees a
-  value some accumulate wrote). `SignalRead.FETCH` confirms a satisfying load with
-  `Fetch_and_op(NO_OP)` on the own rank + `Flush_local`, exact by MPI's letter (MPI-NOTES) but 20-50x
-  slower under load. Then `Win_sync` on every window, so the loads of the data the signal guards (the
-  kernel's `gm_read`) see the bytes the completed puts wrote.
-- A local store to the own window (a kernel's `gm_write`, a TeamBarrier slot) becomes visible to remote
-  `Get`s after `Win_sync` in the unified model; components that publish by local store call it.
-- `barrier_all` flushes every window (this rank's puts are complete at their targets), synchronizes all
-  ranks (`Ibarrier` through the wait primitive, on a communicator of its own so it can never match a
-  host collective), then `Win_sync`s every window so the puts other ranks completed before their barrier
-  are visible to local loads.
-- Blocking only through `Waiter.wait_until(..., poll=True)` with the core's own `Doorbell`: the remote
-  side cannot ring it, so the wait re-tests with bounded backoff; a signal from the own rank rings the
-  local waiters at once.
-
-Check mode: every operation publishes an event (`ctx.emit`, which also counts as progress) with
-`src_rank`, `pe`, `window`, `offset`, `nbytes` and a per-core sequence number `seq`; a signal wait records
-the signal address, comparison, expected and observed value. That is what a happens-before checker
-needs to match "a wait returned value v on (window, offset)" with "the signals that produced v and the
-puts that preceded them on the signalling core".
+Emulates the put / get / signal / quiet / barrier interface of SPEC §3.1 (the shmem library the apace UDMA
+kernels call), callable from any core thread of a launch (MPI_THREAD_MULTIPLE). Per-call MPI mapping and
+guarantees: docs/protocols.md "Puts and signals". Correct under the MPI unified memory model (every window
+is MPI_WIN_UNIFIED, in one passive-target epoch, `Lock_all(MODE_NOCHECK)`, for its whole life):
+- `put_nbi` is `Put` from the source GM bytes (zero copy) then `Flush(pe)`: complete at the target on return;
+  `quiet` still `Flush_all`s every window. (`Flush_local` would do for reusing `src` but is slower than
+  `Flush` on MPICH's shared-memory path.)
+- `put_signal` is `Put` -> `Flush(pe)` -> `Accumulate(uint64, REPLACE | SUM)` -> `Flush(pe)`: MPI does not
+  order a Put against a later Accumulate (MPI-4.1 §12.7), the Flush does. Signals are always accumulates
+  (atomic with respect to each other), never a plain Put.
+- `signal_wait_until` reads the own window with `Win_sync` + an aligned 8-byte load (`SignalRead.LOAD`:
+  single-copy atomic on x86-64 / AArch64); `SignalRead.FETCH` confirms with `Fetch_and_op(NO_OP)`, exact by
+  MPI's letter but much slower under load. Then `Win_sync` on every window, so the guarded data is visible.
+- A local store to the own window becomes visible to remote `Get`s after `Win_sync`; publishers call it.
+- `barrier_all`: `Flush_all`, an `Ibarrier` on a communicator of its own (through the wait primitive), then
+  `Win_sync` on every window. Remote waits re-test with bounded backoff (`poll=True`).
+Check mode: every operation emits an event (src_rank, pe, window, offset, nbytes, seq) for the
+happens-before checker.
 """
 
 from __future__ import annotations
@@ -121,7 +94,7 @@ class SignalRead(enum.Enum):
     LOAD: `Win_sync` + an aligned 8-byte load. MPI allows a load of the own window in the unified model;
     an aligned 64-bit load is single-copy atomic on x86-64 and AArch64, so it returns a value some
     accumulate wrote, never a torn one. FETCH: `Fetch_and_op(NO_OP)` + `Flush_local`, exact by the letter of
-    MPI, measured 20-50x slower under load (8 ranks contend for MPICH's window lock): a load satisfying
+    MPI, 20-50x slower under load (8 ranks contend for MPICH's window lock): a load satisfying
     the comparison is confirmed by one fetch."""
 
     LOAD = "load"
@@ -283,7 +256,7 @@ class Shmem:
             win.Put(origin, pe, off)
             # `origin` must stay alive until the put completes (MPI-4.1 §12.3: the origin buffer may be
             # read until the operation completes at the origin); a temporary freed right after `Put`
-            # sent reused heap bytes over MPICH's network path (issue 14).
+            # sends reused heap bytes over MPICH's network path.
             win.Flush(pe)
 
     def get_nbi(self, ctx: CoreContext, dst: GmAddr, src: GmAddr, nbytes: int, pe: int) -> None:

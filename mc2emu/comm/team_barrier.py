@@ -1,29 +1,12 @@
 """apace `TeamBarrier`: the AIV-side barrier of the UDMA MC2 kernels, across ranks and across cores.
 
-Emulates SPEC §3.1. The barrier owns a small symmetric window of its own; on every rank it holds
-
-| region            | size          | written by                         | read by                              |
-|-------------------|---------------|------------------------------------|--------------------------------------|
-| peer slots        | R x 32 B      | this rank, slot i for rank i       | rank i, remotely (slot `me` of mine) |
-| epochs            | jobs x 32 B   | job j of this rank                 | job j of this rank                   |
-| cross-core flags  | jobs x 32 B   | job j of this rank                 | every job of this rank               |
-
-(each 32-byte slot holds one uint64 counter at its start; 32 B is the device's GM write granule).
-
-`CrossDevice(job)`, state table of one call (`me` = own rank, `step` = min(jobs, R)):
-
-| step                                   | action                                                      |
-|----------------------------------------|-------------------------------------------------------------|
-| job >= R                               | return at once                                              |
-| cnt = epoch[job] + 1                   |                                                             |
-| for i = job, job + step, ... < R       | cnt into peer slot i of the OWN window (Accumulate REPLACE) |
-|   if i != me                           | poll slot `me` of rank i's window (remote read) until >= cnt |
-| done                                   | epoch[job] = cnt                                            |
-
-`CrossCore(job)`: flag[job] += 1 (cnt = the new value); wait until every other job's flag >= cnt.
+Emulates SPEC §3.1. The barrier owns a small symmetric window of its own: R peer slots (slot i written by
+this rank for rank i, read remotely by rank i), then `jobs` epochs and `jobs` cross-core flags (each a
+32-byte slot, the device's GM write granule, holding one uint64 counter). State tables of `CrossDevice(job)`
+and `CrossCore(job)`: docs/protocols.md "TeamBarrier".
 
 Epochs and flags live in the window and persist for the barrier's lifetime: keep one `TeamBarrier` alive
-across the launches of one op session. `BarrierMode` is the Init-time choice of the apace all-to-all
+across the launches that use it. `BarrierMode` is the Init-time choice of the apace all-to-all
 components: the scale all-to-all runs CrossDevice then CrossCore once at Init (`BARRIER_BOTH`), the data
 all-to-all runs neither (`BARRIER_NONE`).
 

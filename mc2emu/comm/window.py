@@ -4,8 +4,8 @@ Emulates the symmetric heap of SPEC §3.1: every rank exposes a window of the sa
 same order, so an offset means the same place on every rank and `ptr(addr, pe)` translates a local
 window address to rank `pe` (shmem_ptr / `GetWindowsInAddr(rank)` in the Ascend sources).
 
-The memory is an MPI window made with `MPI.Win.Allocate` (never `Win.Create` over numpy memory: MPI-NOTES
-measured 1 s stalls and deadlocks with it), locked once with `Lock_all(MODE_NOCHECK)` for its lifetime,
+The memory is an MPI window made with `MPI.Win.Allocate` (never `Win.Create` over numpy memory: it stalls
+for 1 s and deadlocks, MPI-NOTES), locked once with `Lock_all(MODE_NOCHECK)` for its lifetime,
 viewed as numpy and adopted into the rank's GM, so kernels read their own window like any GM buffer
 through `GmAddr`s, while peers reach it only through MPI RMA (no shared-memory shortcut: ranks may live
 on different hosts).

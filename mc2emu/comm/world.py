@@ -4,48 +4,18 @@ Emulates what the HCCL communicator gives an MC2 kernel on the device (SPEC §3)
 window (the comm buffer) per purpose, symmetric across ranks; puts into peer windows are one-sided MPI
 RMA (`mc2emu.comm.shmem`), collectives through the HCCL server (`mc2emu.comm.hccl_server`).
 
-    world = CommWorld(device)                      # collective; comm defaults to a Dup of COMM_WORLD
-    win = world.window(nbytes, "a2a")              # collective; `win.base` is a GmAddr in device.gm
-    ...launch kernels...
-    world.barrier()                                # never blocks forever: deadline of the wait primitive
-    world.close()                                  # collective: frees windows (call on every rank)
-
 Lifetime rules:
 - Every collective here (creating a window, `barrier`, `close`) must be called by every rank in the same
   order, from the host thread (never while a launch runs on this rank).
 - Windows are created with `MPI.Win.Allocate` only and locked once with `Lock_all(MODE_NOCHECK)` for
   their lifetime (MPI-NOTES "Windows"); their memory is zeroed before any peer can reach it.
 - Window memory is adopted into GM as written (zero-filled): a remote put cannot update this rank's
-  written-byte mask, so "read of never-written window data" is left to the happens-before checker, which
-  sees every put as an event.
-- A host barrier is agreed: every rank leaves it with the same outcome, whatever the timing (table
-  below). A deadline on a plain barrier cannot give that: a rank whose wait passes its deadline gives up
-  while a late peer's barrier then completes at once (every rank posted it), and the late peer would walk
-  into the next blocking collective (a window's `Allocate`, the next `allgather`) that the rank that gave
-  up never joins. So every barrier is two nonblocking collectives on `comm`, posted by every rank in
-  every round whatever happens to it:
-
-  | phase | each rank posts | completes when |
-  |---|---|---|
-  | arrival | `Ibarrier`, on reaching `barrier()` or in `fail()` | every rank posted it |
-  | agreement | `Iallgather` of its status (`Agreement`, below) | every rank posted it |
-
-  Status `OK`: its arrival completed; `TIMED_OUT`: its arrival deadline passed, or a deadlock declared
-  elsewhere stopped it (it raises `DeadlockError`); `LEFT`: it left the world (`fail()`).
-
-  The agreement round completes within the ranks' own arrival deadlines, never waiting on a kernel. A
-  rank that saw every status `OK` returns; every other rank raises `HostBarrierFailed` (a `DeadlockError`)
-  naming the ranks that left or timed out.
-
-  A rank that leaves between barriers (its host code or its kernel raised) calls `fail()`: it posts the
-  next round as `LEFT` and never uses `comm` again, so the peers' next barrier ends at once, with the
-  verdict, instead of at its deadline. Every other collective on `comm` (a window's shape agreement and
-  `Allocate`, `close()`'s frees) directly follows a barrier that every rank passed, so a failed world
-  is failed on every rank at the same round and its windows are the same everywhere. Requests of a failed
-  round are kept (freeing an active collective request is erroneous in MPI) and complete when the other
-  ranks post theirs.
-- Host barriers take at least `host_timeout` seconds (the harness passes its host-barrier deadline; a
-  kernel's short deadline must not decide the host's ordering).
+  written-byte mask, so "read of never-written window data" is left to the happens-before checker.
+- A host barrier is agreed: every rank leaves it with the same outcome (`HostBarrierFailed` naming the
+  ranks that left or timed out otherwise), an arrival `Ibarrier` then an `Iallgather` of each rank's status;
+  a rank that fails calls `fail()` so the peers' next barrier ends at once (docs/protocols.md "Host
+  barrier"). Host barriers take at least `host_timeout` seconds (the harness passes its host-barrier
+  deadline; a kernel's short deadline must not decide the host's ordering).
 """
 
 from __future__ import annotations

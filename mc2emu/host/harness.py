@@ -1,44 +1,22 @@
 """The host harness: run one kernel launch on this rank (the host program of an apace / Blaze ST).
 
-Every operator's host code is "tile, allocate, launch, read back"; everything around that lives here, once:
-
-    opts = CallOptions(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
-    with LaunchHarness(KERNEL_NAME, opts, comm=comm) as h:      # comm=None: one NPU, no communication
-        gm = h.device.gm                                        # allocate and write the inputs
-        win = h.window(nbytes, "name")                          # collective symmetric window
-        res = h.launch(kernel, block_dim, KernelType.AIC_ONLY, *args)
-        c = h.read(c_addr, dtype, shape)
-    hazards = h.hazards                                         # what the call filed (success only)
-
-What the harness owns, in order ("comm" = only for communicating calls):
-
-1. enter: free the windows an earlier call on this communicator left behind (comm, see below);
-   `Device(rank, platform, check, timeout, perturb, faults)`; subscribe the observers; `CommWorld` on
-   `comm`, the deadlock diagnosis service and, with `check`, the happens-before checker (comm);
-2. launch: a host barrier, every rank has set up its windows (comm); the `launch` fault (an AIC-only kernel
-   launched mixed); the launch; its wall time;
-3. exit on success: a barrier, every rank finished the launch; the happens-before check; the windows
-   freed (comm); the hazards of the call taken into `hazards`;
+Every operator's host code is "tile, allocate, launch, read back" inside `with LaunchHarness(KERNEL_NAME,
+opts, comm=comm) as h:` (`h.device.gm`, `h.window`, `h.launch`, `h.read`; `h.hazards` after success);
+everything around that lives here, once ("comm" = only for communicating calls):
+1. enter: free the windows an earlier call on this communicator left behind (comm); the `Device`; the
+   observers; `CommWorld`, the deadlock diagnosis and, with `check`, the happens-before checker (comm);
+2. launch: a host barrier (comm); the `launch` fault; the launch and its wall time;
+3. exit on success: a barrier; the happens-before check; the windows freed (comm); the call's hazards;
 4. exit on a deadlock: the hazards filed before the hang go on the `DeadlockError`; the windows are left
-   behind (the peers are stuck too: a collective free would hang); the diagnosis lingers so that the
-   peers' reports include this rank;
-5. exit on any other failure: the windows are left behind (the peers sit in a deadline-guarded wait);
-6. always: diagnosis and checker closed, observers unsubscribed.
+   behind (a collective free would hang); the diagnosis lingers so the peers' reports include this rank;
+5. exit on any other failure: the windows are left behind; 6. always: diagnosis, checker, observers closed.
 
-Every rank leaves a call the same way: the world's host barriers are agreed (`mc2emu.comm.world`), and a
-rank that fails between them posts its failure into the next one (`CommWorld.fail`), so the peers stop
-there with that verdict instead of walking into a collective (a window's `Allocate`) it never joins. The
-set-up's blocking collectives (the communicator duplicates of the world, the diagnosis and the checker)
-all come before the first barrier that can fail.
-
-Windows left behind never leak into the next call: they are kept with the communicator they were made on,
-under the call's number, and freed at the start of the next call on it (every rank is then back in step:
-the operator's input agreement, a collective on `comm`, came first; only calls every rank kept are freed)
-or, at the latest, at interpreter exit behind an agreed, deadline-guarded barrier, before MPI finalizes
-(MPICH's UCX layer otherwise prints one "destroying inuse region" warning per window key).
-
-The checkers are attached here, not in an operator: operator modules (`mc2emu.ops`) never import
-`mc2emu.check`.
+Every rank leaves a call the same way: host barriers are agreed and a failing rank posts its failure into the
+next one (`CommWorld.fail`); the set-up's blocking collectives all come before the first barrier that can
+fail. Windows left behind are kept with their communicator and freed at the start of the next call on it
+(every rank is then back in step) or at interpreter exit behind an agreed, deadline-guarded barrier before
+MPI finalizes (MPICH's UCX layer otherwise warns "destroying inuse region" per window key). The checkers are
+attached here, not in an operator: operator modules (`mc2emu.ops`) never import `mc2emu.check`.
 """
 
 from __future__ import annotations

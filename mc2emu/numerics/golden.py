@@ -5,20 +5,17 @@ the scales repeated x32 along K (`np.repeat(scale, 32)`), ONE float32 matmul, ca
 It is deliberately not K-ordered like the hardware (mx_matmul.mmad_k_ordered); the difference is what the
 compare rules (compare.py, re-exported here) absorb.
 
-Generators:
-- A2A ST: elements uniform(1, 8) float32 -> E4M3; scales uniform(1, 8) -> E8M0. The CANN A2A generator
-  casts with `en_dtypes.float8_e8m0`, which truncates to the exponent ({1, 2, 4}); ml_dtypes'
-  float8_e8m0fnu rounds (mantissa >= 0.5 rounds up: {1, 2, 4, 8}). Seed A2A_ST_SEED.
+Generators (each takes its random source explicitly; nothing reads global random state):
+- A2A ST: elements uniform(1, 8) float32 -> E4M3; scales uniform(1, 8) -> E8M0. The CANN generator's
+  `en_dtypes.float8_e8m0` truncates to the exponent ({1, 2, 4}); ml_dtypes' float8_e8m0fnu rounds
+  ({1, 2, 4, 8}). Seed A2A_ST_SEED.
 - AG ST: per-rank seed ag_st_seed(rank) = 42 + rank, elements as A2A, scales 2^0 or 2^1.
   Assumption (generator source not read): the scale exponent is a uniform integer in {0, 1}.
-Each generator takes the random source explicitly (np.random.Generator or the legacy RandomState the
-CANN scripts seed with np.random.seed); nothing reads global random state.
 
-Independence (what makes a golden a golden): every golden decodes elements and scales on its own, never
-through the kernel's numerics path (`formats` LUTs, `element_codec.decode_elements`,
-`block_scale.decode_scales`, `mx_matmul.fixpipe_cast`): E4M3 / E5M2 / E2M1 through the ml_dtypes casts,
-E1M2 (no ml_dtypes type) and E8M0 through `np.ldexp`, the output cast through numpy's own `astype`. A bug
-planted in the kernel's decode then shows as a golden mismatch (tests/numerics/test_golden_independence.py).
+Independence: every golden decodes elements and scales on its own, never through the kernel's numerics path:
+E4M3 / E5M2 / E2M1 through the ml_dtypes casts, E1M2 and E8M0 through `np.ldexp`, the output cast through
+numpy's `astype`. A bug planted in the kernel's decode then shows as a golden mismatch
+(tests/numerics/test_golden_independence.py).
 """
 
 from __future__ import annotations

@@ -5,29 +5,17 @@
 Emulates the `__simd_vf__` function `WeightDequantVf` of the Blaze skill asset
 `kernel/weight_quant_matmul_kernel.h` (hicann cannbot-skills, `ascendc-blaze-best-practice`, seed 001) and
 the per-tile antiquant of ops-nn `matmul/common/cmct/prologue/tile/antiquant_nd_{kn,nk}.h` (commit
-e5c3fa93). Per UB tile the AIV runs, each op on 16-bit (or, for fp8, 32-bit) registers:
+e5c3fa93): int8 Cast<half> [-> Cast<bf16, CAST_RINT>], fp8 Cast<float> -> Cast<bf16|half, CAST_RINT>, then
+[Add(offset)] (compiled out without an offset) and Mul(scale), each rounded to the target. Every function
+below is one register op and pure; `dequant_ub_tile` chains them for one UB tile as the VF does.
 
-    int8:  Cast<half, int8_t>            -> [Cast<bf16, half, CAST_RINT>]   (target bf16 / fp16)
-    fp8:   Cast<float, fp8_e4m3/e5m2>    -> Cast<bf16|half, float, CAST_RINT>
-    then   [Add(offset)]                 -> Mul(scale)                       (each rounded to the target)
-
-The Add is compiled out without an offset (`if constexpr (HasOffset)`). Every function below is one of
-those register ops and is pure; `dequant_ub_tile` chains them for one UB tile as the VF does.
-
-Facts worth knowing (tested exhaustively in tests/numerics/test_weight_dequant.py):
-- every cast of the chains is exact: int8 fits half and bf16 (at most 8 significant bits), and every
-  fp8 e4m3fn / e5m2 value (NaN, +-Inf and subnormals included) fits float, bf16 and half; so CAST_RINT
-  (Blaze) versus CAST_ROUND (ops-nn's FP32_TO_F16_ODD/EVEN) never shows, and the rounding of the whole
-  dequant is that of the Add and the Mul;
-- the Add and the Mul are emulated as an exact-enough float32 operation followed by one round to nearest
-  even into the target format (an integer algorithm on the float32 bits, the way the vector unit's
-  output stage rounds): float32 carries 24 >= 2p + 2 significand bits for bf16 (p = 8) and half
-  (p = 11), so the two roundings equal one correctly rounded bf16 / half operation.
+Facts (tested exhaustively in tests/numerics/test_weight_dequant.py): every cast of the chains is exact, so
+CAST_RINT versus CAST_ROUND never shows and the rounding is that of the Add and the Mul; those are emulated
+as a float32 operation then one round to nearest even into the target (float32 carries 24 >= 2p + 2
+significand bits for bf16 and half, so the two roundings equal one correctly rounded operation).
 Assumption (no public source settles it): the vector unit keeps bf16 / half subnormals and overflows to
-+-Inf (IEEE round-to-nearest-even), as PyTorch / ml_dtypes arithmetic does on the host.
-
-The golden (`mc2emu/ops/weight_quant_matmul_golden.py`) computes the same formula in ml_dtypes / numpy
-bf16 / fp16 arithmetic and shares none of these functions.
++-Inf (IEEE round-to-nearest-even). The golden (`mc2emu/ops/weight_quant_matmul_golden.py`) computes the
+same formula in ml_dtypes / numpy arithmetic and shares none of these functions.
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
 """Operators: one entry per operator, each with its golden beside it (the layer below check / run).
 
-Every operator and its golden are functions of this package:
-
-- `quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, bias, trans_a, trans_b, out_dtype, atomic, block_dim,
-  ...)` -> C, one emulated NPU; golden: `golden_quant_batch_matmul_mx`.
-- `all_to_all_quant_matmul(x1, x1_scale, x2, x2_scale, *, impl, local_matmul, wait_order, hccl_server, bias,
-  out_dtype, block_dim, comm, ...)` -> this rank's C, collective; golden: `golden_a2a` (per rank, from every
-  rank's x1 / x1_scale).
-- `all_gather_quant_matmul(x1, x1_scale, x2, x2_scale, *, bias, out_dtype, wait_order, protocol, slot_num,
-  block_dim, comm, ...)` -> this rank's C (R * m, N), collective; golden: `golden_all_gather_quant_matmul`
-  (per rank, from every rank's x1 / x1_scale), ST inputs `gen_ag_st_inputs`.
-- `grouped_matmul_mx(x, x_scale, weight, weight_scale, group_list, *, group_type, group_list_type, trans_a,
-  trans_b, out_dtype, bias, block_dim, ...)` -> y, one emulated NPU; golden: `golden_grouped_matmul_mx`.
-- `quant_matmul_reduce_scatter(x1, x1_scale, x2, x2_scale, *, bias, split, impl, head_m_size, out_dtype,
-  block_dim, comm, ...)` -> this rank's y (M/R, N), collective (compute-first: matmul, then reduce-scatter
-  along M); golden: `golden_quant_matmul_reduce_scatter` (per rank, from every rank's inputs).
-- `grouped_matmul_mx_tiling(m, n, k, *, group_num, ...)` -> the GroupedMatmul MX host tiling (TilingGMM);
-  `grouped_matmul_mx_schedule(group_sizes, n, k, *, m, split, block_num, ...)` -> every tile each core runs.
-- `weight_quant_matmul(x, weight, antiquant_scale, antiquant_offset, *, bias, trans_b, out_dtype, mode,
-  block_dim, ...)` -> C (or B_dequant in mode "dequant_only"), one emulated NPU, the V+C kernel (seed 001);
-  golden: `golden_weight_quant_matmul`, dequant golden `golden_weight_dequant` (bf16 / fp16 arithmetic,
-  checked bit for bit against the AIV path).
+- `quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, ...)` -> C, one emulated NPU; golden
+  `golden_quant_batch_matmul_mx`.
+- `all_to_all_quant_matmul(x1, x1_scale, x2, x2_scale, *, impl, local_matmul, wait_order, hccl_server, ...)`
+  -> this rank's C, collective; golden `golden_a2a`.
+- `all_gather_quant_matmul(x1, x1_scale, x2, x2_scale, *, wait_order, protocol, slot_num, ...)` -> this
+  rank's C (R * m, N), collective; golden `golden_all_gather_quant_matmul`, ST inputs `gen_ag_st_inputs`.
+- `grouped_matmul_mx(x, x_scale, weight, weight_scale, group_list, *, ...)` -> y, one emulated NPU; golden
+  `golden_grouped_matmul_mx`; `grouped_matmul_mx_tiling` (TilingGMM), `grouped_matmul_mx_schedule`.
+- `quant_matmul_reduce_scatter(x1, x1_scale, x2, x2_scale, *, split, impl, head_m_size, ...)` -> this rank's
+  y (M/R, N), collective (matmul, then reduce-scatter along M); golden `golden_quant_matmul_reduce_scatter`.
+- `weight_quant_matmul(x, weight, antiquant_scale, antiquant_offset, *, mode, ...)` -> C (or B_dequant),
+  one emulated NPU (seed 001); goldens `golden_weight_quant_matmul`, `golden_weight_dequant`.
 
 Every operator takes the common keywords `check`, `timeout`, `perturb`, `observers`, `faults` (and `comm`
 when it communicates); see `mc2emu.host.CallOptions`. The modules are named apart from the functions

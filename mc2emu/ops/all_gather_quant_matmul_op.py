@@ -9,16 +9,13 @@ Every rank calls it with its own inputs and gets its own C (SPEC §7.1):
     C         bf16 (fp16, fp32)             (R * m, N)             C[r*m:(r+1)*m] = deq(x1 of r) @ deq(x2)^T
 
 The kernel is the UDMA AllGather (`apace.all_gather_mx_matmul_udma_impl`), launched MIX_AIC_1_1 with the
-ST host's tiling (`tiling.all_gather_quant_matmul_tiling`). `protocol` "seed" is the window protocol of the
-UDMA impl (commit 5778144076: every round in its own window rows), with `wait_order` "mask" (the source
-before 2026-08-12) or "in_order" (after); "slot_ring" is the window reuse of the URMA impl
-(`apace.all_gather_mx_matmul_urma_impl`, commit 67a83540d75e): `slot_num` data slots (0 or >= commTurn means
-commTurn, i.e. no reuse), flag id = slot % 11 + 1, the AIC acquiring and releasing slots, the AIV waiting for
-the release before reusing one. That source waits in order only: `wait_order` defaults to the protocol's
-("mask" for seed, "in_order" for slot_ring) and slot_ring with "mask" is refused.
-Bias is refused (the source passes isBias = false). `kernel_variant`
-reproduces a hazard (`AgKernelVariant`). With `check=True` error-severity hazards raise `HazardError`
-(its `.output` holds C); bad input raises `ConstraintError` naming the rule on every rank.
+ST host's tiling. `protocol` "seed" is the UDMA impl (commit 5778144076: every round in its own window rows),
+with `wait_order` "mask" (the source before the in-order fix) or "in_order" (after); "slot_ring" is the
+window reuse of the URMA impl (`apace.all_gather_mx_matmul_urma_impl`, commit 67a83540d75e): `slot_num` data
+slots (0 or >= commTurn means no reuse). That source waits in order only: `wait_order` defaults to the
+protocol's and slot_ring with "mask" is refused. Bias is refused (the source passes isBias = false).
+`kernel_variant` reproduces a hazard (`AgKernelVariant`). With `check=True` error-severity hazards raise
+`HazardError` (its `.output` holds C); bad input raises `ConstraintError` naming the rule on every rank.
 """
 
 from __future__ import annotations

@@ -1,27 +1,21 @@
 """`quant_matmul_reduce_scatter` — the compute-first MC2 operator: MX quant matmul, then a reduce-scatter of
 the products along M (seed 000 §4.6-4.8 / §7.2, SPEC §7.2), one call per rank (collective).
 
-    x1        float8_e4m3fn / float8_e5m2   (M, K)                 this rank's full A (split="m"), or its K
-                                                                   slice of a logical A (split="k")
+    x1        float8_e4m3fn / float8_e5m2   (M, K)      this rank's full A (split="m") or K slice (split="k")
     x1_scale  float8_e8m0fnu                (M, ceil(K/64), 2)
-    x2        float8                        (N, K)                 this rank's B stored transposed (transB)
+    x2        float8                        (N, K)      this rank's B stored transposed (transB)
     x2_scale  float8_e8m0fnu                (N, ceil(K/64), 2)
-    y         bf16                          (M/R, N)               y_r = bf16(sum_{j ascending} fp32(C_j[r-th
-                                                                   M segment])), C_j = bf16(deq(x1_j) deq(x2_j)^T)
+    y         bf16                          (M/R, N)    y_r = bf16(sum_{j ascending} fp32(C_j[r-th M segment])),
+                                                        C_j = bf16(deq(x1_j) deq(x2_j)^T)
 
 `impl`: "rounds" (default) the design-spec kernel (`apace.quant_matmul_reduce_scatter_rounds_impl`, T rounds
-of headMSize rows, `head_m_size` chosen on the host when None); "per_block" the shipped kernel
-(`apace.quant_matmul_reduce_scatter_impl`: per matmul block, a 32-row epilogue into the owners' windows, a
-status handshake, a per-row reduction; it always ends with one unconsumed flag-9 round per AIC, reported as
-UNCONSUMED_FLAG, so with `check=True` it raises HazardError carrying y; kernel_variant "final_wait" adds the
-missing wait). `split`: "m" (every rank's full A, seed 000
-§4.7 "完整输入") or "k" (tensor parallel: x1 / x2 are rank j's K slice; ceil(K_slice / 64) must be even, so
-the logical K = R * K_slice is divisible by R). Bias, float32 (N,), by both kernels: each rank's
-C_j = bf16(deq(A_j) deq(B_j) + bias_j), the bias the first L0C value of every tile (per_block: the shipped
-GemmUniversal with `isBias` 1, its ST launcher passes 0; rounds: seed 000 §4.7 推论 2, QmmMxBlockMmadFragment
-Init'ed with isBias), so y_r sums R biases; rounds refuses a tiling with no L1 room for it (RS-9).
+of headMSize rows); "per_block" the shipped kernel (`apace.quant_matmul_reduce_scatter_impl`), which always
+ends with one unconsumed flag-9 round per AIC (UNCONSUMED_FLAG, so with `check=True` it raises HazardError
+carrying y; kernel_variant "final_wait" adds the missing wait). `split`: "m" (seed 000 §4.7 "完整输入") or
+"k" (tensor parallel; ceil(K_slice / 64) must be even). Bias, float32 (N,), by both kernels: the first L0C
+value of every tile, so y_r sums R biases; rounds refuses a tiling with no L1 room for it (RS-9).
 `kernel_variant` reproduces a hazard (`RsKernelVariant` / `PerBlockVariant`). With `check=True` error-severity
-hazards raise `HazardError` (its `.output` holds y); bad input raises `ConstraintError` naming the rule on every rank.
+hazards raise `HazardError` (its `.output` holds y); bad input raises `ConstraintError` naming the rule.
 """
 
 from __future__ import annotations

@@ -4,23 +4,16 @@
                             out_dtype=None, mode="full", block_dim=None, check=True, timeout=None, ...)
 
 x (M, K) bfloat16 / float16; weight (K, N), or (N, K) when `trans_b`, int8 / float8_e4m3fn / float8_e5m2;
-antiquant_scale and antiquant_offset (N,) in x's dtype; bias (N,) float32 (the BlockMmad's BiasType);
-out_dtype bfloat16, float16 or float32 (default: x's dtype). C[m, n] = sum_k x[m, k] * B_dequant[k, n]
-(+ bias[n]) accumulated in FP32 (L0C) and rounded once to out_dtype, with B_dequant = (B + offset) * scale,
-the Add and the Mul each rounded to x's dtype (the AIV VF chain; the Add skipped without offset).
+antiquant_scale and antiquant_offset (N,) in x's dtype; bias (N,) float32; out_dtype bfloat16, float16 or
+float32 (default: x's dtype). C = x @ B_dequant (+ bias) accumulated in FP32 (L0C), rounded once to
+out_dtype; B_dequant = (B + offset) * scale, the Add and the Mul each rounded to x's dtype.
 
-Modes (the seed's isolation modes, to tell a dequant error from a matmul error):
-- "full": the V+C kernel; returns C;
-- "a_only_mmad": B arrives already dequantized by the golden (`golden_weight_dequant`, ml_dtypes) and the
-  AIVs only move it into L1 (no VF); same flags, L1 and MMADs; returns C;
-- "dequant_only": the AIVs dequantize and write B_dequant to GM, no MMAD; returns B_dequant in weight's
-  layout ((K, N), or (N, K) when trans_b) in x's dtype.
+Modes (the seed's isolation modes, to tell a dequant error from a matmul error): "full" (the V+C kernel,
+returns C); "a_only_mmad" (B arrives dequantized by the golden, the AIVs only move it into L1; returns C);
+"dequant_only" (no MMAD; returns B_dequant in weight's layout, in x's dtype).
 
-The host program (tiling, GM, the MIX_AIC_1_2 launch of `weight_quant_matmul_kernel`) is
-`weight_quant_matmul_host.py`. `tiling_overrides` replaces fields of the computed
-`WeightQuantMatmulTilingData` (a hand-written tiling; e.g. a small kL1 with its kUbSize for several K-L1
-chunks on a small problem); the kernel then runs what it is given, hazards included.
-
+The host program is `weight_quant_matmul_host.py`. `tiling_overrides` replaces fields of the computed
+`WeightQuantMatmulTilingData` (a hand-written tiling); the kernel then runs what it is given, hazards included.
 Errors: ConstraintError naming the rule for inputs the operator refuses; with check=True, HazardError
 (hazards, output) when the launch filed error-severity hazards.
 """

@@ -1,35 +1,23 @@
 """Cost model of one DAV_3510 NPU (Ascend 950PR) and its links: a modelled duration for every recorded event.
 
-Every figure is a named constant with its source. Sources:
-- [HC25] Huawei Connect 2025 keynote (Xu Zhijun, Shanghai, 2025-09-18), as reported publicly (e.g.
-  reportify.ai/social-media/721147635404288, and the Ascend 950PR spec summaries): Ascend 950PR
-  FP8 / MXFP8 / HiF8 1 PFLOPS, MXFP4 2 PFLOPS; HiBL 1.0 memory 128 GB at 1.6 TB/s; interconnect bandwidth
-  2 TB/s (2.5x Ascend 910C).
-- [HC19] Ascend 910 launch (Hot Chips 2019, Huawei): one Da Vinci AI core does 4096 MACs per cycle
-  (a 16 x 16 x 16 FP16 cube).
-- [MX] the cube fractal of the MX kernels here (`mc2emu/numerics/constants.py`): M and N in blocks of
-  CUBE_BLOCK = 16, K in C0 = 32 elements for 8-bit data (one 32-byte C0 row), 64 for 4-bit data.
+Every figure is a named constant with its source:
+- [HC25] Huawei Connect 2025 keynote (Xu Zhijun, Shanghai), as reported publicly (e.g.
+  reportify.ai/social-media/721147635404288): Ascend 950PR FP8 / MXFP8 / HiF8 1 PFLOPS, MXFP4 2 PFLOPS;
+  HiBL 1.0 memory 128 GB at 1.6 TB/s; interconnect 2 TB/s.
+- [HC19] Ascend 910 launch (Hot Chips 2019): one Da Vinci AI core does 4096 MACs per cycle (16 x 16 x 16).
+- [MX] the cube fractal (`mc2emu/numerics/constants.py`): CUBE_BLOCK = 16, K in C0 = 32 (8-bit) / 64 (4-bit).
 - [ARCH] the platform table (`mc2emu/arch/platform.py`): 32 AIC / 64 AIV.
+"Assumption" marks what no public source settles (clock, latencies, bandwidth sharing, topology): each is a
+`CostModel` field to override (`dataclasses.replace`, `CostModel.with_overrides`). The numbers compare the
+modes of one operator on one shape; they are not a datasheet.
 
-"Assumption" marks what no public source settles (the clock, latencies, how the chip's bandwidth is shared,
-the inter-NPU topology): each is a field of `CostModel` a user overrides with `dataclasses.replace` or
-`CostModel.with_overrides(...)`. The numbers are meant for comparing the modes of one operator on one
-shape, not as a datasheet.
-
-How a duration is modelled (per recorded event; see `mc2emu/predict/replay.py` for the dependencies):
-- MMAD (m, n, k): ceil(m/16) * ceil(n/16) * ceil(k/C0) fractal steps, one per cycle (cube MACs per cycle
-  = 16 * C0 * 16: 8192 for MXFP8, 16384 for MXFP4), at `clock_hz`;
-- MTE2 load (GM_READ on a core) and MTE3 store (GM_WRITE on an AIV): bytes / the core's bandwidth: its even
-  share of GM among the cores of its type that ran, at most its MTE port (+ `mte_latency_s`);
-- FIXPIPE (m, n, C dtype): m * n * sizeof(C) bytes / the core's share of GM bandwidth;
-- put (PUT / GET, core or HCCL server): `put_issue_s` on the issuing engine, then bytes / `link_bw` on the
-  source's egress and the target's ingress link, landing `put_latency_s` later; a put to the own rank is a
-  local copy at the core's GM share;
-- cross-core flag (Set -> the round's raise -> the consuming Wait): `flag_latency_s`;
-- TeamBarrier slot store -> the peer's observation, signal post -> signal wait: `put_latency_s`;
-- host barrier / barrier_all / soft SyncAll / TeamBarrier CrossCore: the last arrival + `barrier_latency_s`;
-- HCCL: the working block's Commit -> the server's first put of that repeat `hccl_commit_latency_s`; a
-  client Wait returns `put_latency_s` after the last block of its repeat landed on its rank.
+Durations (dependencies: `mc2emu/predict/replay.py`): MMAD ceil(m/16) * ceil(n/16) * ceil(k/C0) fractal
+steps at `clock_hz`; MTE2 / MTE3 / FIXPIPE bytes over the core's even share of GM (at most its MTE port,
++ `mte_latency_s`); a put `put_issue_s`, then bytes / `link_bw` on the source's egress and target's ingress,
+landing `put_latency_s` later (own rank: a local copy); cross-core flag `flag_latency_s`; TeamBarrier
+store -> observation and signal post -> wait `put_latency_s`; barriers the last arrival +
+`barrier_latency_s`; HCCL Commit -> first put `hccl_commit_latency_s`, a Wait `put_latency_s` after the last
+block of its repeat landed.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """Happens-before over recorded events: the replay's dependency graph without its clock.
 
-`replay` times a graph whose edges are each core's program order and pipes, the synchronization the records
-prove (a flag round's Sets before the Wait that consumed it, a TeamBarrier store before the observation of its
-value, signal posts before the waits that saw them, a put's transfer before the quiet or post that completes
-it, SyncAll and launch joins, HCCL repeats before the Waits proving them) and the recorded queue order of a
-link (a FIFO: the previous transfer on the source's egress and on the target's ingress). `event_order` builds
-the same graph and answers, for two recorded events, whether one must come before the other. The answer does
-not depend on timing: it is a property of the synchronization the run went through, the same on every run
-that synchronized the same way (a loaded machine changes when things happened, not what waited for what).
+`event_order` builds the graph `replay` times (each core's program order and pipes, the synchronization the
+records prove: flag rounds, TeamBarrier stores and observations, signal posts, put completion, SyncAll and
+launch joins, HCCL repeats) and answers, for two recorded events, whether one must come before the other.
+The answer does not depend on timing: a loaded machine changes when things happened, not what waited for what.
 
-"Before" here is happens-before: a path of program-order and synchronization edges. The link FIFO edges
-(transfer -> transfer) are recorded queue orders, not synchronization, and are left out, so two transfers are
-never ordered merely because the records happened to queue them one after the other. Two events with no path
-either way are `concurrent`: nothing the kernel waits for keeps them apart, so the device may overlap them
-(e.g. a reduction of round t on the AIVs and the matmul of round t + 1 on the AICs of the compute-first
-reduce-scatter, `tests/apace/test_quant_matmul_reduce_scatter_mpi.py`).
+"Before" is happens-before: a path of program-order and synchronization edges. The link FIFO edges
+(transfer -> transfer) are recorded queue orders, not synchronization, and are left out. Two events with no
+path either way are `concurrent`: the device may overlap them (e.g. a reduction of round t on the AIVs and
+the matmul of round t + 1 on the AICs of the compute-first reduce-scatter).
 
     order = event_order(gather_records(comm, recorder, root=None))
     i, j = order.index(rank, rec_a), order.index(rank, rec_b)  # records by (rank, record) identity

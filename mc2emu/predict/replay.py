@@ -1,31 +1,11 @@
 """Virtual-time replay: the recorded events of every rank as a dependency graph, timed by a `CostModel`.
 
 Every recorded event that costs time or orders others becomes a node with a modelled duration; its start is
-the latest end of its predecessors (plus an edge latency). Predecessors, per rank and core, in recorded
-(queue) order:
-
-| node (event)                         | predecessors                                                          |
-|--------------------------------------|-----------------------------------------------------------------------|
-| MTE2 load (GM_READ on a core)        | the core's issue frontier; the previous MTE2; on an AIC, the mmads of  |
-|                                      | the load group two groups back (L1 double buffering, nBufferNum 2)     |
-| MTE3 store (GM_WRITE on an AIV)      | frontier; previous MTE3; the last MTE2 (the data came through UB)       |
-| MMAD                                 | frontier; previous MMAD (M pipe); the last MTE2 (its operands)          |
-| FIXPIPE                              | frontier; previous FIXPIPE; the last MMAD (its L0C)                     |
-| flag Set (pipe P)                    | frontier; the last op on pipe P (a Set issues after its pipe drains)    |
-| flag round raised (token)            | every Set of the round (the raise's `sources`) + flag latency          |
-| flag Wait (consuming raise, token)   | frontier; the raise with that token. Becomes the frontier (blocking)    |
-| put / get issue                      | frontier; on the HCCL server also the working block's Commit of that   |
-|                                      | repeat + commit latency                                                |
-| put / get transfer                   | its issue; the previous transfer on the source's egress link and on the |
-|                                      | target's ingress link (FIFO, recorded order)                           |
-| quiet, signal post, barrier_all      | frontier; every outstanding transfer of the core + put latency          |
-| signal wait                          | frontier; the latest post to that slot before it returned + latency     |
-| TeamBarrier observe(i)               | frontier; rank i's store of the same epoch into this rank's slot        |
-| TeamBarrier CrossCore, soft SyncAll, | a join of every participant's arrival + barrier latency; each          |
-| barrier_all, a launch (host barrier) | participant continues after the join                                   |
-| HCCL client Wait (h, repeat r)       | frontier; every rank's transfer of repeat r of h into this rank + put    |
-|                                      | latency (CCU non-working block: the working block's Wait of that count)|
-| core end / launch end                | every op of the core / every core of the launch                         |
+the latest end of its predecessors (plus an edge latency): the core's issue frontier and its pipes (MTE2,
+MMAD, FIXPIPE, MTE3, with L1 double buffering), flag rounds, puts queued FIFO on the source's egress and the
+target's ingress link, quiet / signal / TeamBarrier edges, joins (CrossCore, soft SyncAll, barrier_all, the
+host barrier of a launch) and HCCL repeats before the Waits that prove them. The table of each node's
+predecessors: docs/predict.md "The replay".
 
 Assumptions of the replay (see docs/predict.md): waits block the whole core (not only their pipe); L1->L0
 (MTE1) moves are hidden under the cube (L0 ping-pong) and are not recorded; hard SyncAll is replayed

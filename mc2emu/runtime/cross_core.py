@@ -1,14 +1,9 @@
 """Cross-core flags: `CrossCoreSetFlag<mode, pipe>(id)` / `CrossCoreWaitFlag<mode, pipe>(id)`.
 
-Emulates asc-devkit 核间同步 as implemented for DAV_3510 (SPEC §2). State table of one counter
-(`c` = completed rounds pending on the waiting core, 0 <= c <= 15):
-
-| event                                   | precondition         | effect                                  |
-|-----------------------------------------|----------------------|-----------------------------------------|
-| round completes (see modes below)       | c < 15               | c += 1, wake the core's waits           |
-| round completes                         | c == 15              | FlagOverflowError (hardware error)      |
-| Wait                                    | c > 0                | c -= 1, return                          |
-| Wait                                    | c == 0               | block until a round completes (deadline)|
+Emulates asc-devkit 核间同步 as implemented for DAV_3510 (SPEC §2). One counter per (core, id) holds `c`,
+the completed rounds pending on the waiting core (0 <= c <= 15): a completed round does c += 1 and wakes the
+core's waits (c == 15: FlagOverflowError, a hardware error); a Wait does c -= 1, or blocks until a round
+completes (deadline). State tables and the rules enforced: docs/protocols.md "Cross-core flags".
 
 When a round completes, per mode:
 - mode 0: every AIC (or every AIV) of the launch has Set the id once more -> each of them gets c += 1;
@@ -17,10 +12,10 @@ When a round completes, per mode:
           AIC -> AIV: one AIC Set -> each AIV of its group gets c += 1;
 - mode 4 (MIX 1:2): its own counters: AIC id i (0-31) raises AIV (i // 16)'s id i % 16; AIV sub s id i
   (0-15) raises the AIC's id i + 16 s.
-Modes 0-2 share the 16 counters of a core; ids >= 16 are truncated to 4 bits (reported). A Set or Wait on
-a pipe the core lacks compiles to nothing on DAV_3510 (no-op, reported); so does any cross-core sync
-under AIC_ONLY / AIV_ONLY or a mode the kernel type lacks. Consuming an id in a new mode while it still
-holds counts or partial rounds of another mode is undefined (reported).
+Modes 0-2 share the 16 counters of a core; ids >= 16 are truncated to 4 bits (FLAG_ID_TRUNCATED). A Set or
+Wait on a pipe the core lacks compiles to nothing on DAV_3510 (PIPE_NOT_ON_CORE); so does any cross-core
+sync under AIC_ONLY / AIV_ONLY or a mode the kernel type lacks (SYNC_KERNEL_TYPE). Consuming an id in a new
+mode while it holds counts or partial rounds of another mode is undefined (FLAG_MODE_MIXED).
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 A `FaultPlan` names one fault, the rank and core it hits and which occurrence of its hook point fires;
 `FaultPlan.seeded(fault, seed, ranks, cores)` draws those from a seed so a stress run is replayable.
-Hook points (who consults the plan):
-
 | fault | hook | what breaks | expected diagnosis |
 |---|---|---|---|
 | DROP_SET_FLAG | CrossCoreSetFlag (kernel ids) | the Set is lost | DEADLOCK (its Wait hangs) |
@@ -18,10 +16,8 @@ Hook points (who consults the plan):
 | LATE_PUT_DATA | Shmem.put_signal | the signal lands, the data only at the next barrier_all | READ_NOT_VISIBLE |
 
 (1) plus READ_BEFORE_WAIT when no later wait orders the read; hcomm: DEADLOCK when the working block AIC0
-skips under CCU, else HCCL_UNWAITED_COMMIT.
-
-"Update addresses before the wait" (ADDR_LIST_UPDATED_EARLY) and the skipped flag-0 wait are variants of
-the AllGather kernel (`apace.all_gather_qbmm_mx_kernel.AgKernelVariant`, the operator's `kernel_variant`).
+skips under CCU, else HCCL_UNWAITED_COMMIT. The AllGather kernel's hazards (ADDR_LIST_UPDATED_EARLY, the
+skipped flag-0 wait) are kernel variants instead (`apace.all_gather_qbmm_mx_kernel.AgKernelVariant`).
 """
 
 from __future__ import annotations

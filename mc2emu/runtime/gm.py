@@ -110,7 +110,7 @@ class GmAddr:
 
 
 # Unsigned integer types by item size: a strided copy of an ml_dtypes array (float8, bfloat16) runs through
-# the dtype's per-element copy (measured 4x slower than uint8 for a (256, 256) float8 block); the same bytes
+# the dtype's per-element copy (4x slower than uint8 for a (256, 256) float8 block); the same bytes
 # copied as integers of the same size and viewed back are identical.
 _COPY_AS: dict[int, np.dtype] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
                                  8: np.dtype(np.uint64)}

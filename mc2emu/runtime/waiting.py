@@ -4,7 +4,7 @@ Every wait in the project (cross-core flags, SyncAll, signals in peer windows, H
 slots) goes through `Waiter.wait_until`. It
 
 - blocks on a `Doorbell` (no spinning: 8 ranks share 2 cores here, and a pure-Python spinner
-  was measured 50-60x slower, MPI-NOTES "Waiting");
+  is 50-60x slower, MPI-NOTES "Waiting");
 - for objects that live in another process (`poll=True`: peer windows) re-tests with a bounded backoff,
   `POLL_BACKOFF_MIN` doubling to `POLL_BACKOFF_MAX`, still sleeping on the doorbell so that a local
   ring (abort, a local put) wakes it at once;
@@ -33,7 +33,7 @@ DEFAULT_TIMEOUT_S = 30.0
 CHECK_INTERVAL_S = 0.25
 # How often, as a fraction of the deadline, a wait samples the other ranks' progress counters.
 GLOBAL_PROBE_FRACTION = 0.25
-# Polled (remote) waits: MPI-NOTES measured 50 us -> 1 ms backoff as the best throughput on 2 cores.
+# Polled (remote) waits: a 50 us -> 1 ms backoff gives the best throughput on 2 cores (MPI-NOTES).
 POLL_BACKOFF_MIN_S = 50e-6
 POLL_BACKOFF_MAX_S = 1e-3
 # Polled waits first re-test this many times without sleeping (each test is an MPI call, which yields),

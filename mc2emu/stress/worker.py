@@ -11,19 +11,10 @@ per MPI job, judged against the diagnosis its fault must produce (`mc2emu.runtim
   137 for the rank KILL_RANK shoots, which prints its line before dying).
 - `launch/stress.py` draws the scenarios, runs the jobs under a hard timeout and prints the tally.
 
-Rank result line (`{"mc2emu_stress": "rank", ...}`; times are epoch seconds, the ranks share the clock):
-
-| key | meaning |
-|---|---|
-| status | ok, hazard, deadlock, constraint, error, killed |
-| names | hazard names of the HazardError, ["DEADLOCK"] for a DeadlockError |
-| events | error hazards filed during the call (HAZARD events; kept when a deadlock follows) |
-| fired, t_fault | this rank's fault plan fired, and when |
-| t_start, t_end | the injected call began; its verdict was known on this rank (t_exit: the rank exited) |
-| sha, ref_sha | hash of C's bytes (a HazardError's `.output`), and of the unperturbed reference run's C |
-| ulp | bf16 ULP distance of a clean C to the CANN golden (`--golden`) |
-| unresponsive | ranks a deadlock report lists as not answering |
-| exit_code | the status the rank exits with |
+Rank result line (`{"mc2emu_stress": "rank", ...}`; times in epoch seconds, the ranks share the clock):
+status (ok, hazard, deadlock, constraint, error, killed), names, events, fired, t_fault, t_start, t_end,
+sha / ref_sha (hash of C, and of the unperturbed reference run's C), ulp (to the CANN golden),
+unresponsive (ranks a deadlock report lists as not answering), exit_code.
 """
 
 from __future__ import annotations

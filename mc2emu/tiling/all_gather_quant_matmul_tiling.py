@@ -1,25 +1,21 @@
 """Host tiling of all_gather_quant_matmul: the ST host's communication tiles, the SWAT matmul tiling of the
 logical M, and the operator's constraints.
 
-Sources (ops-transformer, commit 5778144076, 2026-08-21):
+Sources (ops-transformer, commit 5778144076):
 - `mc2/common/op_kernel/apace/tests/st/all_gather_quant_matmul/src/main.cpp` (`RunAllGatherQuantMatmul`):
   tileM = min(TILE_M = 512, m), tileCnt = m / tileM, tailM = m % tileM, tailCnt = (tailM > 0),
   paddedTailM = align16(tailM), totalLogicalM = R * (tileCnt * tileM + tailCnt * paddedTailM); the matmul
-  tiling is `QuantMatmulTilingSwat` with `SetOptimizeEnable(false)` and `SetMTailAlignEnable(true)` on
-  (totalLogicalM, n, k); `ParseArgs` refuses K % 32 != 0 and an odd CeilDiv(K, 64).
-  Note: `SetOptimizeEnable(false)` switches off `OptimizeEdgeBasicBlock` (the edge-tile merge), not
-  `AdjustBasicBlock`, which still runs whenever the first guess gives fewer blocks than cores; the issue
-  text calls it "the basic-block adjustment off". This module follows the source.
-- `kernel/fusions/all_gather_quant_matmul/all_gather_mx_matmul_udma_impl.h`: commTurn = tileCnt + tailCnt,
-  headRows = tileCnt * tileM, kPaddingLength = 16.
-- `kernel/matmul/quant_batch_matmul/all_gather_qbmm_mx_kernel.h`: `cFragAddrs_[8]`, `winDataRankBase_[8]`
-  (R <= 8); flag ids 0..commTurn carry the rounds (16 counters per core: commTurn <= 15).
+  tiling is `QuantMatmulTilingSwat` with `SetOptimizeEnable(false)` (which switches off only
+  `OptimizeEdgeBasicBlock`: `AdjustBasicBlock` still runs) and `SetMTailAlignEnable(true)`; `ParseArgs`
+  refuses K % 32 != 0 and an odd CeilDiv(K, 64).
+- `all_gather_mx_matmul_udma_impl.h`: commTurn = tileCnt + tailCnt, headRows = tileCnt * tileM, kPaddingLength 16.
+- `all_gather_qbmm_mx_kernel.h`: `cFragAddrs_[8]`, `winDataRankBase_[8]` (R <= 8); flag ids 0..commTurn carry
+  the rounds (16 counters per core: commTurn <= 15).
 
 The logical M the AIC schedules is HEAD (own rows, headRows) + MAIN (tileCnt rounds of (R - 1) * tileM
-rows: the other ranks) + TAIL (R * paddedTailM rows). With m >= 512 every region boundary is a multiple of
-512 and, with baseM = 256 (no AdjustBasicBlock), no block straddles two regions; small m or few blocks
-(AdjustBasicBlock re-balances baseM) can give straddling blocks, which the kernel runs as the source does
-(their reads past the region's fragments are reported as FRAGMENT_OUT_OF_RANGE).
+rows: the other ranks) + TAIL (R * paddedTailM rows). With m >= 512 and baseM = 256 no block straddles two
+regions; small m or few blocks (AdjustBasicBlock re-balances baseM) can give straddling blocks, which the
+kernel runs as the source does (FRAGMENT_OUT_OF_RANGE for their reads past the region's fragments).
 """
 
 from __future__ import annotations

@@ -1,22 +1,18 @@
 """Host tiling of the MX quant matmuls (QBMM MX, all_to_all_quant_matmul): the apace SWAT formulas.
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/tiling/quant_matmul_tiling_swat.h`
-(`QuantMatmulTilingSwat<aDataType, bDataType>`, revision f241800c; another stored revision, 0ad72eea, adds a
-bias L1 reserve (`SetBiasInfo`), optional baseM halving and a switch on AdjustBasicBlock: not emulated),
-its base `quant_matmul_tiling_base.h`, the structs of `quant_matmul_tiling_common.h` /
-`quant_matmul_tiling_data.h` and the constants of `apace/utils/constant.h` (SPEC §5; GroupedMatmul's seed-002
-tiling is a different formula set and lives elsewhere). Method and field names are the source's:
-
-    DoOpTiling: CalcBasicBlock -> (isOpenOptimize_) OptimizeEdgeBasicBlock -> CalcTailBasicBlock
-                -> CalcPathSpecificL1 (GetDepthA1B1, CalStepKs, CalScaleFactors) -> CalcScaleKL1
-                -> BuildTilingData(scaleKL1, nBufferNum = DB_SIZE)
+(`QuantMatmulTilingSwat<aDataType, bDataType>`, revision f241800c; revision 0ad72eea's bias L1 reserve,
+baseM halving and AdjustBasicBlock switch are not emulated), its base `quant_matmul_tiling_base.h`, the
+structs of `quant_matmul_tiling_common.h` / `quant_matmul_tiling_data.h` and `apace/utils/constant.h`
+(SPEC §5). Method and field names are the source's (DoOpTiling: CalcBasicBlock -> OptimizeEdgeBasicBlock ->
+CalcTailBasicBlock -> CalcPathSpecificL1 -> CalcScaleKL1 -> BuildTilingData).
 
 Headline results: baseM = Align16(min(m, 256)) (Align to 32 B of A when transA), baseN = min(n, 256)
 aligned to 16 (transB) or 32 B, baseK = Align64(min(k, 128)) (256 for FP4), AdjustBasicBlock when fewer
 tiles than AICs; kL1 = min(stepKa, stepKb) * baseK; scaleKL1 = min(sfA * stepKa * baseK,
 sfB * stepKb * baseK); nBufferNum 2; dbL0c = 2 when baseM * baseN * 4 * 2 <= L0C size, else 1;
-usedCoreNum = aicNum unless a single tile is split among cores. The host `printf` of the source
-(`PrintTilingData`) is left out: no prints in library code.
+usedCoreNum = aicNum unless a single tile is split among cores. The source's `PrintTilingData` is left out
+(no prints in library code).
 
 `QuantMatmulTilingData` (frozen) is the tiling result; `kL1` and `block_dim` are derived properties.
 `can_implement(args)` lists every rule an input breaks (empty list: the shape can be tiled and run).

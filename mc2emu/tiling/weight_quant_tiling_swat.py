@@ -1,36 +1,22 @@
 """Host tiling of the weight-quant matmul (seed 001): `WeightQuantTilingSwat`.
 
 Emulates the Blaze skill asset `op_tiling/weight_quant/weight_quant_tiling.h` with its
-`weight_quant_tiling_data.h` (hicann cannbot-skills `ascendc-blaze-best-practice` assets; the stored
-copies carry no commit), checked against the consumers `block/weight_quant_matmul_block_mmad.h` (L1) and
-`kernel/weight_quant_matmul_kernel.h` (UB). One pure function per source method, same names and order:
-
-    GetTilingData: CheckArgs (the WQ_TILING_CHECK_COND) -> ResetBase -> FormulateLoadBalanceBlock
-                   (CalcBasicBlock when the tiles are fewer than the AICs) -> OptimizeEdgeBasicBlock (only
-                   when baseM == baseN == 256) -> CalcTailBasicBlock -> CalL1AndUbTiling -> BuildTilingData
+`weight_quant_tiling_data.h` (hicann cannbot-skills `ascendc-blaze-best-practice` assets; the stored copies
+carry no commit), checked against its consumers `block/weight_quant_matmul_block_mmad.h` (L1) and
+`kernel/weight_quant_matmul_kernel.h` (UB). One pure function per source method, same names and order
+(GetTilingData: CheckArgs -> ResetBase -> FormulateLoadBalanceBlock -> OptimizeEdgeBasicBlock ->
+CalcTailBasicBlock -> CalL1AndUbTiling -> BuildTilingData); the source's `PrintTilingData` is left out.
 
 Headline rules: baseM = min(Align16(m), 256), baseN = min(Align16(n), 256), shrunk to fill the AICs;
-dbL0c = 2 when baseM * baseN * 4 * 2 <= L0C; baseK = min(Align16(k), FloorAlign16(L0A / 2 / 2 /
-max(baseM, baseN))); nUbSize = baseN - (baseN / 32) * 16 when transB (AIV1's share of N) else
-Align128(baseN); kL1 = FloorAlign16(min(kL1 from L1, kL1 from UB, k)); n % 16 == 0 when transB, else
-k % 16 == 0; no N tail split when transB. The host `PrintTilingData` is left out (no prints in library code).
+dbL0c = 2 when baseM * baseN * 4 * 2 <= L0C; nUbSize = baseN - (baseN / 32) * 16 when transB (AIV1's share
+of N) else Align128(baseN); kL1 = FloorAlign16(min(kL1 from L1, kL1 from UB, k)); n % 16 == 0 when transB,
+else k % 16 == 0; no N tail split when transB. elemBytes stay parameters (seed §5).
 
-UB formula: the tiling follows the seed's §3 formula, as the source does,
-    2 * (weightElemBytes + dequantBElemBytes) * kUbSize * nUbSize + 2 * dequantBElemBytes * nUbSize * (1 + hasOffset)
-        <= ubSize,
-which leaves out the +1 bank padding of bOut that the kernel allocates (seed §6.4: (kUbSize + 1) * nUbSize,
-or kUbSize * (nUbSize + 1) when transB). `layout_findings` checks the kernel's real UB halves and L1
-layout against the platform and reports the inferred overlaps when they happen:
-- the upper A buffer over the bias (BlockMmad: L1 halves [B0 | A0] [B1 | A1], bias at the L1 tail; the
-  tiling only bounds 2 * (A + B) <= L1 - bias, so A1 may reach bias / 2 bytes into it);
-- a UB half over its bound once bOut's padding is added (the tiling bound ignores it);
-plus what the source does not check: its own §3 bound broken when transB = false (kL1 = FloorAlign16(2 *
-kUbSizeMax) may be 16 mod 32, and AIV1's share of K, kUbSize = CeilDiv(kL1, 32) * 16, then exceeds
-kUbSizeMax), the extents the source does not check (a kL1 that is not 16-aligned makes the 16-row fractals of B
-and A longer than their buffers; a UB half past the platform's usable UB).
-
-The source fixes elemBytesA = elemBytesDequantB = 2 (bf16) and elemBytesB = 1 (int8); fp8 weights are
-1 byte and fp16 is 2, so the defaults cover every dtype the op takes; they stay parameters (seed §5).
+The UB bound follows the seed's §3 formula, as the source does, leaving out the +1 bank padding of bOut the
+kernel allocates (seed §6.4). `layout_findings` checks the kernel's real UB halves and L1 layout and reports
+the overlaps that then happen (the upper A buffer over the bias; a UB half over its bound with the padding),
+plus what the source does not check: its own §3 bound broken when transB = false (AIV1's kUbSize exceeding
+kUbSizeMax), a kL1 not 16-aligned, a UB half past the platform's usable UB.
 """
 
 from __future__ import annotations

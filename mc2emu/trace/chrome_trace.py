@@ -1,40 +1,22 @@
 """Chrome Trace Event JSON of the emulated device: an `EventBus` observer plus a multi-rank merge.
 
 The output opens in Perfetto (ui.perfetto.dev) and chrome://tracing:
-
-- one process per rank (pid = rank, named "rank r");
-- one track (tid) per core label: "AIC3", "AIV7", the comm / server threads ("server", "hccl", ...), the
-  "host" thread of the launch and a "run" track with one span per scenario;
-- complete spans ("X") for kernels on a core, waits, SyncAll, mmads, fixpipes, puts, gets, signals,
-  quiets, barriers and HCCL calls. Waits and SyncAll are BEGIN/END pairs on the bus; they are paired here
-  (a begin without its end, e.g. in a deadlock, becomes a span to the rank's last event, marked
-  `unfinished`). Point events that carry `dur_ns` or `t0_ns` in `extra` become spans of that length,
-  the others zero-length spans;
-- flow arrows ("s" -> "f") from each flag raise to the Wait that consumes it (the runtime's FLAG_RAISE
-  events carry the same `token` on the raise, `target=...`, and on the consuming wait, `consumed=True`),
-  from each signal post to the signal wait it released on the peer rank (the latest post to that window
-  slot before the wait returned), from the HCCL server's execution of repeat r of a handle to each core's
-  (r+1)-th `Wait` on that handle, from each HCCL server put into a peer to the peer's first core to
-  return from that repeat's `Wait`, from each other put into a peer to the peer's next TeamBarrier
-  CrossDevice (what orders the put before its consumer there), and between any pair of events that
-  carry `flow_out=<id>` / `flow_in=<id>` in `extra` (ids are global strings; other layers can use this
-  without touching this file);
+- one process per rank (pid = rank); one track per core label ("AIC3", "AIV7", "server", "hccl", "host",
+  and a "run" track with one span per scenario);
+- complete spans ("X") for kernels, waits, SyncAll, mmads, fixpipes, puts, gets, signals, quiets, barriers
+  and HCCL calls; BEGIN/END pairs are paired here (a begin without its end becomes a span to the rank's last
+  event, marked `unfinished`); point events with `dur_ns` or `t0_ns` become spans of that length;
+- flow arrows ("s" -> "f"): flag raise -> the Wait consuming it (same `token`); signal post -> the wait it
+  released; HCCL repeat r -> each core's (r+1)-th Wait on that handle; HCCL put -> the peer's first core
+  returning from that Wait; other puts -> the peer's next TeamBarrier CrossDevice; any `flow_out=<id>` /
+  `flow_in=<id>` pair (global string ids);
 - instants ("i") for hazards, perturbation delays, atomic-mode switches, L2 hints and flag Sets.
+Overlapping spans on one track are moved to extra lanes ("AIC0 · 2"): Perfetto requires nested slices.
 
-Overlapping spans on one track (e.g. two threads sharing a label) are moved to extra lanes
-("AIC0 · 2") so every track holds properly nested slices, which Perfetto requires.
-
-Usage on one rank:
-
-    rec = ChromeTraceRecorder()
-    unsubscribe = device.events.subscribe(rec)
-    ... launches ...
-    trace = merge_traces({device.rank: rec.records()})
-    write_trace("trace.json", trace)
-
-Across ranks, gather `rec.records()` and `clock_offset_ns()` of every rank to one rank and merge there.
-Time stamps are `time.perf_counter_ns()` of each rank; `clock_offset_ns()` maps them to the wall clock,
-so ranks on different hosts line up to the accuracy of their clock sync (on one host: exactly).
+Usage: `rec = ChromeTraceRecorder()`, `device.events.subscribe(rec)`, launches, then
+`write_trace("trace.json", merge_traces({device.rank: rec.records()}))`. Across ranks, gather `rec.records()`
+and `clock_offset_ns()` of every rank to one rank and merge there: stamps are each rank's
+`time.perf_counter_ns()`, mapped to the wall clock (ranks on different hosts line up to their clock sync).
 """
 
 from __future__ import annotations

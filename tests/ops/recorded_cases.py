@@ -16,6 +16,11 @@ world-size independent, collective ones are recorded per world size):
 
 The recorder refuses to record an output that fails its golden (`check_*` below; QBMM / A2A excepted: their
 pins are the pre-refactor bytes).
+
+The bytes depend on the host BLAS (each MMAD step is a float32 BLAS product), so the file holds one set of
+pins per BLAS fingerprint (`blas_fingerprint`: the bits of float32 products at the step shapes). A host whose
+fingerprint has no set fails the pinned tests with that fingerprint named: check the goldens there (the
+operators' test files), then record its set with the commands above, from the commit the pins must hold for.
 """
 
 from __future__ import annotations
@@ -528,11 +533,67 @@ SERIAL_GROUPS = ("qbmm", "gmm", "wqmm")
 COLLECTIVE_GROUPS = ("a2a", "ag", "qmrs")
 
 
+# The MMAD steps are float32 BLAS products (SPEC §4), whose bits depend on the host BLAS kernel (its
+# summation order and FMA use: the same code gives other bits on an AVX-512 host than on an AVX2 one). The
+# pins are therefore kept per BLAS fingerprint: the digest of float32 products at the step shapes the
+# recorded cases take, in both B layouts.
+FINGERPRINT_SHAPES = ((16, 64, 16), (40, 256, 48), (48, 128, 64), (72, 128, 80), (112, 128, 112),
+                      (200, 128, 330), (256, 128, 256), (128, 64, 7))
+
+
+def blas_fingerprint() -> str:
+    """16 hex digits naming this host's float32 matmul bits (numpy's BLAS as it runs here)."""
+    h = hashlib.sha256()
+    for m, k, n in FINGERPRINT_SHAPES:
+        rng = np.random.default_rng([m, k, n])
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        for bb in (b, np.asfortranarray(b)):
+            h.update(np.matmul(a, bb).tobytes())
+            h.update(np.matmul(np.asfortranarray(a), bb).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _host_note() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"numpy {np.__version__}, {cpu}"
+
+
+def _all_sets() -> dict[str, Any]:
+    return json.loads(DIGESTS.read_text()) if DIGESTS.exists() else {}
+
+
+def missing_pins_reason() -> str | None:
+    """Why this host has no pins (its BLAS fingerprint was never recorded), or None."""
+    sets = _all_sets()
+    fp = blas_fingerprint()
+    if fp in sets:
+        return None
+    known = ", ".join(f"{k} ({v.get('host', '?')})" for k, v in sets.items()) or "none"
+    return (f"no outputs recorded for this host's BLAS (fingerprint {fp}, {_host_note()}); recorded: {known}. "
+            "Check the operators' goldens pass here, then record this host's set (module docstring).")
+
+
 def load_digests() -> dict[str, Any]:
-    data = json.loads(DIGESTS.read_text()) if DIGESTS.exists() else {}
+    """The pins of this host's BLAS fingerprint (every group present, empty when never recorded)."""
+    data = _all_sets().get(blas_fingerprint(), {})
     for group in SERIAL_GROUPS + COLLECTIVE_GROUPS:
         data.setdefault(group, {})
     return data
+
+
+def _save(data: dict[str, Any]) -> None:
+    sets = _all_sets()
+    data["host"] = _host_note()
+    sets[blas_fingerprint()] = data
+    DIGESTS.write_text(json.dumps(sets, indent=1, sort_keys=True) + "\n")
 
 
 def serial_outputs(group: str) -> dict[str, np.ndarray]:
@@ -577,7 +638,7 @@ def _record(groups: list[str]) -> None:
             assert group in SERIAL_GROUPS, f"{group} is recorded under mpirun"
             data[group] = {name: digest(out) for name, out in serial_outputs(group).items()}
             print(f"recorded {len(data[group])} {group} digests")
-        DIGESTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        _save(data)
         return
     from mpi4py import MPI
 
@@ -594,7 +655,7 @@ def _record(groups: list[str]) -> None:
         for group, pins in mine.items():
             data[group][str(size)] = {name: [every[r][group][name] for r in range(size)] for name in pins}
             print(f"recorded {len(pins)} {group} cases x {size} ranks")
-        DIGESTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        _save(data)
 
 
 if __name__ == "__main__":

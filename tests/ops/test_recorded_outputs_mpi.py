@@ -10,6 +10,7 @@ from recorded_cases import (
     QMRS_CASES,
     digest,
     load_digests,
+    missing_pins_reason,
     run_a2a_case,
     run_ag_case,
     run_qmrs_case,
@@ -17,6 +18,14 @@ from recorded_cases import (
 
 ALL_PINS = load_digests()
 PINS = ALL_PINS["a2a"]
+MISSING = missing_pins_reason()
+
+
+@pytest.fixture(autouse=True)
+def _pins_of_this_blas():
+    """The pins are per BLAS fingerprint (recorded_cases.blas_fingerprint): a host never recorded fails here."""
+    if MISSING:
+        pytest.fail(MISSING)
 
 
 def world():

@@ -1,31 +1,21 @@
 """FragmentTensor: one logical tensor assembled along one axis from equal fragments at unrelated GM addresses.
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/basic/fragment_tensor/fragment_tensor.h` and
-`fragment_tensor_api.h` (commit 9ef00cfd163e, 2026-08-17; same content as f241800c40fc, 2026-08-08). The
-AllGather kernel (`kernel/matmul/quant_batch_matmul/all_gather_qbmm_mx_kernel.h`, same commit) assembles
-the rows of the ranks' window segments into one A (HEAD: 1 fragment, MAIN: R - 1, TAIL: R fragments of
-paddedTailM rows of which tailM are real) and C the same way; `QmmMxBlockMmadFragment` gathers A / scaleA into
-L1 with `FragmentSliceCopy<false>` and scatters L0C out with `FragmentSliceCopy<true>`.
+`fragment_tensor_api.h` (commit 9ef00cfd163e). The AllGather kernel assembles the ranks' window rows into
+one A (HEAD: 1 fragment, MAIN: R - 1, TAIL: R of paddedTailM rows, tailM real) and C the same way;
+`QmmMxBlockMmadFragment` gathers with `FragmentSliceCopy<false>` and scatters L0C with `<true>`.
 
-Facts from the source that shape this emulation:
-
-- `FragmentParam<Dims>::Validate()` returns a bool and nothing calls it; here it raises a `ConstraintError`
-  naming the rule, and `MakeFragmentTensor` calls it (the device would run on into garbage).
-- The tensor keeps the caller's address array BY REFERENCE (`GM_ADDR const *addrList_`, since f241800c40fc;
-  the first version, 70b74b06d2af, copied it into `GM_ADDR addrList_[MaxFragments]`). Kernels rewrite their
-  list in place and call `UpdateAddrList` with the same array when a MAIN round advances; every `Slice`
-  shares the list. A change to the entries a `FragmentSliceCopy` uses while that copy runs is reported as
-  `ADDR_LIST_MUTATED` (naming the fragment, the old and new address and the copy); the copy goes on reading
-  the list by reference, as the device would.
-- `Slice(coord, shape)` adds `coord` to the current slice origin and replaces the shape; nothing is
-  checked or copied. A copy of a slice that reaches past the last fragment reads `addrList[idx]` for
-  idx >= fragmentCnt (on the device: a null or stale address); reported as `FRAGMENT_OUT_OF_RANGE`, the
-  piece is copied when the list holds an address there, skipped otherwise.
-- `ComputeFragmentComposition`: head = the part of the first fragment from the slice start (the whole
-  length when the slice stays in one fragment), bodies = whole fragments, tail = the rest; a tail that
-  would be empty (the slice ends on a fragment boundary) becomes a whole fragment and the count drops by
-  one. The scatter (`<true>`) skips a piece whose start inside its fragment is >= realFragmentSize and
-  clips the others to realFragmentSize rows; the gather (`<false>`) reads the padded rows too.
+Differences and checks:
+- `FragmentParam<Dims>::Validate()` returns a bool nobody reads; here it raises a `ConstraintError` naming
+  the rule, and `MakeFragmentTensor` calls it (the device would run on into garbage).
+- The tensor keeps the caller's address array by reference (`GM_ADDR const *addrList_`); kernels rewrite it
+  in place and call `UpdateAddrList`. A change to entries a running `FragmentSliceCopy` uses is reported as
+  `ADDR_LIST_MUTATED` (fragment, old and new address, the copy); the copy reads on, as the device would.
+- `Slice(coord, shape)` adds `coord` to the origin and replaces the shape, unchecked. A copy past the last
+  fragment reads `addrList[idx >= fragmentCnt]`: `FRAGMENT_OUT_OF_RANGE`; the piece is copied when the
+  list holds an address there, skipped otherwise.
+- `ComputeFragmentComposition`: head, whole bodies, tail (an empty tail becomes a whole fragment); the
+  scatter skips pieces starting at >= realFragmentSize and clips the rest, the gather reads padded rows too.
 """
 
 from __future__ import annotations

@@ -1,34 +1,20 @@
 """CLI entry of all_gather_quant_matmul (SPEC §7.1): modes, hazard rules, shapes, inputs, golden, compare.
 
-The operator is `mc2emu.ops.all_gather_quant_matmul` (one call per rank, collective).
+The operator is `mc2emu.ops.all_gather_quant_matmul` (one call per rank, collective). Shape: m = rows of x1
+per rank, k = K, n = N. Inputs: the CANN AG ST recipe (`gen_ag_st_inputs`, seed `--seed` + rank). Golden: the
+CANN recipe on the gathered x1. Compare: the AG ST verify rule, bit-exact or <= 1 bf16 ULP everywhere.
+Launch: `--block-dim`, else max(8, R) blocks: the reduced default shape then keeps the CANN cases' character
+(baseM 256 divides the 512-row tiles; at 32 cores AdjustBasicBlock would shrink baseM).
 
-Shape: m = rows of x1 per rank, k = K, n = N. Inputs: the CANN AG ST recipe (`gen_ag_st_inputs`, seed
-`--seed` + rank; the ST's own is 42 + rank). Golden: the CANN recipe on the gathered x1 (one MPI allgather).
-Compare: the AG ST verify rule, bit-exact or <= 1 bf16 ULP everywhere.
-
-Launch: `--block-dim`, else max(8, R) blocks. The CANN cases (m >= 2048, n >= 2560) fill 32 cores with
-baseM 256, which divides the 512-row tiles; the reduced default shape keeps that character at 8 blocks
-(at 32 cores AdjustBasicBlock would shrink baseM and blocks would straddle regions).
-
-Modes (`AGMode`): the seed protocol with the two wait orders, and the slot ring (`protocol=slot_ring`, the URMA
-impl of 67a83540d75e) with one slot (every round after the first reuses slot 0) and with no reuse (slot_num 0:
-commTurn slots); the slot ring waits in order only, so its modes have no wait order (`--wait-order` selects
-the seed modes). Hazard showcase (`--hazards`): the kernel without its flag-0 wait
-(UNCONSUMED_FLAG) and with UpdateAddrList before the wait (ADDR_LIST_UPDATED_EARLY); the mode's `variant`
-names the reproduced kernel variant (`AgKernelVariant`); and a block crossing a region boundary
-(`blocks=crossing`): the launch takes the first AIC count (R .. 32, `--block-dim` does not apply) whose SWAT
-tiling (AdjustBasicBlock) gives a baseM that does not divide a region (HEAD, a MAIN round, TAIL). The kernel
-resolves such a block by its first row, as the source does: the FragmentSliceCopy of its rows past that
-region finds no fragment (FRAGMENT_OUT_OF_RANGE) and those C rows are never written. The case is checked
-against the golden: `ag_lost_rows` predicts the lost C rows from the tiling alone (block starts every baseM
-logical rows, the region map of SPEC §7.1), every other row must pass the AG ST rule and every lost row must
-hold the never-written pattern (poison 0xFF bytes with checks on, zeros with --no-check). A shape and rank
-count with no crossing block runs as a clean case. The slot ring's AIV without its release wait
-(`variant=skip_release_wait`, one slot): READ_OVERWRITTEN (the peers' next-round puts into slot 0 are not
-ordered after this rank's AICs' reads) and UNCONSUMED_FLAG (the AICs' releases); a shape of one round (commTurn
-1, e.g. --quick) never reuses a slot and runs clean. The other slot-ring hazard, flag id 11 from slot 10, needs
-commTurn >= 11 (m >= 5121): `--shape` with such an m and the slot_num 0 mode shows the FLAG_ID_RESERVED
-warnings.
+Modes (`AGMode`): the seed protocol with the two wait orders; the slot ring (`protocol=slot_ring`) with one
+slot and with no reuse (slot_num 0), in order only. Hazard showcase (`--hazards`): no flag-0 wait
+(UNCONSUMED_FLAG); UpdateAddrList before the wait (ADDR_LIST_UPDATED_EARLY); a block crossing a region
+boundary (`blocks=crossing`: the first AIC count in R .. 32 whose tiling gives a baseM that does not divide a
+region): FRAGMENT_OUT_OF_RANGE, with `ag_lost_rows` predicting the lost C rows from the tiling, every other
+row passing the AG ST rule and every lost row holding the never-written pattern (0xFF with checks on, zeros
+with --no-check); the slot ring's AIV without its release wait (`variant=skip_release_wait`): READ_OVERWRITTEN
+and UNCONSUMED_FLAG (one round, e.g. --quick, runs clean). Flag id 11 from slot 10 needs commTurn >= 11
+(m >= 5121, `--shape`, slot_num 0): FLAG_ID_RESERVED warnings.
 """
 
 from __future__ import annotations

@@ -3,23 +3,18 @@ communication, plus the host-only plan printouts (`--print-tiling`, `--print-sch
 
     python -m mc2emu.run --op grouped_matmul_mx [--quick] [--hazards]
     python -m mc2emu.run --op grouped_matmul_mx --print-tiling --shape 600,700,4096 [--trans-b] [--json]
-    python -m mc2emu.run --op grouped_matmul_mx --print-schedule --shape 100,700,4096 --group-list 25,25,25,25 \
-        [--gmm-variant cgmct | blaze | blaze_sample]
-    python -m mc2emu.run --op grouped_matmul_mx --gmm-variant blaze     # every mode on the IS_BLAZE kernel
+    python -m mc2emu.run --op grouped_matmul_mx --print-schedule --shape 100,700,4096 --group-list 25,25,25,25
 
 The printouts run without MPI. Under mpirun every rank runs its own call on its own data (seed + rank).
 Shape m x k x n: M = all rows of x (split-M) or of each group's y (split-K), K = the total K, N.
 Groups (ragged, with an empty one): split-M rows M*3/8, 0, M/8, the rest (count list; cumsum with trans_b;
-sparse (group, rows) entries (0, M*3/8), (2, M/8), (1, 0), (3, the rest): the kernel stops at the empty
-entry and still runs the last); split-K K extents K/2, 0, the rest (a
-K == 0 group, zero-filled by the AIVs). Inputs: elements uniform(1, 8) with random signs encoded to the
-format (saturating), E8M0 scale codes 2^-1 .. 2^1. Hazard showcase: a sparse list naming group 0 after
-group 1 -- the source's UpdateOffset returns at groupIdx 0 and keeps group 1's offsets, so group 0 writes
-over group 1's rows and its own rows stay unwritten (OUTPUT_WRITE_COUNT).
-Kernel variant (mode field `gmm_variant`, option `--gmm-variant`): "cgmct" (default: GmmCgmctMxKernel),
-"blaze" (the IS_BLAZE kernel, ops-tensor kernel_qgmm_mx.h + block_mmad_qgmm_mx.h), "blaze_sample" (ops-tensor's
-sample kernel; count lists only: other modes are skipped with the reason). See docs/grouped-matmul-mx.md.
-Compare: the golden (per group: decode, one FP32 matmul, cast) bit-exact or within 1 bf16 ULP.
+a sparse list whose empty entry stops the kernel, which still runs the last); split-K K extents K/2, 0, the
+rest (a K == 0 group, zero-filled by the AIVs). Inputs: elements uniform(1, 8) with random signs, E8M0
+scales 2^-1 .. 2^1. Hazard showcase: a sparse list naming group 0 after group 1 -- UpdateOffset returns at
+groupIdx 0 and keeps group 1's offsets, so group 0 overwrites group 1's rows (OUTPUT_WRITE_COUNT).
+Kernel variant (`--gmm-variant`): "cgmct" (default, GmmCgmctMxKernel), "blaze" (the IS_BLAZE kernel),
+"blaze_sample" (ops-tensor's sample kernel; count lists only, other modes skipped with the reason).
+Compare: the golden bit-exact or within 1 bf16 ULP. See docs/grouped-matmul-mx.md.
 """
 
 from __future__ import annotations

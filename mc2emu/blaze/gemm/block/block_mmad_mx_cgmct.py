@@ -3,38 +3,19 @@ separate kAL1 / kBL1 chunks.
 
 Emulates ops-transformer `gmm/common/cgmct/block/block_mmad_mx.h`, `Cgmct::Gemm::Block::BlockMmadMx<
 MatmulWithScale<Shape<_0, _0, _0, _0>, 0>, ...>` (cannmirror/ops-transformer 25fb6b92), the BlockMmad that
-`GmmCgmctMxKernel` (`gqmm_cgmct_mx_kernel.h`) instantiates. It differs from the Blaze BlockMmad of QBMM
-(`block_mmad_mx.py`, ops-tensor `block_mmad_qbmm_mx.h`) in its loops, so it is its own class; it reuses that
-class's per-core state (L0A / L0B / bias-table allocations, the L0C buffer, the L1 region check), its MMAD and
-its fixpipe (`Mmad`, `CopyL0C2GM`) and the launch-wide dequantization memo (`BlockMmadHost`):
+`GmmCgmctMxKernel` instantiates. Its loops differ from the QBMM BlockMmad (`block_mmad_mx.py`), so it is its
+own class; it reuses that class's per-core state, MMAD, fixpipe and the launch-wide dequantization memo.
+Loops: A-major (kAL1 >= kBL1, `IterAL1BL1`) or B-major; per L0 step curKL0 = min(baseK, minPadKL1 +
+kL1Offset - kL0Offset), mmad.k = Align64(curKL0), unitFlag 3 when kL0Offset + baseK >= k else 2.
 
-    Init(problemShape, l0TileShape, L1Params{kAL1, kBL1, scaleKL1, l1BufNum}, isBias, dbL0C):
-        orderAL1BL1_ = kAL1 >= kBL1; minKL1_ = min(kAL1, kBL1); the L1 map A|B|scaleA|scaleB|bias per half
-    UpdateParamsForNextProblem(problemShape)            # per group: m_, n_, k_
-    operator()(aGlobal, bGlobal, scaleA, scaleB, bias, cGlobal, singleShape) = run:
-        RunMmadLoop: l0cOffset = (l0cPingPong_ & 1) * HALF_L0C_SIZE; IterAL1BL1 if orderAL1BL1_ else IterBL1AL1
-        CopyOut (fixpipe, unitFlag 3); UpdateL0cPingPong (only when dbL0C)
-    IterAL1BL1: for kOuter in 0..k step kAL1: [scales at kOuter % scaleKL1 == 0] A chunk [bias at kOuter 0]
-                  for kInner in kOuter..min(kOuter + kAL1, k) step kBL1: B chunk, Iterate
-                  scale buffer flips when (kOuter + kAL1) % scaleKL1 == 0 or the end of K
-    IterBL1AL1: the same with B outer, A inner.
-    Iterate: for kL0Offset in kL1Offset..min(kL1Offset + minKL1, k) step baseK: curKL0 = min(baseK,
-             minPadKL1 + kL1Offset - kL0Offset) (chunks zero-padded to 64), L0A / L0B half l0PingPong_ & 1,
-             scales at (kL0Offset % scaleKL1) / 32 in the L1 scale buffer, mmadParams.k = Align64(curKL0),
-             unitFlag 3 when kL0Offset + baseK >= k else 2, cmatrixInitVal = kL0Offset == 0 && !isBias.
+The intra-core event flags (MTE1_MTE2, MTE2_MTE1, M_MTE1, MTE1_M) have no data effect: a core's steps run in
+program order here. l1BufNum is 2 whatever the tiling's l1BufferStage (the kernel passes 2UL).
 
-The source's intra-core event flags (MTE1_MTE2, MTE2_MTE1, M_MTE1, MTE1_M) order the pipes of one core; a
-core's steps run in program order here, so they have no data effect. l1BufNum is 2 whatever the tiling's
-l1BufferStage (the kernel passes 2UL): the CGMCT path ignores l1BufferStage.
-
-Numerics as `block_mmad_mx.py`: each L1 chunk is dequantized once (exact float32, memoized launch-wide) and
-each baseK step is one float32 matmul added to the L0C tile; the zero padding to 64 is not materialized.
-The L1 scale buffer remembers which K range it was loaded for: a step that reads scales of another range
-(a tiling whose scaleKL1 is not a multiple of the outer chunk) raises KernelError (the device would use
-the wrong scales silently). Likewise a K step past the end of the outer chunk held in L1 (kAL1 not a multiple
-of kBL1 or the reverse, with K beyond the first outer chunk: the source's inner loop runs whole inner chunks)
-raises KernelError. The tiling may give such chunk pairs (e.g. kAL1 384, kBL1 256 for K 256); they are
-harmless while one outer chunk covers K.
+Numerics as `block_mmad_mx.py`: each L1 chunk is dequantized once (exact float32) and each baseK step is one
+float32 matmul added to the L0C tile; the zero padding to 64 is not materialized. KernelError (the device
+would compute silently wrong) when a step reads scales of another K range than the L1 scale buffer holds
+(scaleKL1 not a multiple of the outer chunk), or steps past the outer chunk held in L1 (kAL1 and kBL1 not
+multiples of each other with K beyond the first outer chunk; harmless while one outer chunk covers K).
 """
 
 from __future__ import annotations

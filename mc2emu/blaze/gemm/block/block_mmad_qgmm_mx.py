@@ -2,36 +2,21 @@
 relative Iterate, conditional K padding and the unitFlag of the absolute K end.
 
 Emulates hicann/ops-tensor `include/blaze/gemm/block/block_mmad_qgmm_mx.h` at 03460a61 (the BlockMmad of
-`kernel_qgmm_mx.h`, `GemmUniversal<..., KernelGroupedMmadWithScaleMx>`, which ops-transformer's
-`GmmTensorApiMxKernel` runs on the `IS_BLAZE` branch of `grouped_matmul_apt.cpp`). It shares with
-`BlockMmadMxCgmct` (block_mmad_mx_cgmct.py, gmm/common/cgmct/block/block_mmad_mx.h) everything but Run's
-Iterate calls and Iterate itself, so it subclasses it (Init, the L1 map A0 | B0 | scaleA | scaleB | bias per
-half, CopyScalesInL1 / CopyAInL1 / CopyBInL1 / CopyInBias, the MMAD, the fixpipe, the L0C ping-pong):
+`kernel_qgmm_mx.h`, which ops-transformer's `GmmTensorApiMxKernel` runs on the `IS_BLAZE` branch of
+`grouped_matmul_apt.cpp`). It shares everything but Run's Iterate calls and Iterate with `BlockMmadMxCgmct`,
+so it subclasses it. Init: scaleKL1_ = Max(scaleKL1, 1) (no refusal); two A / B buffers hard-wired (no
+l1BufNum, no l1BufferStage at 03460a61; a later revision's l1BufferStage 3 is not emulated).
 
-    Init: scaleKL1_ = Max(scaleKL1, 1) (no refusal); two A / B buffers hard-wired (`& 1UL`, no l1BufNum and no
-          l1BufferStage in its L1Params at 03460a61; the later 6184ed7c adds l1BufferStage 3, not emulated:
-          GmmTensorApiMxKernel at 35239a31 passes none)
-    Run, A-major (kAL1 >= kBL1): Iterate(..., curGmAKL1, curGmBKL1, scaleL1BufId, kOuter, kInner,
-                                          kInner - kOuter, 0)
-         B-major:                Iterate(..., curGmAKL1, curGmBKL1, scaleL1BufId, kInner, kOuter,
-                                          0, kInner - kOuter)
-    Iterate(curGmAKL1, curGmBKL1, scaleL1BufId, absKStartA, absKStartB, kaL1Offset, kbL1Offset):
-        l1Ka = NEED_A_SET_L1_K_ZERO ? CeilAlign(curGmAKL1, 64) : curGmAKL1    (FP8 A)
-        l1Kb = NEED_B_SET_L1_K_ZERO ? CeilAlign(curGmBKL1, 64) : curGmBKL1    (FP8 B, FP4 B without transB)
-        minPadKL1 = Min(l1Ka, l1Kb); minGmKL1 = Min(curGmAKL1, curGmBKL1)
-        for kL0Offset in 0 .. minGmKL1 step baseK:
-            curKL0 = kL0Offset + baseK > minPadKL1 ? minPadKL1 - kL0Offset : baseK
-            absKOffset = absKStartA + kaL1Offset + kL0Offset
-            A / B L0 slices at kaL1Offset + kL0Offset / kbL1Offset + kL0Offset of the chunks
-            mmad.k = CeilAlign(curKL0, 64); unitFlag = absKOffset + curKL0 >= k_ ? 3 : 2
-            cmatrixInitVal = !NeedBias(absKOffset) && absKOffset == 0
+Iterate: K is padded to 64 in L1 only where the source sets it (NEED_A_SET_L1_K_ZERO: FP8 A;
+NEED_B_SET_L1_K_ZERO: FP8 B, FP4 B without transB); curKL0 = min(baseK, minPadKL1 - kL0Offset);
+mmad.k = CeilAlign(curKL0, 64); unitFlag = 3 when absKOffset + curKL0 >= k_ else 2;
+cmatrixInitVal = !NeedBias(absKOffset) && absKOffset == 0.
 
-Where it differs from CGMCT (`kL0Offset + baseK >= k` for unitFlag; both chunks always padded to 64): the
-unitFlag differs on a short step that is not the last (an inner chunk whose length is not a multiple of baseK
-within baseK of the end of K); the operator's tiling always gives kAL1, kBL1 multiples of baseK, so through the
-operator both give the same MMAD events and the same bits (tests/ops/test_grouped_matmul_blaze.py drives the
-block directly to show the difference). For FP4 A, or FP4 B with transB, the K-tail step is narrower (e.g. 104
-instead of 128) with the same mmad.k = Align64(curKL0); the padding is not materialized either way.
+Against CGMCT (`kL0Offset + baseK >= k` for unitFlag; both chunks always padded): the unitFlag differs on a
+short step that is not the last (an inner chunk not a multiple of baseK within baseK of the end of K). The
+operator's tiling gives kAL1, kBL1 multiples of baseK, so through the operator both give the same MMAD events
+and bits (tests/ops/test_grouped_matmul_blaze.py drives the block directly to show the difference). For FP4 A,
+or FP4 B with transB, the K-tail step is narrower with the same mmad.k; the padding is never materialized.
 """
 
 from __future__ import annotations

@@ -2,37 +2,22 @@
 
 Emulates ops-transformer `gmm/common/cgmct/block/block_scheduler_gmm_aswt_with_tail_split.h`,
 `Cgmct::Gemm::Block::BlockSchedulerGmmAswtWithTailSplit<ProblemShape, L1TileShape, L0TileShape, TransA, TransB>`
-(cannmirror/ops-transformer master 25fb6b92; `GroupedMatmulAswtWithTailSplitScheduler` of `KernelQGmmMx`).
-Member and method names are the source's; one instance per core, created once per kernel and fed each group:
+(cannmirror/ops-transformer master 25fb6b92). Member and method names are the source's; one instance per core,
+created once per kernel and fed each group (`UpdateBaseM`, `UpdateNextProblem`, on the last group
+`UpdateTailTile`, then `GetTileIdx` / `GetBlockShape` until (0, 0, 0, 0)).
 
-    bs = BlockSchedulerGmmAswtWithTailSplit(baseM, baseN, baseK, ctx, transA=..., transB=...)
-    bs.SetTailAlign(1, c0Size)                    # kernel: !transA && !transB (transB: BLOCK_CUBE)
-    for every non-empty group:
-        bs.UpdateBaseM(curBaseM); bs.UpdateNextProblem((m, n, k))
-        [last group, (GetEndBlockIdx() + 1) <= blockNum >> 1:] bs.UpdateTailTile()
-        while (coord := bs.GetTileIdx()) is not None:
-            m, n, mSplitOffset, nSplitOffset = bs.GetBlockShape(coord)   # (0, 0, 0, 0): the core stops
+Rules: tile t of a group goes to core (start + t) mod blockNum, start the core after the previous group's
+last one; tiles are walked through windows of WINDOW_LEN = 4 M-tile rows, M fastest, N reversed on odd
+windows. `UpdateTailTile()` splits each tile of the group's last round into mTailCnt x nTailCnt pieces for
+otherwise idle cores, chosen by the absolute core index mod the piece count.
 
-Rules (from the source): a group has mCnt x nCnt tiles; tile t of a group goes to core (start + t) mod
-blockNum where start is the core after the previous group's last one (groups do not restart at core 0); the
-tiles are walked through windows of WINDOW_LEN = 4 M-tile rows (the last window takes what is left), M fastest
-inside a window, N reversed on odd windows. `UpdateTailTile()` splits each tile of the group's last round into
-mTailCnt x nTailCnt pieces for otherwise idle cores: pieces of ceil(tile / cnt) rounded up to 128 on an inner
-axis (M with transA, N without transB) and N to the tail alignment; the piece is chosen by the absolute core
-index mod the piece count; a piece that starts past the tile edge is (0, 0, 0, 0).
-
-Two variants of the tail split, selected with `variant=` (default `TailSplitVariant.CGMCT`, the scheduler
-`GmmCgmctMxKernel` instantiates in `grouped_matmul_apt.cpp`):
-- CGMCT (above): piece counts from minimum pieces of 128 on an inner axis (M with transA, N without transB)
-  and 16 otherwise; M pieces rounded to 128 with transA only, N pieces to nTailAlign then to 128 without
-  transB.
-- BLAZE and BLAZE_SAMPLE (the same scheduler arithmetic; the kernels set different tail alignments, see
-  kernel_qgmm_mx.py): hicann/ops-tensor `include/blaze/gemm/block/block_scheduler_gmm_swat_with_tail_split.h`
-  (`Blaze::Gemm::Block::BlockSchedulerGmmSwatWithTailSplit`, 03460a61, used by the production Blaze kernel
-  `kernel_qgmm_mx.h`) and `block_scheduler_gmm_aswt_with_tail_split.h` (1ea0db2f, used by the sample
-  kernel): minimum pieces of min(16, tail align) on both axes (no split when there is no tail tile), pieces
-  rounded to mTailAlign / nTailAlign only.
-The tile walk (windows, core ranges, rounds) is the same in all.
+Tail-split variants (`variant=`, default `TailSplitVariant.CGMCT`, the one `GmmCgmctMxKernel` uses):
+- CGMCT: minimum pieces of 128 on an inner axis (M with transA, N without transB) and 16 otherwise; M pieces
+  rounded to 128 with transA only, N pieces to nTailAlign then to 128 without transB.
+- BLAZE and BLAZE_SAMPLE: hicann/ops-tensor `block_scheduler_gmm_swat_with_tail_split.h` (03460a61, the
+  production Blaze kernel) and `block_scheduler_gmm_aswt_with_tail_split.h` (1ea0db2f, the sample kernel):
+  minimum pieces of min(16, tail align) on both axes, rounded to mTailAlign / nTailAlign only; the kernels
+  set different tail alignments (kernel_qgmm_mx.py). The tile walk is the same in all.
 """
 
 from __future__ import annotations

@@ -2,23 +2,9 @@
 
 Emulates ops-tensor `include/blaze/gemm/block/block_scheduler_qbmm.h`,
 `BlockSchedulerQuantBatchMatmulV3<ProblemShape, FullLoadMode, LayoutA, LayoutB, AType>` (seed 004 calls it
-`BlockSchedulerQbmm`; SPEC §5). Method and member names are the source's; the template arguments are
-keyword arguments, bound once with `template(...)`:
-
-    BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, NDExtLayoutPtn,
-                                                               DNExtLayoutPtn, ElemFormat.E4M3)
-    bs = BlockScheduler(problemShape, schParams, ctx)      # schParams: BlockSchedulerQbmmParams
-    if needUpdateTail_ or (isTailRound and ((bs.GetEndBlockIdx() + 1) + restBatch * bs.GetTotalCnt())
-                           * mTailTile * nTailTile <= ctx.GetBlockNum()):
-        bs.UpdateTailTile(mTailTile, nTailTile)
-    blockIdx = BlockCoord()
-    while bs.GetTileIdx(blockIdx):                           # or: for blockIdx in bs.tiles():
-        singleShape = bs.GetBlockShape(blockIdx)             # (m, n, mSplitOffset, nSplitOffset)
-        if singleShape[IDX_M_TILEIDX] <= 0 or singleShape[IDX_N_TILEIDX] <= 0:
-            return                                           # an empty tail piece
-        mPos, nPos = bs.GetTileCoord(blockIdx)               # C++ out-parameters become a return
-        mmadOp_(gmBlockA, gmBlockB, gmBlockScaleA, gmBlockScaleB, gmBlockBias, gmBlockC, singleShape, splitKIdx)
-    bs.UpdateNextBatchBlockRoundParams()                     # multi-batch kernels, after each batch
+`BlockSchedulerQbmm`; SPEC §5). Method and member names are the source's; the template arguments are keyword
+arguments bound once with `template(...)`; `GetTileCoord`'s C++ out-parameters become a return value, and
+`tiles()` is the `while bs.GetTileIdx(blockIdx)` loop as an iterator.
 
 Mapping (from the source): mCnt * nCnt tiles; round r of core blockIdx = GetBlockIdx() / GetTaskRation()
 takes logical tile blockIdx + r * blockNum (shifted by the batch's start core), mapped through windows of
@@ -29,8 +15,8 @@ mTailMain rows (the last one keeps the rest); with transB the same for N (nBaseT
 pieces for otherwise idle cores; a piece may be empty ((0, 0, 0, 0)). A_FULL_LOAD_MODE pins each core to
 M block blockIdx % mCnt. WINDOW_LEN is a parameter (default 4, `common_utils.h`).
 
-Per-group / per-block quant-mode branches of `GetBlockShape<AQuantMode, BQuantMode, WeightNz>` do not apply
-to MX (MX_PERGROUP_MODE) and are not emulated; `weightNz` is.
+The per-group / per-block quant-mode branches of `GetBlockShape` do not apply to MX (MX_PERGROUP_MODE) and
+are not emulated; `weightNz` is.
 """
 
 from __future__ import annotations

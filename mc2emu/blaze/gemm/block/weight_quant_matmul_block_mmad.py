@@ -2,30 +2,19 @@
 
 Emulates the Blaze skill asset `block/weight_quant_matmul_block_mmad.h` (hicann cannbot-skills,
 `ascendc-blaze-best-practice` assets, seed 001; the stored copy carries no commit), `BlockMmad<
-WeightQuantMatmulPolicy<NO_FULL_LOAD_MODE>, AType, LayoutA, BType, LayoutB, CType, LayoutC, BiasType,
-LayoutBias>`, with its flag ids from `epilogue/cv_sync_constants.h` (hicann/cannbot-skills @ a22f1523):
-
-    BlockMmad():   CrossCoreSetFlag<4, PIPE_MTE1>(AIC_SYNC_AIV_FLAG [+1] [+16])     pre-set: both L1 buffers
-                                                                                    free, for both AIVs
-    operator()(gmA, gmBias, gmC, singleShape):
-      for iter0 < kL1Iter_:                     l1BufId = abL1LoopCnt_ & 1 (a running counter over tiles)
-        A chunk GM -> L1 [A l1BufId]; bias GM -> L1 (iter0 == 0)
-        CrossCoreWaitFlag<4, PIPE_MTE1>(AIV_SYNC_AIC_FLAG + l1BufId)       AIV0 filled B l1BufId
-        CrossCoreWaitFlag<4, PIPE_MTE1>(AIV_SYNC_AIC_FLAG + l1BufId + 16)  AIV1 filled B l1BufId
-        for iter1 < CeilDiv(curKL1, baseK): L1 -> L0A / L0B; bias L1 -> BT (first); Mmad (init on the first)
-        CrossCoreSetFlag<4, PIPE_MTE1>(AIC_SYNC_AIV_FLAG + l1BufId [+ 16])  B l1BufId free again
-      fixpipe L0C -> C (CType, RNE); L0C half flips when enableL0cPingPong_
-    ~BlockMmad():  HardEvent waits only: no cross-core wait (every AIV_SYNC_AIC_FLAG is consumed in the loop)
+WeightQuantMatmulPolicy<NO_FULL_LOAD_MODE>, ...>`, with its flag ids from `epilogue/cv_sync_constants.h`
+(hicann/cannbot-skills @ a22f1523). The constructor pre-sets "L1 free" for both buffers and both AIVs; per
+K chunk (l1BufId = a running counter & 1) the AIC loads A (and the bias at chunk 0), waits both AIVs'
+"B filled", runs the baseK MMADs and sets "L1 free"; the fixpipe rounds L0C to CType (RNE). The destructor
+has no cross-core wait (every AIV_SYNC_AIC_FLAG is consumed in the loop).
 
 Flag ids (mode 4, MIX_AIC_1_2; AIC ids 0-15 pair with AIV0, 16-31 with AIV1): AIC_SYNC_AIV_FLAG = 8 (AIC ->
 AIV "L1 free"), AIV_SYNC_AIC_FLAG = 5 (AIV -> AIC "L1 filled"), FLAG_ID_MAX = 16 (the AIV1 offset).
 
 L1 (byte offsets, shared with the AIV prologue, `weight_quant_matmul_l1.py`): half i at i * L1 / 2 holds
-[B_i | A_i] (bL1OneBuffer_ = baseN * kL1 * 2, aL1OneBuffer_ = baseM * kL1 * 2), the bias at
-L1 - Align64(baseN * 4). B_dequant is NZ when !transB, ZN when transB; A NZ. The intra-core HardEvent
-pairs (MTE1_MTE2, M_MTE1, FIX_M, MTE2_MTE1, MTE1_M, M_FIX) order pipes of one core; a core is one thread
-here, so its pipes run in program order and those pairs are noted where they stand, not emulated.
-MMADs accumulate in FP32 per baseK step (L0CBuffer); the fixpipe rounds to CType (RNE).
+[B_i | A_i] (baseN * kL1 * 2 and baseM * kL1 * 2 bytes), the bias at L1 - Align64(baseN * 4). B_dequant is
+NZ when !transB, ZN when transB; A NZ. The intra-core HardEvent pairs order pipes of one core; a core is one
+thread here, so they are noted where they stand, not emulated. MMADs accumulate in FP32 per baseK step.
 """
 
 from __future__ import annotations

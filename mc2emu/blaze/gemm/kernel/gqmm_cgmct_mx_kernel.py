@@ -2,24 +2,18 @@
 AICs, and for split-K GQmmEmptyTensor on the AIVs.
 
 Emulates ops-transformer (cannmirror/ops-transformer 25fb6b92):
-- `gmm/grouped_matmul/op_kernel/grouped_matmul_apt.cpp`: the MX branches of `grouped_matmul` for an ND
-  weight. NN and NT (split-M) run `GMM_QUANT_MX_IMPL_CLASS` on an AIC_ONLY launch; TN (transA, split-K) is a
-  MIX_AIC_1_2 launch (`gqmm_tiling_key.h`: ASCENDC_TPL_MIX_AIC_1_2) whose AIVs run
-  `GMM_QUANT_BASIC_API_EMPTY_TENSOR_WITHOUT_BIAS_IMPL_CLASS` (GQmmEmptyTensor) and whose AICs run the kernel;
-- `arch35/quant_adaptive_sliding_window_templates/gqmm_cgmct_mx_kernel.h` (`GmmCgmctMxKernel`: GMMTiling from
-  GMMQuantParams + QuantBasicApiMMTiling, `BlockMmadMx<MatmulWithScale<..., 0>>`,
-  `GroupedMatmulAswtWithTailSplitScheduler`, `KernelQGmmMx`);
-- `arch35/quant_adaptive_sliding_window_templates/gqmm_init_output.h` (`GQmmEmptyTensor`) and `quant_utils.h`
-  (`InitOutputWithZero`, `GetSplitValueFromGroupList`): for split-K, every group with K == 0 gets its
-  y[group] (m x n) zero-filled by AIV sub-block 0 of the first realCoreNum blocks, perCoreSize elements each
-  (CeilDiv(m * n, blockNum) aligned up to 32 bytes), in UB copies of at most MAX_REPEAT_TIMES * 32 bytes.
-  The AIC kernel skips those groups, so no flag orders the two sides (they write disjoint rows of y).
-  Its group walk advances y by m * n per list entry; with a count or cumsum list that is the group index.
+- `gmm/grouped_matmul/op_kernel/grouped_matmul_apt.cpp`: the MX branches for an ND weight. NN and NT
+  (split-M) run `GMM_QUANT_MX_IMPL_CLASS` on an AIC_ONLY launch; TN (transA, split-K) is MIX_AIC_1_2
+  (`gqmm_tiling_key.h`): the AIVs run GQmmEmptyTensor, the AICs the kernel;
+- `arch35/quant_adaptive_sliding_window_templates/gqmm_cgmct_mx_kernel.h` (`GmmCgmctMxKernel`);
+- `gqmm_init_output.h` (`GQmmEmptyTensor`) and `quant_utils.h`: for split-K every group with K == 0 gets y[group]
+  zero-filled by AIV sub-block 0 of the first realCoreNum blocks (perCoreSize = CeilDiv(m * n, blockNum)
+  aligned up to 32 bytes). The AIC kernel skips those groups, so no flag orders the two sides (they write
+  disjoint rows of y). Its group walk advances y by m * n per list entry.
 
 `variant` picks the source kernel (kernel_qgmm_mx.py): CGMCT (default, the above), BLAZE (the `IS_BLAZE`
 branch of hicann/ops-transformer grouped_matmul_apt.cpp 0baa2e82: `GmmTensorApiMxKernel` -> ops-tensor
-kernel_qgmm_mx.h 03460a61, whose BlockMmad `block_mmad_qgmm_mx.h` the host instantiates as `BlockMmadQgmmMx`;
-its TN branch runs the same GQmmEmptyTensor on the AIVs before the kernel, which returns on the AIVs) or
+kernel_qgmm_mx.h 03460a61 with `BlockMmadQgmmMx`; its TN branch runs the same GQmmEmptyTensor first) or
 BLAZE_SAMPLE (ops-tensor's sample kernel's group loop and tail alignments, CGMCT's BlockMmad).
 """
 

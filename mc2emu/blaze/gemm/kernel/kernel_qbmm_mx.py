@@ -1,24 +1,15 @@
 """The QBMM MX kernel: `GemmUniversal<ProblemShape, BlockMmad (MX), void, BlockSchedulerQbmm>`.
 
-Emulates ops-tensor `include/blaze/gemm/kernel/kernel_qbmm_mx.h` (seed 004, SPEC §5), AIC only:
-
-    Run: [SetAtomicAdd<float>() if the policy is atomic] -> Init -> BlockScheduler bs(problemShape, schParams)
-         -> mmadOp_.Init(problemShape, {baseM, baseN, baseK, 0}, l1Params, isBias_, dbL0C > 1)
-         -> b == 1: ProcessSingleBatch(params, bs, 0, true); [SetAtomicNone()]; return
-         -> else:   ProcessWithBatch(params, bs)   (4-D batch loops, AddBatchOffset per batch C)
-    ProcessSingleBatch: layouts and GM tensors, UpdateTailTile when needUpdateTail_ or the tail-round test
-         holds, SetL2Cache, then `while bs.GetTileIdx(blockIdx)`: GetBlockShape (an empty tail piece
-         returns), GetTileCoord, Slice A / scaleA / B / scaleB / bias / C, mmadOp_(...); finally
-         bs.UpdateNextBatchBlockRoundParams().
-
-Batch broadcast: per dimension i, multiAiCi = batchAi / batchCi (0 broadcasts A's single batch, 1 walks
-it); A, B, C (and a 3-D bias) addresses advance by whole matrices per batch (`AddBatchOffset`).
+Emulates ops-tensor `include/blaze/gemm/kernel/kernel_qbmm_mx.h` (seed 004, SPEC §5), AIC only: single batch
+(`ProcessSingleBatch`) or 4-D batch loops (`ProcessWithBatch`). Batch broadcast: per dimension i,
+multiAiCi = batchAi / batchCi (0 broadcasts A's single batch, 1 walks it); A, B, C (and a 3-D bias)
+addresses advance by whole matrices per batch (`AddBatchOffset`).
 
 Two source revisions differ in this kernel (`QbmmMxRevision`); the default is the one SPEC §5 describes:
-- `R106B970C` (SPEC): the multi-batch path never calls SetAtomicNone (the runtime reports ATOMIC_LEFT_SET
-  at launch end), and AddBatchOffset does not advance the scale addresses, so every batch reads batch 0's
-  scaleA / scaleB (wrong C whenever scales differ per batch; reproduced, see the report). Run has no AIV
-  guard; an AIV running this AIC-only kernel is reported (AIV_RUNS_AIC_KERNEL) and stops.
+- `R106B970C` (SPEC): the multi-batch path never calls SetAtomicNone (ATOMIC_LEFT_SET at launch end), and
+  AddBatchOffset does not advance the scale addresses, so every batch reads batch 0's scaleA / scaleB
+  (wrong C whenever scales differ per batch; reproduced). Run has no AIV guard; an AIV running this
+  AIC-only kernel is reported (AIV_RUNS_AIC_KERNEL) and stops.
 - `CC21C0D6` (later, matches seed 004's text): Run returns on AIV, SetAtomicNone after ProcessWithBatch,
   scale addresses advance by m * scaleKLen / n * scaleKLen per batch.
 Both: L2 hints per SPEC §5 QBMM rules (C disabled when atomic; gate isSameBatch && baseM >= M; B by

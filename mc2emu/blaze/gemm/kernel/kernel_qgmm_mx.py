@@ -1,35 +1,23 @@
 """KernelQGmmMx's group loop: which groups a core visits and which tiles of each it runs, in the kernel's order.
 
 Emulates the scheduling half of ops-transformer `gmm/common/cgmct/kernel/kernel_qgmm_mx.h`
-(`Cgmct::Gemm::Kernel::KernelQGmmMx`, cannmirror/ops-transformer master 25fb6b92): `Run` (groups
-0..groupNum-2, then the last group with the optional tail split), `SetMNK` / `GetSplitValueFromGroupList`
-(cumsum, count, sparse [E, 2]), `BaseMBalance`, `IfNeedSplit` and `ProcessSingleGroup`'s do-while over
-`BlockSchedulerGmmAswtWithTailSplit`. `KernelQGmmMx.Tiles(groupList, ctx)` yields every tile one core runs, in
-order, as `QGmmTileTask`; the emulated kernel (`KernelQGmmMxRun` in `kernel_qgmm_mx_run.py`) walks the same
-generator (its `BeginGroup` does UpdateOffset / UpdateMMGlobalAddr, and it runs Iterate (BlockMmadMx) per
-task), and `grouped_matmul_mx_schedule` collects it for every core: one implementation of the schedule.
+(`Cgmct::Gemm::Kernel::KernelQGmmMx`, cannmirror/ops-transformer master 25fb6b92): `Run`, `SetMNK` /
+`GetSplitValueFromGroupList` (cumsum, count, sparse [E, 2]), `BaseMBalance`, `IfNeedSplit` and
+`ProcessSingleGroup`. `KernelQGmmMx.Tiles(groupList, ctx)` yields every tile one core runs, in order, as
+`QGmmTileTask`; the kernel (`kernel_qgmm_mx_run.py`) and `grouped_matmul_mx_schedule` walk the same generator.
 
 Source facts kept: a group with M <= 0 or K <= 0 is skipped without moving the scheduler (a sparse list stops
-the loop at its first empty entry but still runs the last entry); `BaseMBalance` (not transA) evens the M
-tiles of a group: curBaseM = Align16(ceil(m / ceil(m / baseM))) (m 600, baseM 256: 208 / 208 / 184); the
-last group's tail split is tried only when `(GetEndBlockIdx() + 1) <= blockNum >> 1`; a tail piece of size 0
-ends the core's group (`return`). transA is split-K (SetMNK sets K), otherwise split-M (SetMNK sets M).
-
-Three variants (`variant=`), which differ here only in the tail alignments the kernel gives the scheduler
-and in the group-list types it reads (the schedulers' tail split: block_scheduler_gmm_aswt.py):
-- CGMCT (default): the kernel above, the one `grouped_matmul_apt.cpp` runs without `IS_BLAZE` (and the only
-  one in cannmirror/ops-transformer 25fb6b92): SetTailAlign(1, transB ? 16 : c0Size) for split-M, none for
-  split-K.
-- BLAZE: the production Blaze kernel of the `IS_BLAZE` branch (hicann/ops-transformer grouped_matmul_apt.cpp
-  0baa2e82 -> `GmmTensorApiMxKernel` -> hicann/ops-tensor `include/blaze/gemm/kernel/kernel_qgmm_mx.h`
-  03460a61, `GemmUniversal<..., KernelGroupedMmadWithScaleMx>`): `SetSchedulerTailAlign` gives split-M
-  (1, TRANS_B ? BLOCK_CUBE : C0_SIZE) and split-K (INNER_AXIS_MIN_SPLIT_VAL, TRANS_B ? BLOCK_CUBE :
-  INNER_AXIS_MIN_SPLIT_VAL); cumsum / count / sparse lists with the same sparse break. Its group loop is
-  otherwise this one (an empty tail piece `continue`s its do-while where CGMCT `return`s: the same, empty
-  pieces only occur in the last round).
-- BLAZE_SAMPLE: ops-tensor's sample kernel (`quant_grouped_matmul_mx_kernel.h`, `KernelQGmmMx` over
-  `Blaze::...::BlockSchedulerGmmAswtWithTailSplit`, 1ea0db2f): SetTailAlign(16 for ND A / 128 for DN A,
-  128 for ND B / 16 for DN B), a count group list only.
+at its first empty entry but still runs the last entry); `BaseMBalance` (not transA) evens the M tiles:
+curBaseM = Align16(ceil(m / ceil(m / baseM))) (m 600, baseM 256: 208 / 208 / 184); the last group's tail
+split is tried only when `(GetEndBlockIdx() + 1) <= blockNum >> 1`; a tail piece of size 0 ends the core's
+group. transA is split-K (SetMNK sets K), otherwise split-M.
+Variants (`variant=`) differ here only in the tail alignments given to the scheduler and the group-list types:
+- CGMCT (default; `grouped_matmul_apt.cpp` without `IS_BLAZE`): SetTailAlign(1, transB ? 16 : c0Size) for
+  split-M, none for split-K.
+- BLAZE (hicann/ops-tensor `include/blaze/gemm/kernel/kernel_qgmm_mx.h` 03460a61): split-M (1, TRANS_B ?
+  BLOCK_CUBE : C0_SIZE), split-K (INNER_AXIS_MIN_SPLIT_VAL, TRANS_B ? BLOCK_CUBE : INNER_AXIS_MIN_SPLIT_VAL).
+- BLAZE_SAMPLE (ops-tensor `quant_grouped_matmul_mx_kernel.h`, 1ea0db2f): SetTailAlign(16 for ND A / 128 for
+  DN A, 128 for ND B / 16 for DN B), a count group list only.
 """
 
 from __future__ import annotations

@@ -3,13 +3,9 @@
 Emulates ops-transformer `gmm/common/cgmct/kernel/kernel_qgmm_mx.h` (`Cgmct::Gemm::Kernel::KernelQGmmMx::Run`,
 cannmirror/ops-transformer 25fb6b92) on one AIC, with `Coordinate::GetQuantOffset<MX_PERGROUP_MODE>` of
 `gmm/common/cgmct/utils/coord_utils.h`. The group loop and the scheduler are `KernelQGmmMx.Tiles`
-(`kernel_qgmm_mx.py`); this class adds what the source does around them:
-
-    Run: Init(params) -> for each tile the group loop yields (ProcessSingleGroup):
-             [first tile of a group on this core] UpdateOffset(groupIdx); mmadOp_.UpdateParamsForNextProblem;
-                 UpdateMMGlobalAddr(); SetL2CacheDisableIfNeeded (not for the split last group)
-             blockOffset_ = coord.GetQuantOffset(mTileIdx, nTileIdx, mSplitOffset, nSplitOffset)
-             Iterate(singleCoreM, singleCoreN) = mmadOp_(a[.], b[.], x1Scale[.], x2Scale[.], bias[.], y[.], {m, n, K})
+(`kernel_qgmm_mx.py`); this class adds what the source does around them: per group on this core
+UpdateOffset, UpdateParamsForNextProblem, UpdateMMGlobalAddr and the L2 hints; per tile GetQuantOffset and
+Iterate.
 
 Offsets (elements; FP4 A / B halves of them are bytes) per UpdateOffset:
 - split-M (not transA): A (preOffset - m) * k, B perGroupBOffset * groupIdx (n * k, ND), x1Scale

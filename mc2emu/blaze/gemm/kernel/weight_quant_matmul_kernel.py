@@ -1,40 +1,22 @@
 """The V+C weight-quant matmul kernel (seed 001): AIVs dequantize B into L1, the AIC runs the MMADs.
 
 Emulates the Blaze skill asset `kernel/weight_quant_matmul_kernel.h` (hicann cannbot-skills,
-`ascendc-blaze-best-practice` assets; the stored copy carries no commit): `WeightQuantMatmulPrologue` (the
-AIV side) and the `GemmUniversal` specialization for `KernelWeightQuantMatmul`, launched `MIX_AIC_1_2`.
-Both core types walk the same tiles of `BlockSchedulerMatmulSwatWithTailSplit` (tileIdx = blockIdx,
-blockIdx + blockNum, ...); both AIVs of an AI core take the same tile and split each K-L1 chunk:
+`ascendc-blaze-best-practice` assets; the stored copy carries no commit): `WeightQuantMatmulPrologue` (AIV) and
+the `GemmUniversal` specialization for `KernelWeightQuantMatmul`, launched `MIX_AIC_1_2`. Both core types walk
+the tiles of `BlockSchedulerMatmulSwatWithTailSplit`; both AIVs of an AI core take the same tile and split
+each K-L1 chunk (transB: N halves, (curN / 32) * 16 to AIV0; !transB: K halves the same way). Per chunk an
+AIV loads B (and the scale / offset once per UB half), dequantizes (`WeightDequantVf`), waits "L1 free",
+copies into L1 and sets "L1 filled"; `Cleanup()` waits the AIC's last two Sets.
 
-    transB:  N split, AIV0 nHalf = (curN / 32) * 16 columns, AIV1 curN - nHalf; each the whole curKL1
-    !transB: K split, AIV0 kHalf = (curKL1 / 32) * 16 rows,    AIV1 curKL1 - kHalf; each the whole curN
+The AIV's `if (curN <= 0) return;` skips `Cleanup`: the AIC's two last Sets stay pending (UNCONSUMED_FLAG;
+the return itself EMPTY_TAIL_EARLY_RETURN). A consistent tiling never yields an empty piece; a hand-made one
+can (an nTailMain larger than the merged N edge, which the scheduler's uint64 arithmetic wraps).
 
-AIV `operator()(gmB, gmScale, gmOffset, curN)`, per K-L1 chunk (ubBufId = ubLoopCnt_ & 1, a running
-counter over tiles, in step with the AIC's abL1LoopCnt_):
-    Stage 1 GM -> UB: B sub-block into bIn[ubBufId]; scale (and offset) into their ubBufId slot when iterK is 0
-            or 1 (each UB half gets its own copy, reused for the rest of the tile)
-    Stage 2 VF: `WeightDequantVf` (cast chain, [Add offset], Mul scale) into bOut[ubBufId]
-    Stage 3 UB -> L1: CrossCoreWaitFlag<4, PIPE_MTE3>(AIC_SYNC_AIV_FLAG + ubBufId) (the AIC freed that L1
-            buffer), copy_ubuf_to_cbuf into B[ubBufId] at this AIV's slice, CrossCoreSetFlag<4, PIPE_MTE3>(
-            AIV_SYNC_AIC_FLAG + ubBufId)
-`Cleanup()` after the tile loop: Wait AIC_SYNC_AIV_FLAG and + 1 once each (the AIC's last two Sets, the
-pre-sets of the constructor counted in). AIV-side mode-4 ids are 0-15; the AIC addresses AIV1 at id + 16.
-
-The tile loops end with `if (curM <= 0 || curN <= 0) return;` (AIC) and `if (curN <= 0) return;` (AIV):
-the AIV's return skips `Cleanup`, so the AIC's two last Sets stay pending on that AIV (reported at launch
-end as UNCONSUMED_FLAG; the return itself as EMPTY_TAIL_EARLY_RETURN). The swat-with-tail-split scheduler
-compacts tail pieces, so a consistent tiling never yields an empty piece; a hand-made tiling can (e.g. an
-nTailMain larger than the merged N edge, which the scheduler's uint64 arithmetic wraps).
-
-Isolation modes (seed 001, pitfalls-and-diagnosis §2; the emulator's own harness around the source):
-- FULL: the kernel as above;
-- A_ONLY_MMAD: B arrives already dequantized (the golden's B_dequant, DequantBType in GM): Stage 1 loads it
-  straight into bOut and Stage 2 (the VF) is skipped; flags, L1 and the AIC are those of FULL;
-- DEQUANT_ONLY: no MMAD: the AIC builds no BlockMmad (no pre-sets) and the AIVs write bOut to a GM B_dequant
-  workspace instead of L1, with no cross-core flags; C stays as the host zeroed it.
-The emulator's VF evaluates the chain once per channel for the 256 byte codes when the scale slot is
-loaded and gathers the tile from that table (`numerics.weight_dequant.channel_dequant_table`), which is
-bit for bit the per-element chain (tested); the golden shares none of it.
+Isolation modes (seed 001, pitfalls-and-diagnosis §2; the emulator's own harness around the source): FULL;
+A_ONLY_MMAD (B arrives dequantized, the VF is skipped, flags / L1 / AIC as FULL); DEQUANT_ONLY (no MMAD, no
+flags: the AIVs write B_dequant to a GM workspace, C stays zero). The VF evaluates the chain once per channel
+for the 256 byte codes and gathers from that table (`numerics.weight_dequant.channel_dequant_table`), bit for
+bit the per-element chain (tested); the golden shares none of it.
 """
 
 from __future__ import annotations

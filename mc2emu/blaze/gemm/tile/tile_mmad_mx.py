@@ -48,7 +48,7 @@ def decode_codes(codes: np.ndarray, elem: ElemFormat) -> np.ndarray:
     """float32 values of a C-contiguous array of 1-byte element codes (FP4 unpacked, one code per byte)."""
     u8 = codes.view(np.uint8)
     # mode="clip": every index is in range by construction, and numpy's default bounds-checking "raise" mode
-    # runs slower and holds the GIL (measured: 2x slower, no scaling across core threads).
+    # is 2x slower and holds the GIL (no scaling across core threads).
     if u8.size % 2 == 0 and u8.size:
         pairs = u8.reshape(-1).view(np.uint16)
         return np.take(pair_table(elem), pairs, mode="clip").view(np.float32).reshape(u8.shape)
@@ -70,7 +70,7 @@ def dequant_chunk(codes: np.ndarray, scale_codes: np.ndarray, elem: ElemFormat, 
         codes, scale, k_axis, flipped = codes.T, scale.T, 1 - k_axis, True
     elif not codes.flags.c_contiguous:
         # B is decoded in (k, cols) row order whatever its storage (a DN load transposes its 1-byte codes
-        # here): OpenBLAS packs a row-major (k, n) operand ~10-15 % faster than a transposed one (measured),
+        # here): OpenBLAS packs a row-major (k, n) operand ~10-15 % faster than a transposed one,
         # and every baseK step of the chunk is then a contiguous row block. The bits are the same except at
         # small shapes: see `b_row_major_same`, which BlockMmad consults per step.
         codes = np.ascontiguousarray(codes)
@@ -94,7 +94,7 @@ def b_row_major_same(m: int, k: int, n: int, a_column_major: bool) -> bool:
     """Whether a float32 matmul of an (m, k) A (column-major or not) by a (k, n) B gives the same bits for B
     row-major as for B column-major. `dequant_chunk` hands B row-major (packed faster); a B stored transposed
     (DN) was column-major before, and its steps keep that layout where this is False: small shapes can take
-    OpenBLAS's small-matrix kernels, whose summation order depends on the layout (measured: the A2A 72 x 80
+    OpenBLAS's small-matrix kernels, whose summation order depends on the layout (e.g. the A2A 72 x 80
     cases). Probed once per shape on seeded random operands (host time only)."""
     key = (m, k, n, a_column_major)
     same = _B_ROW_MAJOR_SAME.get(key)
@@ -110,7 +110,7 @@ def b_row_major_same(m: int, k: int, n: int, a_column_major: bool) -> bool:
     return same
 
 
-WORD = np.dtype(np.uint64)  # full compares run over 8-byte words (measured 2.5x faster than bytes)
+WORD = np.dtype(np.uint64)  # full compares run over 8-byte words (2.5x faster than bytes)
 
 
 def same_bytes(a: np.ndarray | None, b: np.ndarray) -> bool:
