@@ -181,6 +181,16 @@ def test_no_module_cycle():
     assert not cycles, "import cycles in mc2emu/:\n" + "\n".join(describe(GRAPH, c) for c in cycles)
 
 
+def test_every_package_is_a_declared_layer():
+    # a package the contract does not name would be free to import anything
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    declared = {name.strip() for layer in layers for name in layer.split("|")}
+    top = {m for m in MODULES if m.count(".") == 1}
+    assert top == declared, f"not a layer: {sorted(top - declared)}; no such package: {sorted(declared - top)}"
+
+
 def test_the_layer_contract_holds():
     cli = pytest.importorskip("importlinter.cli", reason="import-linter (the test extra) is not installed")
     assert cli.lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True) == 0
