@@ -193,4 +193,4 @@ def test_every_package_is_a_declared_layer():
 
 def test_the_layer_contract_holds():
     cli = pytest.importorskip("importlinter.cli", reason="import-linter (the test extra) is not installed")
-    assert cli.lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True) == 0
+    assert cli.lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True) == 0
