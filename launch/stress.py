@@ -1,5 +1,5 @@
 """Fault-injection stress of all_to_all_quant_matmul: N seeded iterations, one MPI job each, every one judged
-against the diagnosis its fault must produce (mc2emu.check.stress).
+against the diagnosis its fault must produce (mc2emu.stress.worker).
 
     python launch/stress.py [--family all|deadlock|pairing|ag] [--iterations 12] [--seed 0] [--max-ranks 4]
                             [--time-limit 300] [--hard-timeout 90] [--timeout 2]
@@ -18,7 +18,7 @@ both wait orders, shapes of one to three communication rounds (a ragged tail or 
 round robin, each with a random valid configuration (impl, localMatmul, wait order, HCCL server), rank
 count (2..max), shape and fault seed.
 
-Each iteration is one `mpiexec -n R python -m mc2emu.check.stress ...` (printed for every failure, to
+Each iteration is one `mpiexec -n R python -m mc2emu.stress.worker ...` (printed for every failure, to
 replay it) with a hard timeout: a job still running then is killed (only the processes it started, by
 pid) and counted as a HANG. No iteration starts after --time-limit seconds. Exit status 0 only when
 every fired fault was diagnosed as expected, no clean run raised or changed C, nothing hung or broke.
@@ -36,24 +36,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from mc2emu import launcher
-from mc2emu.check.stress_model import (
-    AG_SLOT_RING,
-    DEFAULT_TIMEOUT_S,
-    Injection,
-    JobRun,
-    Outcome,
-    Scenario,
-    StressOp,
-    Tally,
-    expected_diagnosis,
-    failures,
-    judge,
-    parse_lines,
-)
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.launcher import mpiexec_command
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+from mc2emu.stress.judge import JobRun, Outcome, Tally, failures, judge, parse_lines
+from mc2emu.stress.scenario import AG_SLOT_RING, DEFAULT_TIMEOUT_S, Injection, Scenario, StressOp, expected_diagnosis
 
 # A job normally ends within the emulator deadline + 3 s of collection + 3 s of linger (+ start-up of up to
 # 4 ranks on 2 cores, a few seconds); past this it is hung.

@@ -26,10 +26,10 @@ from mc2emu.arch.platform import Pipe
 from mc2emu.comm.team_barrier import BarrierMode
 
 if TYPE_CHECKING:
+    from mc2emu.apace.comm_policy import WaitOrder
     from mc2emu.comm.shmem import Shmem
     from mc2emu.comm.team_barrier import TeamBarrier
     from mc2emu.runtime.core import CoreContext
-    from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 
 @dataclass(frozen=True)

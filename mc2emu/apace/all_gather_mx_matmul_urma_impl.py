@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant, AllGatherQbmmMxKernel, Params
 from mc2emu.apace.basic.buffer_channel import BufferChannel
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.arch.platform import Pipe
 from mc2emu.comm.team_barrier import BarrierMode
 from mc2emu.runtime.hazards import Hazard, Severity
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if TYPE_CHECKING:
     from mc2emu.comm.shmem import Shmem

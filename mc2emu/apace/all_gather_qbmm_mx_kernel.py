@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from mc2emu.apace.basic.fragment_tensor import MAX_FRAGMENT_COUNT, FragmentParam, FragmentTensor, MakeFragmentTensor
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.arch.platform import Pipe
 from mc2emu.blaze.gemm.block.block_mmad_mx import L1Params
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams
@@ -44,12 +45,11 @@ from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import Hazard
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
-    from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData
+    from mc2emu.tiling.quant_matmul_tiling_data import QuantMatmulTilingData
 
 # `kCacheLineAlignMask` of the kernel: fixed to the FP8 128-byte mask (the kernel is FP8 only).
 K_CACHE_LINE_ALIGN_MASK = FP8_CACHE_LINE_ALIGN_MASK

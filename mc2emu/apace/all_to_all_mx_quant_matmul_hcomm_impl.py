@@ -35,9 +35,10 @@ from mc2emu.runtime.hazards import Hazard, Severity
 
 if TYPE_CHECKING:
 
+    from mc2emu.apace.comm_policy import WaitOrder
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
-    from mc2emu.tiling.all_to_all_quant_matmul_tiling import CommTilingData, WaitOrder
+    from mc2emu.tiling.all_to_all_quant_matmul_tiling import CommTilingData
 
 # The received scale part of the workspace is aligned up to this before the data part.
 WORKSPACE_ALIGN = 512

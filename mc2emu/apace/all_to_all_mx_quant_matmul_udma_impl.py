@@ -27,11 +27,12 @@ from mc2emu.runtime.faults import FaultHook
 
 if TYPE_CHECKING:
 
+    from mc2emu.apace.comm_policy import WaitOrder
     from mc2emu.comm.shmem import Shmem
     from mc2emu.comm.team_barrier import TeamBarrier
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
-    from mc2emu.tiling.all_to_all_quant_matmul_tiling import CommTilingData, WaitOrder
+    from mc2emu.tiling.all_to_all_quant_matmul_tiling import CommTilingData
 
 
 @dataclass(frozen=True)

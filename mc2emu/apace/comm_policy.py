@@ -20,14 +20,15 @@ tile 3 first through the head handle proves only that repeat 0 arrived (the mask
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mc2emu.arch.errors import ConstraintError
 from mc2emu.arch.platform import Pipe
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import KernelError
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
@@ -69,6 +70,33 @@ class NoNotify:
 
 
 # -- wait orders: how QuantMatmulMxKernel turns a tile's dependency into WaitTile calls --------------------------
+# The seed's `waitedMask` is a uint32: one bit per communication tile.
+MAX_MASK_TILES = 32
+
+
+class WaitOrder(enum.Enum):
+    """How the AIC waits for communication tiles (SPEC §6)."""
+
+    MASK = "mask"          # seed: waitedMask dedupe in any order, then a final drain of unwaited tiles
+    IN_ORDER = "in_order"  # later source: while ready < dep: WaitTile(++ready); drain to totalTiles - 1
+
+    @classmethod
+    def parse(cls, value: WaitOrder | str) -> WaitOrder:
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value))
+        except ValueError:
+            raise ConstraintError("wait_order", f"wait_order {value!r} is not one of "
+                                                f"{[m.value for m in cls]}") from None
+
+    @property
+    def max_tiles(self) -> int | None:
+        """The most communication tiles the order can track: the mask's bits; the in-order wait keeps one
+        index (the tiling checks it: A2A-4)."""
+        return MAX_MASK_TILES if self is WaitOrder.MASK else None
+
+
 @dataclass
 class TileWaitState:
     """The kernel's wait bookkeeping of one ProcessSingleBatch: the seed's uint32 `waitedMask` and the later

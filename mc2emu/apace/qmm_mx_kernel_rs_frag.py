@@ -43,7 +43,7 @@ from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
-    from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData
+    from mc2emu.tiling.quant_matmul_tiling_data import QuantMatmulTilingData
 
 # `#define WINDOW_LEN 1L`, as in the AllGather kernel this one adapts: no serpentine M windows, so the M
 # position of a core's tiles never decreases and the localLast boundary is crossed once.

@@ -29,6 +29,7 @@ from mc2emu.apace.comm_policy import (
     CommPolicy,
     FaultInjectingCommPolicy,
     TileWaitState,
+    WaitOrder,
     check_comm_policy,
 )
 from mc2emu.blaze.gemm.block.block_mmad_mx import Params as BlockMmadParams
@@ -57,7 +58,6 @@ from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.gm import Allocation, GmAddr
 from mc2emu.runtime.hazards import Hazard, Severity
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
     from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import RsCommTiling
-    from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData
+    from mc2emu.tiling.quant_matmul_tiling_data import QuantMatmulTilingData
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 # The UB / MTE block granule: a DataCopy moves whole 32-byte blocks (DataCopyPad moves exact bytes).

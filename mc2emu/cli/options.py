@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, NoReturn
 
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl, LaunchMode
 from mc2emu.runtime.hazards import EXIT_BAD_INPUT
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 DEFAULT_NP = 8
 DEFAULT_SEED = 42

@@ -18,7 +18,7 @@ also reduced the staged blocks (`reduced[h]`).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from mpi4py import MPI
@@ -28,11 +28,11 @@ from mc2emu.runtime.hazards import KernelError
 from mc2emu.runtime.waiting import Doorbell
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from mc2emu.arch.platform import CoreType
-    from mc2emu.comm.hccl import Hccl
     from mc2emu.comm.window import Window
+    from mc2emu.runtime.hazards import HazardLog
 
 # Completion tags: session number in the high half, repeats delivered in the low half.
 TAG_SHIFT = 32
@@ -55,6 +55,41 @@ def delivered(slot: int, session: int) -> int:
 
 class HcclSessionFailed(KernelError):
     """The HCCL server failed while executing this session's tasks (its error is chained)."""
+
+
+class ClientHandle(Protocol):
+    """One handle as a client counts it."""
+
+    @property
+    def commits(self) -> int: ...
+
+
+class HcclClient(Protocol):
+    """A session's client (`mc2emu.comm.hccl.Hccl`, one per core) as the session's other users read it: the
+    other clients at a Finalize, the server when the session ends."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def core_type(self) -> CoreType: ...
+
+    @property
+    def working(self) -> bool: ...
+
+    @property
+    def finalized(self) -> bool: ...
+
+    @property
+    def prepares(self) -> int: ...
+
+    @property
+    def total_waits(self) -> int: ...
+
+    @property
+    def handles(self) -> Sequence[ClientHandle]: ...
+
+    def report_unwaited(self, hazards: HazardLog) -> None: ...
 
 
 class HcclSession:
@@ -85,7 +120,7 @@ class HcclSession:
         self.working_waits = 0
         self.waiting: dict[str, Callable[[], bool]] = {}      # core -> the predicate its Wait blocks on
         self.finalize_reported: set[str] = set()
-        self.clients: dict[str, Hccl] = {}
+        self.clients: dict[str, HcclClient] = {}
         self.failure: BaseException | None = None
         self.staging_top = staging_base
         self.ended = False

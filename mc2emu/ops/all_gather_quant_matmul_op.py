@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.arch.platform import DAV_3510
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.host.harness import CallOptions
@@ -36,7 +37,6 @@ from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.mx_operands import mx_operand_violations
 from mc2emu.runtime.hazards import ConstraintError, HazardError
 from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations, make_ag_comm_tiling
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 PAIR_K = 64
 

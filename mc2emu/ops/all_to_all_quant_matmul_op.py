@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.arch.platform import DAV_3510
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
@@ -31,7 +32,6 @@ from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.ops.mx_operands import mx_operand_violations
 from mc2emu.runtime.hazards import ConstraintError, HazardError
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if TYPE_CHECKING:
     from mc2emu.runtime.events import Event

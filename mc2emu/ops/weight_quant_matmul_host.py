@@ -30,11 +30,11 @@ from mc2emu.host.harness import CallOptions, LaunchHarness
 from mc2emu.numerics.weight_dequant import WeightDtype
 from mc2emu.runtime.hazards import ConstraintError, Hazard, HazardReport, Severity
 from mc2emu.runtime.kernel_type import KernelType
+from mc2emu.tiling.weight_quant_tiling_layout import layout_findings
 from mc2emu.tiling.weight_quant_tiling_swat import (
     WeightQuantMatmulTilingData,
     WeightQuantPlatformInfo,
     WeightQuantTilingSwat,
-    layout_findings,
 )
 
 KERNEL_NAME = "weight_quant_matmul"

@@ -24,9 +24,19 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from mc2emu.arch.errors import Mc2EmuError
+from mc2emu.predict.analysis import (
+    Cat,
+    CoreUse,
+    PathStep,
+    ReplayError,
+    Span,
+    evaluate,
+    length_of,
+    overlap_of,
+    union_of,
+)
 from mc2emu.predict.cost_model import DEFAULT_COST_MODEL, CostModel
 from mc2emu.trace.chrome_trace import TraceRecord
 
@@ -41,25 +51,6 @@ _PIPE_PREFIX = "PIPE_"
 _DIGITS = re.compile(r"\d+$")
 
 
-class ReplayError(Mc2EmuError):
-    """The records cannot be replayed (a dependency cycle, or records of one rank missing)."""
-
-
-class Cat:
-    """Node categories (what a node's time is spent on)."""
-
-    MMAD = "mmad"
-    MTE2 = "mte2"
-    MTE3 = "mte3"
-    FIXPIPE = "fixpipe"
-    LINK = "link"          # a transfer occupying the links
-    ISSUE = "issue"        # a core or HCCL server issuing a put / HCCL message
-    SYNC = "sync"          # flag rounds, barrier joins
-    WAIT = "wait"          # a blocking point of a core
-    MARK = "mark"          # begin / end markers
-    COMPUTE = frozenset({MMAD, MTE2, MTE3, FIXPIPE})
-
-
 @dataclass
 class _Core:
     frontier: int = -1
@@ -72,41 +63,6 @@ class _Core:
     last_mmad: int = -1
     session: Any = None
     soft_syncs: int = 0
-
-
-class Span(NamedTuple):
-    """One node's modelled times (the virtual-time trace)."""
-
-    rec: int          # index of its record in `Prediction.records` order (-1: a join or other derived node)
-    rank: int
-    core: str
-    cat: str
-    what: str
-    start_s: float
-    end_s: float
-
-
-@dataclass(frozen=True)
-class PathStep:
-    """One node of the critical path."""
-
-    rank: int
-    core: str
-    what: str
-    cat: str
-    start_s: float
-    end_s: float
-    wait_s: float   # edge latency between the previous step's end and this start
-
-
-@dataclass(frozen=True)
-class CoreUse:
-    """Busy time of one core by category, over the predicted kernel time."""
-
-    rank: int
-    core: str
-    busy_s: Mapping[str, float]
-    utilisation: float   # cube (AIC) or MTE (AIV / other) busy share of the kernel time
 
 
 @dataclass
@@ -442,72 +398,6 @@ class _Builder:
                 g.edge(src, n, w)
 
 
-def _evaluate(g: _Graph) -> tuple[list[float], list[float], list[int]]:
-    """Start, end and critical predecessor of every node (Kahn's order over the predecessor lists)."""
-    n = len(g.dur)
-    succ: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for v, ps in enumerate(g.preds):
-        indeg[v] = len(ps)
-        for p, _ in ps:
-            succ[p].append(v)
-    start = [0.0] * n
-    end = [0.0] * n
-    crit = [-1] * n
-    ready = [v for v in range(n) if indeg[v] == 0]
-    done = 0
-    dur, preds = g.dur, g.preds
-    while ready:
-        v = ready.pop()
-        done += 1
-        s, best = 0.0, -1
-        for p, w in preds[v]:
-            t = end[p] + w
-            if t > s or best < 0:
-                s, best = max(s, t), p
-        start[v] = s
-        end[v] = s + dur[v]
-        crit[v] = best
-        for u in succ[v]:
-            indeg[u] -= 1
-            if indeg[u] == 0:
-                ready.append(u)
-    if done != n:
-        stuck = next(v for v in range(n) if indeg[v] > 0)
-        raise ReplayError(f"the recorded dependencies contain a cycle (e.g. rank {g.rank[stuck]} {g.core[stuck]} "
-                          f"'{g.what[stuck]}'): records of different runs mixed, or a record missing")
-    return start, end, crit
-
-
-def _union(iv: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for a, b in sorted(i for i in iv if i[1] > i[0]):
-        if out and a <= out[-1][1]:
-            if b > out[-1][1]:
-                out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return out
-
-
-def _length(iv: list[tuple[float, float]]) -> float:
-    return sum(b - a for a, b in iv)
-
-
-def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    i = j = 0
-    tot = 0.0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            tot += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tot
-
-
 def replay(per_rank: Mapping[int, tuple[int, Sequence[TraceRecord]] | Sequence[TraceRecord]],
            model: CostModel = DEFAULT_COST_MODEL, *, timeline: bool = False) -> Prediction:
     """Predict the device time of the recorded run. `per_rank[r]` is rank r's records, or (its clock offset
@@ -527,7 +417,7 @@ def replay(per_rank: Mapping[int, tuple[int, Sequence[TraceRecord]] | Sequence[T
     g = b.g
     if not b.launches:
         raise ReplayError("the records hold no launch (LAUNCH_BEGIN / LAUNCH_END of the host)")
-    start, end, crit = _evaluate(g)
+    start, end, crit = evaluate(g)
     t0 = min(start[bg] for _, bg, _ in b.launches)
     t_end = max(end[e] for _, _, e in b.launches)
     per_rank_s: dict[int, float] = defaultdict(float)
@@ -564,9 +454,9 @@ def replay(per_rank: Mapping[int, tuple[int, Sequence[TraceRecord]] | Sequence[T
             busy[(g.rank[v], g.core[v])][cat] += g.dur[v]
     comm = hidden = 0.0
     for rank, iv in comm_iv.items():
-        u = _union(iv)
-        comm += _length(u)
-        hidden += _intersect(u, _union(cube_iv.get(rank, [])))
+        u = union_of(iv)
+        comm += length_of(u)
+        hidden += overlap_of(u, union_of(cube_iv.get(rank, [])))
     total = t_end - t0
     cores = []
     for (rank, core), cats in sorted(busy.items()):

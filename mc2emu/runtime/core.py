@@ -27,14 +27,15 @@ from mc2emu.runtime.hazards import LaunchAborted
 from mc2emu.runtime.local_memory import LocalMemory
 
 if TYPE_CHECKING:
-    from mc2emu.runtime.device import Device, Launch
+    from mc2emu.runtime.core_view import DeviceView
     from mc2emu.runtime.gm import GmAddr
+    from mc2emu.runtime.launch import Launch
 
 
 class CoreContext:
     """One AIC or AIV of one launch on one rank."""
 
-    def __init__(self, device: Device, launch: Launch, core_type: CoreType, block: int, sub_block: int) -> None:
+    def __init__(self, device: DeviceView, launch: Launch, core_type: CoreType, block: int, sub_block: int) -> None:
         self.device = device
         self.launch = launch
         self.core_type = core_type

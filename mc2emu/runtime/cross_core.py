@@ -31,19 +31,15 @@ from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import FlagOverflowError, Hazard, KernelError, Severity
 from mc2emu.runtime.kernel_type import KernelType
+from mc2emu.runtime.launch import CoreKey
 
 if TYPE_CHECKING:
-    from mc2emu.runtime.core import CoreContext
-    from mc2emu.runtime.device import Device
+    from mc2emu.runtime.core_view import CoreView, DeviceView
 
 # How many operations of one counter a FLAG_OVERFLOW report shows.
 HISTORY_DEPTH = 24
 VALID_MODES = tuple(m.value for m in FlagMode)
 _FLAG_MODES = {m.value: m for m in FlagMode}
-
-# Cores are keyed by their label ("AIC3", "AIV7"): strings hash fast, enums do not.
-CoreKey = str
-
 
 def core_label(key: CoreKey) -> str:
     return key
@@ -70,7 +66,7 @@ class CrossCoreFlags:
     """Flag state of one device. Persists across launches (SPEC §2 assumption), guarded by the device
     lock; each core sleeps on its own condition of that lock."""
 
-    def __init__(self, device: Device) -> None:
+    def __init__(self, device: DeviceView) -> None:
         self.device = device
         self.lock: threading.Lock = device.lock
         self.counters: dict[tuple[CoreKey, int, bool], Counter] = {}
@@ -89,7 +85,7 @@ class CrossCoreFlags:
             c = self.counters[k] = Counter()
         return c
 
-    def _raise(self, ctx: CoreContext, target: CoreKey, fid: int, mode4: bool, mode: FlagMode,
+    def _raise(self, ctx: CoreView, target: CoreKey, fid: int, mode4: bool, mode: FlagMode,
                sources: tuple[tuple[str, int], ...] = ()) -> None:
         """A round completed: raise `target`'s counter (device lock held). `sources` are the (core, Set id)
         of the Sets that made the round; the consuming Wait's event carries the same token."""
@@ -115,7 +111,7 @@ class CrossCoreFlags:
                                     c.value, mode=int(mode), mode4=mode4, token=self._token, target=target,
                                     sources=sources or ((ctx.label, self._set_id),))
 
-    def _check_mode(self, ctx: CoreContext, fid: int, mode: FlagMode, core: CoreKey | None = None) -> None:
+    def _check_mode(self, ctx: CoreView, fid: int, mode: FlagMode, core: CoreKey | None = None) -> None:
         """Modes 0-2 share a core's counters: using id `fid` of `core` (default: the caller) in `mode` while
         it holds counts or partial rounds of another mode is undefined."""
         if mode is FlagMode.MIX_1_2:
@@ -138,7 +134,7 @@ class CrossCoreFlags:
             return True
         return any(dom[-1] == fid and cnt.get(key) for dom, cnt in self.pending.items())
 
-    def _validate(self, ctx: CoreContext, mode: FlagMode, pipe: Pipe, fid: int, op: str) -> int | None:
+    def _validate(self, ctx: CoreView, mode: FlagMode, pipe: Pipe, fid: int, op: str) -> int | None:
         """Compile-time and DAV_3510 rules. Returns the effective id, or None when the call is a no-op.
         Results are cached per launch; each distinct misuse is reported once per core."""
         cache = ctx.launch.validated
@@ -149,7 +145,7 @@ class CrossCoreFlags:
         cache[ck] = eff
         return eff
 
-    def _validate_uncached(self, ctx: CoreContext, mode: FlagMode, pipe: Pipe, fid: int, op: str) -> int | None:
+    def _validate_uncached(self, ctx: CoreView, mode: FlagMode, pipe: Pipe, fid: int, op: str) -> int | None:
         if pipe is Pipe.PIPE_ALL or (mode is not FlagMode.MIX_1_2 and pipe is Pipe.PIPE_S):
             raise KernelError(f"{op}<{mode}, {pipe.name}>: mode {mode} does not accept {pipe.name} "
                               f"(rejected at compile time)")
@@ -183,7 +179,7 @@ class CrossCoreFlags:
         return fid
 
     # -- the API ---------------------------------------------------------------------------------------
-    def set_flag(self, ctx: CoreContext, mode: int | FlagMode, pipe: Pipe, fid: int, *,
+    def set_flag(self, ctx: CoreView, mode: int | FlagMode, pipe: Pipe, fid: int, *,
                  internal: bool = False) -> None:
         fmode = flag_mode(mode, pipe, "CrossCoreSetFlag")
         fid_eff = self._validate(ctx, fmode, pipe, fid, "CrossCoreSetFlag")
@@ -206,7 +202,7 @@ class CrossCoreFlags:
                 self._set(ctx, fmode, pipe, fid_eff)
         self.device.waiter.progress.bump()
 
-    def _set_reordered(self, ctx: CoreContext, perturb: Any, op: tuple[FlagMode, Pipe, int]) -> None:
+    def _set_reordered(self, ctx: CoreView, perturb: Any, op: tuple[FlagMode, Pipe, int]) -> None:
         """Consecutive Sets of one core may complete out of order (the hardware does not order them): hold
         one Set back and let the seeded policy decide whether the next one overtakes it. The held Set
         completes at the latest when the core next waits, synchronizes or ends (`flush_deferred`)."""
@@ -221,14 +217,14 @@ class CrossCoreFlags:
         self._set(ctx, *first)
         self._set(ctx, *second)
 
-    def flush_deferred(self, ctx: CoreContext) -> None:
+    def flush_deferred(self, ctx: CoreView) -> None:
         held = ctx.deferred_set
         if held is not None:
             ctx.deferred_set = None
             self._set(ctx, *held)
             self.device.waiter.progress.bump()
 
-    def _set(self, ctx: CoreContext, mode: FlagMode, pipe: Pipe, fid_eff: int) -> None:
+    def _set(self, ctx: CoreView, mode: FlagMode, pipe: Pipe, fid_eff: int) -> None:
         launch = ctx.launch
         with self.lock:
             self._check_mode(ctx, fid_eff, mode)
@@ -259,7 +255,7 @@ class CrossCoreFlags:
             else:
                 self._raise(ctx, launch.aics[ctx.group], fid_eff + 16 * ctx.sub_block, True, mode)
 
-    def _partial(self, ctx: CoreContext, dom: tuple, members: list[CoreKey], mode: FlagMode, fid: int, *,
+    def _partial(self, ctx: CoreView, dom: tuple, members: list[CoreKey], mode: FlagMode, fid: int, *,
                  targets: list[CoreKey]) -> None:
         cnt = self.pending.get(dom)
         if cnt is None:
@@ -281,7 +277,7 @@ class CrossCoreFlags:
             for t in targets:
                 self._raise(ctx, t, fid, False, mode, round_sources)
 
-    def wait_flag(self, ctx: CoreContext, mode: int | FlagMode, pipe: Pipe, fid: int, *,
+    def wait_flag(self, ctx: CoreView, mode: int | FlagMode, pipe: Pipe, fid: int, *,
                   internal: bool = False) -> None:
         self.flush_deferred(ctx)
         mode = flag_mode(mode, pipe, "CrossCoreWaitFlag")
@@ -310,7 +306,7 @@ class CrossCoreFlags:
             self.device.events.emit(EventKind.FLAG_RAISE, ctx.label, f"{ctx.label}.flag{fid_eff}", c.value,
                                     consumed=True, token=token, mode=int(mode))
 
-    def _setter_keys(self, ctx: CoreContext, mode: FlagMode, fid: int) -> tuple[tuple[int | None, str], ...]:
+    def _setter_keys(self, ctx: CoreView, mode: FlagMode, fid: int) -> tuple[tuple[int | None, str], ...]:
         launch = ctx.launch
         if mode is FlagMode.ALL_CORES_OF_TYPE:
             keys = launch.aics if ctx.core_type is CoreType.AIC else launch.aivs
@@ -324,7 +320,7 @@ class CrossCoreFlags:
             keys = [launch.aivs[ctx.group * 2 + fid // 16]]
         return tuple((None, k) for k in keys if k != ctx.key)
 
-    def _setters(self, ctx: CoreContext, mode: FlagMode, fid: int) -> str:
+    def _setters(self, ctx: CoreView, mode: FlagMode, fid: int) -> str:
         launch = ctx.launch
         if mode is FlagMode.ALL_CORES_OF_TYPE:
             return f"all {ctx.core_type.value}s of the launch (mode 0 id {fid})"

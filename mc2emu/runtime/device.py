@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mc2emu.arch.platform import DAV_3510, CoreType, PlatformSpec
@@ -34,39 +34,11 @@ from mc2emu.runtime.hazards import (
     Mc2EmuError,
 )
 from mc2emu.runtime.kernel_type import KernelType
+from mc2emu.runtime.launch import Launch
 from mc2emu.runtime.perturb import PerturbPolicy
 from mc2emu.runtime.waiting import DEFAULT_TIMEOUT_S, Doorbell, Waiter
 
 Kernel = Callable[..., Any]
-
-
-@dataclass
-class Launch:
-    """What the cores of one launch share. Core keys are the labels "AIC3" / "AIV7"."""
-
-    kernel_type: KernelType
-    block_dim: int
-    abort: threading.Event = field(default_factory=threading.Event)
-    used_sync_all: bool = False
-    name: str = "kernel"
-
-    def __post_init__(self) -> None:
-        kt = self.kernel_type
-        self.ratio = kt.aiv_ratio
-        self.aics = [f"AIC{i}" for i in range(self.block_dim)] if kt.runs_aic else []
-        self.aivs = [f"AIV{i}" for i in range(self.block_dim * self.ratio)]
-        self.groups = {g: self.aivs[g * self.ratio:(g + 1) * self.ratio] for g in range(self.block_dim)}
-        self.reported: set[tuple] = set()
-        self.validated: dict[tuple, int | None] = {}
-        # label -> "running" / "finished" / "failed": what a deadlock report says of a core that waits on
-        # nothing.
-        self.core_state: dict[str, str] = {}
-
-    def count(self, core_type: CoreType) -> int:
-        return len(self.aics) if core_type is CoreType.AIC else len(self.aivs)
-
-    def cores_of(self, core_type: CoreType) -> list[CoreKey]:
-        return self.aics if core_type is CoreType.AIC else self.aivs
 
 
 @dataclass

@@ -30,14 +30,14 @@ from mc2emu.runtime.hazards import Hazard
 from mc2emu.runtime.kernel_type import KernelType
 
 if TYPE_CHECKING:
-    from mc2emu.runtime.core import CoreContext
+    from mc2emu.runtime.core_view import CoreView
     from mc2emu.runtime.gm import GmAddr
 
 # The pipe hard SyncAll uses for its flags on each core type (one the core has).
 _SYNC_PIPE = {CoreType.AIC: Pipe.PIPE_FIX, CoreType.AIV: Pipe.PIPE_MTE3}
 
 
-def _oversubscribed(ctx: CoreContext) -> bool:
+def _oversubscribed(ctx: CoreView) -> bool:
     plat = ctx.device.platform
     n = ctx.launch.block_dim
     aiv_total = n * max(ctx.launch.kernel_type.aiv_ratio, 1)
@@ -53,7 +53,7 @@ def _oversubscribed(ctx: CoreContext) -> bool:
     return over
 
 
-def sync_all_hard(ctx: CoreContext, is_aiv_only: bool = True) -> None:
+def sync_all_hard(ctx: CoreView, is_aiv_only: bool = True) -> None:
     plat = ctx.device.platform
     flags = ctx.device.flags
     kt = ctx.launch.kernel_type
@@ -96,7 +96,7 @@ def sync_all_hard(ctx: CoreContext, is_aiv_only: bool = True) -> None:
         ctx.device.events.emit(EventKind.SYNC_ALL_END, ctx.label, "SyncAll", is_aiv_only)
 
 
-def sync_all_soft(ctx: CoreContext, workspace: GmAddr, participants: int | None = None) -> None:
+def sync_all_soft(ctx: CoreView, workspace: GmAddr, participants: int | None = None) -> None:
     """Soft SyncAll over `participants` cores of this core type (default: all of them), each owning the
     32-byte slot at `workspace + GetBlockIdx() * 32`."""
     dev = ctx.device

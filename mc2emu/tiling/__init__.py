@@ -1,4 +1,4 @@
-"""Host tiling (above blaze and apace, below ops): the apace SWAT quant-matmul tiling and GroupedMatmul's MX tiling.
+"""Host tiling (above blaze, below apace and ops): the apace SWAT quant-matmul tiling and GroupedMatmul's MX tiling.
 
 `QuantMatmulTilingSwat(platform).GetTilingData(m, n, k, transA, transB, aType, bType)` returns a frozen
 `QuantMatmulTilingData`; `can_implement(QuantMatmulArgs(...))` lists the rules an input breaks.
@@ -15,14 +15,14 @@ from mc2emu.tiling.grouped_quant_basic_api_matmul_tiling import (
     GMMQuantParams,
     QuantBasicApiMMTiling,
 )
-from mc2emu.tiling.quant_matmul_tiling_swat import (
+from mc2emu.tiling.quant_matmul_tiling_data import (
     QuantMatmulArgs,
     QuantMatmulPlatformInfo,
     QuantMatmulRunInfo,
     QuantMatmulTilingData,
-    QuantMatmulTilingSwat,
-    can_implement,
 )
+from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat, can_implement
+from mc2emu.tiling.weight_quant_tiling_layout import layout_findings as weight_quant_layout_findings
 from mc2emu.tiling.weight_quant_tiling_swat import (
     WeightQuantArgs,
     WeightQuantMatmulTilingData,
@@ -30,7 +30,6 @@ from mc2emu.tiling.weight_quant_tiling_swat import (
     WeightQuantTilingSwat,
 )
 from mc2emu.tiling.weight_quant_tiling_swat import can_implement as weight_quant_can_implement
-from mc2emu.tiling.weight_quant_tiling_swat import layout_findings as weight_quant_layout_findings
 
 __all__ = [
     "GMMCompileInfo", "GMMQuantBasicApiTilingData", "GMMQuantParams", "GmmTilingContext", "GmmTilingResult",

@@ -31,7 +31,7 @@ from mc2emu.tiling.all_to_all_quant_matmul_tiling import CommTilingData
 from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat
 
 if TYPE_CHECKING:
-    from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData
+    from mc2emu.tiling.quant_matmul_tiling_data import QuantMatmulTilingData
 
 # ST host: the communication tile of every round (rows of one rank's A).
 TILE_M = 512

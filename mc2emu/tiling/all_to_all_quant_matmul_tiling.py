@@ -11,15 +11,16 @@ i.e. enough M rows to give every core one output tile per round.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
+from typing import Protocol
 
 from mc2emu.arch.errors import ConstraintError
 from mc2emu.arch.platform import PlatformSpec
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.numerics.int_math import CeilDiv
-from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData, QuantMatmulTilingSwat
+from mc2emu.tiling.quant_matmul_tiling_data import QuantMatmulTilingData
+from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat
 
 # Scale rows and the per-rank B segments line up only when Ka is a whole number of 64-element scale pairs.
 KA_ALIGN = MXFP_DIVISOR_SIZE
@@ -28,27 +29,19 @@ MAX_COMM_TURNS = 16
 # hcomm: the head and tail AlltoAlls carry tileCnt / tailCnt as their HCCL `repeat`, a uint8_t (the source
 # casts `static_cast<uint8_t>(commTiling.splitAxisTileCnt)`); hcomm waits on HCCL handles, not flags.
 MAX_HCCL_REPEAT = 255
-# The seed's `waitedMask` is a uint32: one bit per communication tile.
-MAX_MASK_TILES = 32
 # The AIV of block r serves peer r; apace sizes its peer tables for 64 ranks.
 MAX_RANKS = 64
 
 
-class WaitOrder(enum.Enum):
-    """How the AIC waits for communication tiles (SPEC §6)."""
+class KernelWaitOrder(Protocol):
+    """The kernel's wait order (`mc2emu.apace.comm_policy.WaitOrder`) as the tiling sees it: the most
+    communication tiles it can track (None: no limit) and its name."""
 
-    MASK = "mask"          # seed: waitedMask dedupe in any order, then a final drain of unwaited tiles
-    IN_ORDER = "in_order"  # later source: while ready < dep: WaitTile(++ready); drain to totalTiles - 1
+    @property
+    def max_tiles(self) -> int | None: ...
 
-    @classmethod
-    def parse(cls, value: WaitOrder | str) -> WaitOrder:
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value))
-        except ValueError:
-            raise ConstraintError("wait_order", f"wait_order {value!r} is not one of "
-                                                f"{[m.value for m in cls]}") from None
+    @property
+    def value(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -95,7 +88,7 @@ def make_comm_tiling(ori_m: int, ka: int, head_tile_size: int) -> CommTilingData
 
 
 def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, rank_size: int,
-                               aiv_blocks: int | None, wait_order: WaitOrder,
+                               aiv_blocks: int | None, wait_order: KernelWaitOrder,
                                hcomm: bool = False) -> list[tuple[str, str]]:
     """(rule, reason) for each of the five constraints of SPEC §6 the configuration breaks. `aiv_blocks`
     None: no AIV serves peers (hcomm), so constraint 5 checks only R <= 64. `hcomm`: rounds are HCCL repeats
@@ -124,8 +117,10 @@ def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, r
     elif tiling.commTurn > MAX_COMM_TURNS:
         out.append(("A2A-4 commTurn <= 16", f"{tiling.commTurn} communication rounds but only "
                                             f"{MAX_COMM_TURNS} cross-core flag ids carry the round index"))
-    if wait_order is WaitOrder.MASK and total > MAX_MASK_TILES:
-        out.append(("A2A-4 tiles <= 32 (mask)", f"{total} tiles do not fit the uint32 waitedMask"))
+    max_tiles = wait_order.max_tiles
+    if max_tiles is not None and total > max_tiles:
+        out.append((f"A2A-4 tiles <= {max_tiles} ({wait_order.value})",
+                    f"{total} tiles do not fit the uint32 waitedMask"))
     short = aiv_blocks is not None and rank_size > aiv_blocks
     if short or rank_size > MAX_RANKS:
         out.append(("A2A-5 R <= AIV blocks, R <= 64",
@@ -146,7 +141,7 @@ class A2ATilingData:
 
 
 def a2a_tiling(platform: PlatformSpec, *, ori_m: int, ka: int, n: int, rank_size: int, elem: ElemFormat,
-               b_elem: ElemFormat, aiv_served: bool, wait_order: WaitOrder, block_dim: int | None,
+               b_elem: ElemFormat, aiv_served: bool, wait_order: KernelWaitOrder, block_dim: int | None,
                head_tile_size: int | None, source_launch: bool = False) -> A2ATilingData:
     """Tile the call; raises `ConstraintError` naming the first constraint of SPEC §6 it breaks.
 

@@ -32,7 +32,7 @@ from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat
 
 if TYPE_CHECKING:
-    from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData
+    from mc2emu.tiling.quant_matmul_tiling_data import QuantMatmulTilingData
 
 # design.md §3.4 / development.md §3.1 #5: a flag counter holds at most 15 pending Sets and the AIC, which
 # waits for nothing, may run T rounds ahead of its AIVs: T <= 15.

@@ -2,9 +2,9 @@
 
 import pytest
 
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import (
     CommTilingData,
-    WaitOrder,
     comm_constraint_violations,
     make_comm_tiling,
     st_head_tile_size,

@@ -7,6 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.cli.dump import DumpError, case_dirs, decode_array, encode_array, load_case, rank_file, save_case
 from mc2emu.cli.operators import OPERATOR_MODULES, OperatorImportError, default_registry
 from mc2emu.cli.operators.all_to_all import SPEC as ALL_TO_ALL_QUANT_MATMUL
@@ -40,7 +41,6 @@ from mc2emu.cli.stats import CaseStats
 from mc2emu.numerics import ElemFormat
 from mc2emu.run import main as run_main
 from mc2emu.runtime.hazards import Hazard
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 A2A = ALL_TO_ALL_QUANT_MATMUL.name
 

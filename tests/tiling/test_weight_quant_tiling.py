@@ -12,7 +12,7 @@ import pytest
 
 from mc2emu.arch import DAV_3510, ConstraintError
 from mc2emu.tiling import WeightQuantTilingSwat, weight_quant_can_implement
-from mc2emu.tiling.weight_quant_tiling_swat import (
+from mc2emu.tiling.weight_quant_tiling_layout import (
     FINDING_A_FRACTAL,
     FINDING_A_OVER_BIAS,
     FINDING_B_FRACTAL,
@@ -20,6 +20,12 @@ from mc2emu.tiling.weight_quant_tiling_swat import (
     FINDING_UB_PADDING,
     FINDING_UB_SEED,
     FINDING_UB_USABLE,
+    l1_layout,
+    layout_findings,
+    ub_bytes_seed_formula,
+    ub_layout,
+)
+from mc2emu.tiling.weight_quant_tiling_swat import (
     RULE_BASE_K,
     RULE_K_ALIGN,
     RULE_L1_BIAS,
@@ -33,10 +39,6 @@ from mc2emu.tiling.weight_quant_tiling_swat import (
     WeightQuantArgs,
     WeightQuantPlatformInfo,
     WeightQuantRunInfo,
-    l1_layout,
-    layout_findings,
-    ub_bytes_seed_formula,
-    ub_layout,
 )
 
 PLAT = WeightQuantPlatformInfo.from_platform(DAV_3510)

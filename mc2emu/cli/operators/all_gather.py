@@ -28,6 +28,7 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.cli.scenarios import (
     Arrays,
     Case,
@@ -48,7 +49,6 @@ from mc2emu.ops.all_gather_quant_matmul_op import AgProtocol
 from mc2emu.runtime.gm import POISON_BYTE
 from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_gather_quant_matmul_tiling import MAX_RANKS, ag_matmul_tiling, make_ag_comm_tiling
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 
 class AgBlocks(enum.Enum):

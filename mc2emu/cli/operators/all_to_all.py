@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import ml_dtypes
 import numpy as np
 
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.cli.options import HcclServer, Impl
 from mc2emu.cli.scenarios import (
     Arrays,
@@ -48,7 +49,7 @@ from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
 from mc2emu.ops.all_to_all_quant_matmul_op import LaunchMode
 from mc2emu.runtime.hazards import Hazard
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import KA_ALIGN, MAX_COMM_TURNS, MAX_RANKS, WaitOrder
+from mc2emu.tiling.all_to_all_quant_matmul_tiling import KA_ALIGN, MAX_COMM_TURNS, MAX_RANKS
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,7 @@ class BlockMmadMxType:
         return BlockMmadMx(ctx, self)
 
 
-class BlockMmadMx(L1BufferOffsets):
+class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
     """The per-core `BlockMmad` object of the MX policy (constructed by `BlockMmadMxType(ctx)`)."""
 
     template = BlockMmadMxType  # BlockMmadMx.template(policy, AType, LayoutA, ...) names the instantiation

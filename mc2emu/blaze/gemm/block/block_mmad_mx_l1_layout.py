@@ -11,29 +11,39 @@ silently overwrite).
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import numpy as np
 
 from mc2emu.blaze.gemm.common_utils import DOUBLE_BUFFER_COUNT, QUADRUPLE_BUFFER_COUNT, TRIPLE_BUFFER_COUNT
 from mc2emu.numerics.constants import ALIGN_64_BYTES_SHIFT, MXFP_MULTI_BASE_SIZE
+from mc2emu.numerics.formats import ElemFormat
 from mc2emu.numerics.int_math import Align, Align16, Align64
 from mc2emu.runtime.hazards import CapacityError
 from mc2emu.runtime.local_memory import Position
 
 if TYPE_CHECKING:
-    from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMxType
     from mc2emu.blaze.gemm.dispatch_policy import MatmulWithScaleMx
     from mc2emu.runtime.core import CoreContext
 
 L1_BUF_NUMS = (DOUBLE_BUFFER_COUNT, TRIPLE_BUFFER_COUNT, QUADRUPLE_BUFFER_COUNT)  # l1BufNum the source lays out
 
 
-class L1BufferOffsets:
-    """The L1 map members of `BlockMmad` (see the module docstring)."""
+class L1Template(Protocol):
+    """What the L1 map reads of the BlockMmad template (`BlockMmadMxType`): the A operand's format."""
+
+    @property
+    def AType(self) -> ElemFormat: ...
+
+
+TemplateT = TypeVar("TemplateT", bound=L1Template)
+
+
+class L1BufferOffsets(Generic[TemplateT]):
+    """The L1 map members of `BlockMmad` (see the module docstring); `T` is the template instantiation."""
 
     ctx: CoreContext
-    T: BlockMmadMxType
+    T: TemplateT
     DispatchPolicy: MatmulWithScaleMx
     TOTAL_L1_SIZE: int
     TRANS_A: bool

@@ -1,4 +1,4 @@
-"""Fault-injection stress jobs end to end: each test spawns `mpiexec -n R python -m mc2emu.check.stress`
+"""Fault-injection stress jobs end to end: each test spawns `mpiexec -n R python -m mc2emu.stress.worker`
 through the driver's `run_job` (hard timeout, process cleanup) and checks the diagnosis, every rank's
 status and that every rank ended within END_SLACK_S of the deadline. The default set is a few
 representative faults at 2 ranks and one at 4 (about a minute on 2 cores); the `slow` ones run whole
@@ -12,22 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from mc2emu.check.stress_model import (
+from mc2emu.apace.comm_policy import WaitOrder
+from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
+from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultPlan
+from mc2emu.stress.judge import FAILING, Verdict, judge
+from mc2emu.stress.scenario import (
     DEADLOCK,
-    FAILING,
     WORKING_BLOCK,
     Injection,
     Scenario,
     StressOp,
-    Verdict,
     expected_diagnosis,
     fault_plan,
-    judge,
 )
-from mc2emu.comm.hccl_task import HcclServerType
-from mc2emu.ops.all_to_all_quant_matmul_op import Impl
-from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultPlan
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 if os.environ.get("MC2EMU_SKIP_MPI"):
     pytest.skip("MC2EMU_SKIP_MPI is set", allow_module_level=True)
@@ -62,7 +60,7 @@ def assert_ended_in_time(s, job):
     t_fault = min(r["t_fault"] for r in job.results.values() if r.get("t_fault") is not None)
     deadline = t_fault + s.timeout
     # A rank the launcher ended (after another rank's exit) before it printed its exit line has no t_exit: its
-    # verdict time stands in, as in the stress model's judgement (stress_model.judge); seen at 8 ranks in CI.
+    # verdict time stands in, as in the stress model's judgement (mc2emu.stress.judge); seen at 8 ranks in CI.
     ends = {r: v.get("t_exit", v.get("t_end")) for r, v in job.results.items()}
     assert all(t is not None for t in ends.values()), job.results
     late = {r: round(t - deadline, 2) for r, t in ends.items() if t > deadline + END_SLACK_S}
@@ -158,7 +156,7 @@ def test_a_hung_job_is_ended_and_counted_as_a_hang(driver):
                 cmd = f.read().replace(b"\0", b" ")
         except OSError:
             continue
-        if b"mc2emu.check.stress" in cmd and b"987654321" in cmd:
+        if b"mc2emu.stress.worker" in cmd and b"987654321" in cmd:
             left.append((pid, cmd[:120]))
     assert not left, f"processes of the hung job survived: {left}"
 

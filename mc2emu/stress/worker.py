@@ -4,7 +4,7 @@ per MPI job, judged against the diagnosis its fault must produce (`mc2emu.runtim
 - Pure helpers: `Scenario` (what one job runs), `expected_diagnosis` / `can_run` (what it must end in, and
   whether that is known), `fault_plan` (the seeded plan every rank builds alike), `judge` (one job's rank
   results -> an `Outcome`) and `Tally` (outcomes -> the summary and the exit status).
-- The worker, `mpiexec -n R python -m mc2emu.check.stress --injection F --seed S ...`: every rank runs the
+- The worker, `mpiexec -n R python -m mc2emu.stress.worker --injection F --seed S ...`: every rank runs the
   operator once with the injection (after an unperturbed reference run with `--reference`) and prints its
   result line at once; rank 0 then gathers the lines within `GATHER_S` and prints them as one line; every
   rank prints an exit line and exits with its own status (0 clean, the exception's exit code otherwise,
@@ -29,7 +29,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from mc2emu.check.stress_model import (
+from mc2emu.apace.comm_policy import WaitOrder
+from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
+from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultHook, FaultPlan
+from mc2emu.stress.scenario import (
     AG_SLOT_RING,
     DEADLOCK,
     DEFAULT_TIMEOUT_S,
@@ -45,10 +49,6 @@ from mc2emu.check.stress_model import (
     StressOp,
     fault_plan,
 )
-from mc2emu.comm.hccl_task import HcclServerType
-from mc2emu.ops.all_to_all_quant_matmul_op import Impl
-from mc2emu.runtime.faults import KILLED_EXIT_CODE, Fault, FaultHook, FaultPlan
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 
 # -- the worker (one rank) -------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ def gather_results(comm: Any, rec: dict[str, Any], timeout: float = GATHER_S) ->
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mc2emu.check.stress",
+    p = argparse.ArgumentParser(prog="python -m mc2emu.stress.worker",
                                 description="One fault-injection stress job of all_to_all_quant_matmul; run "
                                             "it under mpiexec. Prints one JSON result line per rank.")
     p.add_argument("--injection", "--fault", dest="injection", default=Injection.PERTURB.value,

@@ -1,4 +1,4 @@
-"""tests/check: the stress driver (`launch/stress.py`, loaded by path as the `driver` fixture)."""
+"""tests/stress: the stress driver (`launch/stress.py`, loaded by path as the `driver` fixture)."""
 
 import importlib.util
 import sys

@@ -6,28 +6,23 @@ import os
 
 import pytest
 
-from mc2emu.check.stress import _parser
-from mc2emu.check.stress_model import (
+from mc2emu.apace.comm_policy import WaitOrder
+from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
+from mc2emu.runtime.faults import HOOK_OF, Fault, FaultPlan
+from mc2emu.stress.judge import FAILING, JobRun, Tally, Verdict, judge, parse_lines
+from mc2emu.stress.scenario import (
     DEADLOCK,
-    FAILING,
     WORKING_BLOCK,
     Injection,
-    JobRun,
     Scenario,
     StressOp,
-    Tally,
-    Verdict,
     can_run,
     expected_diagnosis,
     fault_plan,
     hook_occurrences,
-    judge,
-    parse_lines,
 )
-from mc2emu.comm.hccl_task import HcclServerType
-from mc2emu.ops.all_to_all_quant_matmul_op import Impl
-from mc2emu.runtime.faults import HOOK_OF, Fault, FaultPlan
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
+from mc2emu.stress.worker import _parser
 
 HCOMM = dict(impl=Impl.HCOMM, wait_order=WaitOrder.IN_ORDER)
 AICPU = HcclServerType.AICPU
@@ -173,7 +168,7 @@ def test_scenario_argv_round_trips_through_the_worker_parser():
     s = Scenario(Injection.SWAP_WAIT_ORDER, 3, **HCOMM, local_matmul=1, hccl_server=AICPU, ori_m=72, ka=64,
                  n=32, head_tile_size=16, block_dim=1, seed=99, timeout=1.5, reference=True)
     argv = s.argv()
-    assert argv[:2] == ["-m", "mc2emu.check.stress"]
+    assert argv[:2] == ["-m", "mc2emu.stress.worker"]
     a = _parser().parse_args(argv[2:])
     back = Scenario(Injection(a.injection), 3, Impl(a.impl), a.local_matmul, WaitOrder(a.wait_order),
                     HcclServerType(a.hccl_server), a.ori_m, a.ka, a.n, a.head_tile_size, a.block_dim, a.seed,
