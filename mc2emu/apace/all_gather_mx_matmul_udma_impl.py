@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant, AllGatherQbmmMxKernel, Params
 from mc2emu.arch.platform import Pipe
 from mc2emu.comm.team_barrier import BarrierMode
+from mc2emu.runtime.hazards import Hazard
+from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_unserved_peers
 
 if TYPE_CHECKING:
     from mc2emu.apace.comm_policy import WaitOrder
@@ -73,6 +75,8 @@ class AllGatherMxMatmulUdmaImpl:
         p, fp = a.params, a.params.fragParams
         blockIdx = ctx.GetBlockIdx()
         serving = blockIdx < self.rankSize_
+        if blockIdx == 0:
+            report_unserved_peers(ctx, self.rankId_, self.rankSize_)
         if serving:
             a.teamBarrier.Init(ctx, blockIdx, BarrierMode.BARRIER_NONE)    # allGatherData_.Init<BARRIER_NONE>
             a.teamBarrier.Init(ctx, blockIdx, BarrierMode.BARRIER_BOTH)    # allGatherScale_.Init (default)
@@ -95,6 +99,23 @@ class AllGatherMxMatmulUdmaImpl:
                 a.teamBarrier.CrossDevice(ctx, blockIdx)
             ctx.SyncAll(True)
             ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, rnd + 1)
+
+
+def report_unserved_peers(ctx: CoreContext, rankId: int, rankSize: int) -> None:
+    """AIV block b serves peer b only (`GetBlockIdx() < rankSize_` guards the Commit and the CrossDevice), and
+    nothing checks the launch's block count against R (the ST launcher, main.cpp:239, launches
+    `mmTile.usedCoreNum`): with fewer blocks the peers past them never receive this rank's rows. The launch runs
+    on as the device does (their waits hang or their C rows stay unwritten); this names the rule once per rank."""
+    unserved = ag_unserved_peers(rankSize, ctx.GetBlockNum())
+    if not unserved:
+        return
+    ctx.device.hazards.report(
+        Hazard.PEER_NOT_SERVED, ctx.label,
+        f"block_dim {ctx.GetBlockNum()} < R {rankSize}: AIV block b puts rank {rankId}'s rows to peer b only "
+        f"(`GetBlockIdx() < rankSize_`), so peer(s) {unserved} never receive them: on the device their C rows "
+        f"of rank {rankId} are never written or their waits hang (the ST launcher launches usedCoreNum blocks, "
+        f"unchecked against R; launch at least R blocks)",
+        peers=unserved, block_dim=ctx.GetBlockNum(), rank_size=rankSize)
 
 
 def all_gather_quant_matmul_udma(ctx: CoreContext, args: AgUdmaArgs, BlockMmadFragC: Any,

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mc2emu.apace.all_gather_mx_matmul_udma_impl import report_unserved_peers
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant, AllGatherQbmmMxKernel, Params
 from mc2emu.apace.basic.buffer_channel import BufferChannel
 from mc2emu.apace.comm_policy import WaitOrder
@@ -130,6 +131,8 @@ class AllGatherMxMatmulUrmaImpl:
         a = self.args
         blockIdx = ctx.GetBlockIdx()
         serving = blockIdx < self.rankSize_
+        if blockIdx == 0:
+            report_unserved_peers(ctx, self.rankId_, self.rankSize_)
         if serving:
             a.teamBarrier.Init(ctx, blockIdx, BarrierMode.BARRIER_NONE)    # allGatherData_.Init<BARRIER_NONE>
             a.teamBarrier.Init(ctx, blockIdx, BarrierMode.BARRIER_BOTH)    # allGatherScale_.Init (default)

@@ -11,7 +11,16 @@ flag-0 wait, then in-order waits and an in-order drain).
 
 Slot ring (`enableBufferReuse = true` with `UrmaBufferSync`, hicann/ops-transformer 67a83540d75e): rounds in
 order; before acquiring round r + 1 the AIC releases round r's slot when r < commTurn - slotNum; MAIN reads A
-and scaleA at the slot offset, TAIL is addressed by hand. isBias stays false and R <= 8 (the AG tiling's rule).
+and scaleA at the slot offset, TAIL is addressed by hand; `MAX_RANK_SIZE = 16U` per-rank arrays (R <= 16) and
+`params.isBias`: the (1, N) fp32 bias slice of the tile's columns goes to every mmad (added once, on the first K
+step). The seed kernel (5778144076) has `[8]` arrays and `mmadFrag.Init(..., false, ...)` with a null bias.
+
+Flag ids past 15: the seed kernel signals round r with id r + 1 whatever commTurn is, so from commTurn 16 on
+the ids wrap to 4 bits (SPEC §2: FLAG_ID_TRUNCATED). In order, every Wait still consumes the Set of its own round.
+The mask kernel waits each dependTileIdx once as its tiles need it: a core whose first wait on a wrapped id is a
+late round's (no tile of the earlier round on that id before) consumes the earlier round's Set, and reads the late
+round's window rows before they are proven written: READ_BEFORE_WAIT (happens-before check); the drain's wait
+on the earlier id then consumes the late Set, so the counts still pair.
 
 Hazard variants (`AgKernelVariant`): SKIP_FLAG0_WAIT leaves the AIV's pre-set flag 0 unconsumed
 (UNCONSUMED_FLAG; no source version did this); UPDATE_ADDR_BEFORE_WAIT builds the MAIN fragment addresses
@@ -55,8 +64,9 @@ if TYPE_CHECKING:
 K_CACHE_LINE_ALIGN_MASK = FP8_CACHE_LINE_ALIGN_MASK
 # `#define WINDOW_LEN 1L` before the scheduler include: no serpentine M windows in this kernel.
 AG_WINDOW_LEN = 1
-# `cFragAddrs_[8]` and friends.
+# `cFragAddrs_[8]` and friends (seed, 5778144076); `MAX_RANK_SIZE = 16U` (slot ring, 67a83540d75e).
 MAX_RANK_ADDRS = 8
+MAX_RANK_SIZE = 16
 # `curMainRoundIdx_{0xFFFFFFFF}`: no MAIN fragment built yet.
 NO_ROUND = 0xFFFFFFFF
 
@@ -118,6 +128,8 @@ class Params:
     dataBytesPerMRow: int
     scaleBytesPerMRow: int
     cBytesPerM: int
+    biasGM: GmAddr | None = None     # the source's field order has biasGM / isBias after cGM (67a83540d75e)
+    isBias: bool = False
 
 
 @dataclass
@@ -159,9 +171,10 @@ class AllGatherQbmmMxKernel:
         self.MakeLayoutB = FrameLayoutFormat(DNExtLayoutPtn, C0_SIZE_B8)
         self.MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn, SCALE_C0)
         self.MakeLayoutC = FrameLayoutFormat(NDExtLayoutPtn)
-        self.cFragAddrs_: list[Any] = [None] * MAX_RANK_ADDRS  # GM_ADDR[]: nullptr until filled
-        self.winDataRankBase_: list[Any] = [None] * MAX_RANK_ADDRS  # GM_ADDR[]: nullptr until filled
-        self.winScaleRankBase_: list[Any] = [None] * MAX_RANK_ADDRS  # GM_ADDR[]: nullptr until filled
+        rankAddrs = MAX_RANK_SIZE if enableBufferReuse else MAX_RANK_ADDRS
+        self.cFragAddrs_: list[Any] = [None] * rankAddrs  # GM_ADDR[]: nullptr until filled
+        self.winDataRankBase_: list[Any] = [None] * rankAddrs  # GM_ADDR[]: nullptr until filled
+        self.winScaleRankBase_: list[Any] = [None] * rankAddrs  # GM_ADDR[]: nullptr until filled
         self.headAddrListA_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
         self.headAddrListScale_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
         self.headAddrListC_: list[GmAddr | None] = [None] * MAX_FRAGMENT_COUNT
@@ -209,6 +222,7 @@ class AllGatherQbmmMxKernel:
             return False
         self.aGmAddr_, self.bGmAddr_, self.cGmAddr_ = params.aGM, params.bGM, params.cGM
         self.scaleAGmAddr_, self.scaleBGmAddr_ = params.aScaleGM, params.bScaleGM
+        self.biasGmAddr_ = params.biasGM
         return True
 
     def Run(self, params: Params) -> None:
@@ -230,7 +244,7 @@ class AllGatherQbmmMxKernel:
         problemShape = (totalLogicalM, Ni, Ki, 1)
         sch = self.BlockScheduler(problemShape, schParams, self.ctx)
         self.mmadFrag = self.BlockMmadFragC(self.ctx)
-        self.mmadFrag.Init(problemShape, l0TileShape, fragL1, False, mmT.dbL0c > 1)
+        self.mmadFrag.Init(problemShape, l0TileShape, fragL1, params.isBias, mmT.dbL0c > 1)
         self.BuildFragmentTensors(params)
         self.Process(params, problemShape, sch, self.mmadFrag)
 
@@ -351,7 +365,9 @@ class AllGatherQbmmMxKernel:
         fp = params.fragParams
         Ki, Ni, scaleKLen, headMainRows, mainRoundRows, mainSectionRows, gmB, gmScaleB = \
             self._process_setup(params, sch)
-        gmBias = None  # `biasNull` (isBias false: the emulated launch passes no bias)
+        # `biasPtr = params.isBias ? biasGmAddr_ : biasNull`: a (1, N) fp32 tensor, sliced per tile
+        gmBias = (MakeTensor(MakeMemPtr(self.biasGmAddr_, mmadFrag.BiasType),
+                             FrameLayoutFormat(NDExtLayoutPtn)(1, Ni), name="bias") if params.isBias else None)
 
         dataSlotNum = self.dataChannel_.GetSlotNum()
         self._acquire(0)   # HEAD's pre-set flag 0
@@ -413,7 +429,8 @@ class AllGatherQbmmMxKernel:
                 blockA = tctx.fragA.Slice(coordA, (curMtile, Ki))
                 blockScaleA = tctx.fragScaleA.Slice(coordA, (curMtile, scaleKLen))
             blockC = tctx.fragC.Slice(coordC, (curMtile, curNtile))
-            mmadFrag(blockA, gmBlockB, blockScaleA, gmBlockScaleB, gmBias, self.cFragAddrs_, fp.mPerRank,
+            gmBlockBias = gmBias.Slice((0, nPos), (1, curNtile)) if gmBias is not None else None
+            mmadFrag(blockA, gmBlockB, blockScaleA, gmBlockScaleB, gmBlockBias, self.cFragAddrs_, fp.mPerRank,
                      fp.tileM, fp.tileCnt, fp.tailM, tctx.rankCnt, Ni, singleShape, tctx.regionMPos, nPos, 0, blockC)
             self.tiles_done += 1
 

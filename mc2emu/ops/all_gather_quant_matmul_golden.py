@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mc2emu.numerics import ElemFormat, gen_st_elements, golden_mx_matmul
-from mc2emu.numerics.golden import ag_st_seed, gen_ag_scales
+from mc2emu.numerics.golden import ag_st_seed, gen_ag_scales, golden_cast, golden_mx_operands
 from mc2emu.numerics.int_math import CeilDiv
 
 # `MXFP_DIVISOR_SIZE`: one stored scale pair per 64 elements of K.
@@ -44,13 +44,19 @@ def gen_ag_st_inputs(m: int, k: int, n: int, rank: int, *, seed_base: int | None
 def golden_all_gather_quant_matmul(x1_all: list[np.ndarray], x1_scale_all: list[np.ndarray], x2: np.ndarray,
                                    x2_scale: np.ndarray, *, out_dtype: Any = "bfloat16",
                                    elem: ElemFormat | str | None = None,
-                                   x2_elem: ElemFormat | str | None = None) -> np.ndarray:
-    """The CANN golden of one rank: the gathered x1 of every rank (rank order) times this rank's x2^T."""
+                                   x2_elem: ElemFormat | str | None = None,
+                                   bias: np.ndarray | None = None) -> np.ndarray:
+    """The CANN golden of one rank: the gathered x1 of every rank (rank order) times this rank's x2^T; `bias`
+    ((N,) fp32, the slot ring's) is added once to every row of the FP32 product before the cast."""
     a = np.concatenate([np.asarray(x) for x in x1_all], axis=0)
     sa = np.concatenate([np.asarray(s) for s in x1_scale_all], axis=0)
     fa = ElemFormat.parse(a.dtype if elem is None else elem)
     fb = ElemFormat.parse(np.asarray(x2).dtype if x2_elem is None else x2_elem)
-    return golden_mx_matmul(a, sa, x2, x2_scale, fa, out_dtype, trans_b=True, b_elem=fb)
+    if bias is None:
+        return golden_mx_matmul(a, sa, x2, x2_scale, fa, out_dtype, trans_b=True, b_elem=fb)
+    a_deq, b_deq = golden_mx_operands(a, sa, x2, x2_scale, fa, trans_b=True, b_elem=fb)
+    acc = np.matmul(a_deq, b_deq) + np.asarray(bias, dtype=np.float32).reshape(1, -1)
+    return golden_cast(acc.astype(np.float32), out_dtype)
 
 
 def ag_st_verify(out: np.ndarray, golden: np.ndarray) -> tuple[bool, int, int]:

@@ -65,17 +65,18 @@ def _padded(arr: np.ndarray, pad_rows: int) -> np.ndarray:
 
 
 def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
-           opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None
-           ) -> tuple[np.ndarray, list[HazardReport]]:
+           opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None,
+           bias: np.ndarray | None = None) -> tuple[np.ndarray, list[HazardReport]]:
     R, rank = problem.rank_size, problem.rank
     m, k, n = problem.m, problem.k, problem.n
     # Tiling before any collective set-up: a refused tiling is refused on every rank (same shapes).
     ct = make_ag_comm_tiling(m, k)
     mm = ag_matmul_tiling(ct, R, n, problem.elem, DAV_3510, block_dim)
-    # As the all-to-all host: a tiny problem still launches R blocks (AIV block r serves peer r); the extra
-    # AICs find no tile and only drain their waits.
+    # block_dim None: as the all-to-all host, a tiny problem still launches R blocks (AIV block r serves peer r);
+    # the extra AICs find no tile and only drain their waits. A given block_dim is launched as given, as the ST
+    # launcher launches usedCoreNum with no check against R: below R the impls report AG_PEER_UNSERVED.
     used = mm.usedCoreNum if block_dim is not None else max(mm.usedCoreNum, R)
-    violations = ag_constraint_violations(m, k, n, R, ct, used)
+    violations = ag_constraint_violations(m, k, n, R, slot_ring=problem.protocol.value == "slot_ring")
     if violations:
         rule, reason = violations[0]
         raise ConstraintError(rule, reason)
@@ -90,6 +91,8 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
         x2s_addr = gm.alloc(0, "x2_scale", data=np.ascontiguousarray(x2_scale).view(np.uint8))
         out_dtype = problem.out.dtype
         c_addr = gm.alloc(R * m * n * out_dtype.itemsize, "y")
+        bias_addr = None if bias is None else gm.alloc(
+            0, "bias", data=np.ascontiguousarray(np.asarray(bias, dtype=np.float32).reshape(1, n)))
         BlockMmadFragC = QmmMxBlockMmadFragment.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False),
                                                          problem.elem, NDExtLayoutPtn, problem.b_elem,
                                                          DNExtLayoutPtn, problem.out)
@@ -116,10 +119,13 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
         if slotRing and win.base is not None:
             win.base.alloc.describe = _slot_describer(dataRegionBytes, dataSlot, scaleSlot,
                                                       max(ct.tileM, ct.tailM), rowBytes, scaleRowBytes, rank, R)
+        elif win.base is not None:
+            win.base.alloc.describe = _seed_describer(dataRegionBytes, m, ct.tileM, rowBytes, scaleRowBytes, R)
         team = TeamBarrier(h.world, jobs=R)
         shmem = Shmem(h.world)
         params = Params(mm, QBMMTiling(mm.baseM, mm.baseN, mm.baseK, mm.dbL0c), fp, x1_addr, x1s_addr, x2_addr,
-                        x2s_addr, c_addr, winData, winScale, rowBytes, scaleRowBytes, n * out_dtype.itemsize)
+                        x2s_addr, c_addr, winData, winScale, rowBytes, scaleRowBytes, n * out_dtype.itemsize,
+                        biasGM=bias_addr, isBias=bias_addr is not None)
         if slotRing:
             uargs = AgUrmaArgs(params, shmem, team, problem.slot_num, problem.variant)
             res = h.launch(all_gather_quant_matmul_urma, used, KERNEL_TYPE, uargs, BlockMmadFragC, BlockScheduler)
@@ -131,6 +137,31 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
         stats["launch"] = AgLaunchInfo(used, (mm.baseM, mm.baseN, mm.baseK), ct, mm, res.wall_s,
                                        sum(v for v in res.returns.values() if isinstance(v, int)))
     return c, h.hazards
+
+
+def _seed_describer(dataRegionBytes: int, m: int, tileM: int, rowBytes: int, scaleRowBytes: int, R: int) -> Any:
+    """Names the seed-window place of a byte offset (for the happens-before diagnoses): region, source rank,
+    round and the flag id its round signals with (round + 1; ids >= 16 name the 4-bit id the hardware uses,
+    which an earlier round's Set on the same id can satisfy: the mask kernel's aliasing from commTurn 16 on)."""
+    ids = DAV_3510.flag_id_count
+
+    def describe(offset: int) -> str:
+        if offset < dataRegionBytes:
+            region, inside, perRow = "data", offset, rowBytes
+        else:
+            region, inside, perRow = "scale", offset - dataRegionBytes, scaleRowBytes
+        if not perRow or not m or not tileM:
+            return ""
+        src, row = divmod(inside // perRow, m)
+        rnd = row // tileM
+        flag = rnd + 1
+        hw = ""
+        if flag >= ids:
+            eff = flag & (ids - 1)
+            hw = f" (the hardware's id {eff}, shared with {'HEAD' if eff == 0 else f'round {eff - 1}'})"
+        return f"{region} rows of rank {src if src < R else '?'}, round {rnd}: flag {flag}{hw}"
+
+    return describe
 
 
 def _slot_describer(dataRegionBytes: int, dataSlot: int, scaleSlot: int, maxTileM: int, rowBytes: int,

@@ -13,7 +13,10 @@ ST host's tiling. `protocol` "seed" is the UDMA impl (commit 5778144076: every r
 with `wait_order` "mask" (the source before the in-order fix) or "in_order" (after); "slot_ring" is the
 window reuse of the URMA impl (`apace.all_gather_mx_matmul_urma_impl`, commit 67a83540d75e): `slot_num` data
 slots (0 or >= commTurn means no reuse). That source waits in order only: `wait_order` defaults to the
-protocol's and slot_ring with "mask" is refused. Bias is refused (the source passes isBias = false).
+protocol's and slot_ring with "mask" is refused. `bias` ((N,) fp32, added once to every row of C) on the slot ring only
+(its kernel passes `isBias`; the seed kernel's mmad runs with isBias = false). `block_dim` None launches
+max(usedCoreNum, R) blocks; a given block_dim is launched as given (the ST launcher launches usedCoreNum):
+below R some peers are never served, as on the device, and AG_PEER_UNSERVED is reported.
 `kernel_variant` reproduces a hazard (`AgKernelVariant`). With `check=True` error-severity hazards raise
 `HazardError` (its `.output` holds C); bad input raises `ConstraintError` naming the rule on every rank.
 """
@@ -36,7 +39,7 @@ from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.mx_operands import mx_operand_violations
 from mc2emu.runtime.hazards import ConstraintError, HazardError
-from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations, make_ag_comm_tiling
+from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations
 
 PAIR_K = 64
 
@@ -60,6 +63,7 @@ class AgProblem:
     variant: AgKernelVariant
     protocol: AgProtocol = AgProtocol.SEED
     slot_num: int = 0
+    has_bias: bool = False
 
 
 def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
@@ -98,8 +102,10 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         out = OutDtype.parse(out_dtype)
     except ValueError as exc:
         errs.append(("out_dtype", str(exc)))
-    if bias is not None:
-        errs.append(("bias", "the AllGather kernel passes isBias = false to its mmad: bias is not supported"))
+    if bias is not None and proto is not AgProtocol.SLOT_RING:
+        errs.append(("bias", "protocol 'seed': the kernel (ops-transformer 5778144076 all_gather_qbmm_mx_kernel.h:313, "
+                             "340) runs mmadFrag.Init(..., isBias = false) with a null bias tensor (the slot ring, "
+                             "67a83540d75e, takes a (N,) fp32 bias)"))
     elems, operand_errs, ranks_ok = mx_operand_violations(x1, x1_scale, x2, x2_scale,
                                                           why="(the kernel's C0 is the FP8 one)")
     errs += operand_errs
@@ -114,12 +120,15 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         errs.append(("x1_scale shape", f"x1_scale must be (m, ceil(K/64), 2) = {(m, pairs, 2)}, got {x1_scale.shape}"))
     if x2_scale.shape != (n, pairs, 2):
         errs.append(("x2_scale shape", f"x2_scale must be (N, ceil(K/64), 2) = {(n, pairs, 2)}, got {x2_scale.shape}"))
-    comm = make_ag_comm_tiling(m, k) if m > 0 and k > 0 else None
-    errs += ag_constraint_violations(m, k, n, rank_size, comm, None)
+    errs += ag_constraint_violations(m, k, n, rank_size, slot_ring=proto is AgProtocol.SLOT_RING)
+    if bias is not None and proto is AgProtocol.SLOT_RING and np.shape(bias) not in ((n,), (1, n)):
+        errs.append(("bias shape", f"bias must be (N,) = ({n},) float32 (the URMA impl loads (1, N) fp32 slices), "
+                                   f"got {np.shape(bias)}"))
     if errs:
         return None, errs
     assert out is not None and order is not None and variant is not None and proto is not None
-    return AgProblem(rank, rank_size, m, k, n, elems[0], elems[1], out, order, variant, proto, int(slot_num)), errs
+    return AgProblem(rank, rank_size, m, k, n, elems[0], elems[1], out, order, variant, proto, int(slot_num),
+                     bias is not None), errs
 
 
 def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
@@ -147,6 +156,7 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     refuse_on_every_rank(comm, errs)
     assert problem is not None
     opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
-    result, hazards = run_ag(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats)
+    result, hazards = run_ag(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats,
+                             bias=bias)
     HazardError.raise_on_errors(hazards, result, check=check)
     return result

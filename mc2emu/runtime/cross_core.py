@@ -12,7 +12,7 @@ When a round completes, per mode:
           AIC -> AIV: one AIC Set -> each AIV of its group gets c += 1;
 - mode 4 (MIX 1:2): its own counters: AIC id i (0-31) raises AIV (i // 16)'s id i % 16; AIV sub s id i
   (0-15) raises the AIC's id i + 16 s.
-Modes 0-2 share the 16 counters of a core; ids >= 16 are truncated to 4 bits (FLAG_ID_TRUNCATED). A Set or
+Modes 0-2 share the 16 counters of a core; ids >= 16 are truncated to 4 bits (FLAG_ID_TRUNCATED, a warning). A Set or
 Wait on a pipe the core lacks compiles to nothing on DAV_3510 (PIPE_NOT_ON_CORE); so does any cross-core
 sync under AIC_ONLY / AIV_ONLY or a mode the kernel type lacks (SYNC_KERNEL_TYPE). Consuming an id in a new
 mode while it holds counts or partial rounds of another mode is undefined (FLAG_MODE_MIXED).
@@ -172,9 +172,11 @@ class CrossCoreFlags:
             raise KernelError(f"{op}<1>: mode 1 synchronizes the AIVs of a group; called on {ctx.label}")
         if fid >= plat.flag_id_count or fid < 0:
             eff = fid & (plat.flag_id_count - 1)
+            # a warning: the hardware runs it; what the aliasing breaks is reported by its own checks (an
+            # early read READ_BEFORE_WAIT, a lost round DEADLOCK / UNCONSUMED_FLAG, FLAG_OVERFLOW)
             hz.report(Hazard.FLAG_ID_TRUNCATED, ctx.label,
                       f"{op}<{mode}>({fid}): ids are 4 bits, the hardware uses id {eff}", flag=fid,
-                      effective=eff)
+                      effective=eff, severity=Severity.WARNING)
             return eff
         return fid
 

@@ -46,6 +46,7 @@ class Hazard(enum.Enum):
     TAIL_COPY_OVERRUN = "TAIL_COPY_OVERRUN"
     # communication
     UNWAITED_SIGNAL = "UNWAITED_SIGNAL"
+    PEER_NOT_SERVED = "PEER_NOT_SERVED"   # fewer launch blocks than the peers one AIV block each serves
     HCCL_WAIT_BEYOND_COMMIT = "HCCL_WAIT_BEYOND_COMMIT"
     HCCL_COMMIT_BEYOND_REPEAT = "HCCL_COMMIT_BEYOND_REPEAT"
     HCCL_WAIT_ORDER = "HCCL_WAIT_ORDER"

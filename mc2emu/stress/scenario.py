@@ -25,7 +25,11 @@ from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.runtime.faults import Fault, FaultPlan
-from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations, make_ag_comm_tiling
+from mc2emu.tiling.all_gather_quant_matmul_tiling import (
+    ag_constraint_violations,
+    ag_unserved_peers,
+    make_ag_comm_tiling,
+)
 
 # Marker key of the worker's JSON lines (any other output of the ranks is ignored).
 LINE_KEY = "mc2emu_stress"
@@ -208,9 +212,10 @@ def _ag_can_run(s: Scenario) -> list[str]:
     out = []
     if s.injection not in AG_INJECTIONS:
         out.append(f"{s.injection.value}: not an all_gather_quant_matmul injection")
-    violations = ag_constraint_violations(s.ori_m, s.ka, s.n, s.ranks, make_ag_comm_tiling(s.ori_m, s.ka),
-                                          s.block_dim)
-    out += [f"ag {rule}: {reason}" for rule, reason in violations]
+    out += [f"ag {rule}: {reason}" for rule, reason in ag_constraint_violations(s.ori_m, s.ka, s.n, s.ranks)]
+    if s.block_dim is not None and ag_unserved_peers(s.ranks, s.block_dim):
+        out.append(f"ag PEER_NOT_SERVED: block_dim {s.block_dim} < R {s.ranks} (peers never served: the launch's "
+                   f"own hazard)")
     slots = AG_SLOT_RING.get(s.injection)
     if slots is not None and s.ag_comm_turn <= slots:
         out.append(f"{s.injection.value}: {s.ag_comm_turn} round(s) in {slots} slot(s) never reuse a slot")

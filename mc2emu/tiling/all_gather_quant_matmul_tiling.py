@@ -10,7 +10,15 @@ Sources (ops-transformer, commit 5778144076):
   refuses K % 32 != 0 and an odd CeilDiv(K, 64).
 - `all_gather_mx_matmul_udma_impl.h`: commTurn = tileCnt + tailCnt, headRows = tileCnt * tileM, kPaddingLength 16.
 - `all_gather_qbmm_mx_kernel.h`: `cFragAddrs_[8]`, `winDataRankBase_[8]` (R <= 8); flag ids 0..commTurn carry
-  the rounds (16 counters per core: commTurn <= 15).
+  the rounds. No commTurn limit: ids >= 16 are truncated to 4 bits (SPEC §2) and the in-order waits still pair
+  every Set with its Wait; the older mask kernel (f241800c4 `qmm_mx_kernel_ag_udma.h`, `waitedMask`) aliases
+  ids from commTurn 16 on, reproduced and reported (READ_BEFORE_WAIT), not refused.
+- slot ring, hicann/ops-transformer 67a83540d75e `all_gather_qbmm_mx_kernel.h`: `MAX_RANK_SIZE = 16U` ("与 tiling
+  rank_size 上限一致") sizes the per-rank arrays (R <= 16); `buffer_channel.h` flag id `slot % 11 + 1`.
+
+Launch blocks: the ST launcher (main.cpp:239) launches `mmTile.usedCoreNum` and nothing checks it against R;
+AIV block r serves peer r (`GetBlockIdx() < rankSize_`), so with fewer blocks than R some peers never receive
+this rank's rows: not refused here, reproduced and reported by the impls (AG_PEER_UNSERVED, `ag_unserved_peers`).
 
 The logical M the AIC schedules is HEAD (own rows, headRows) + MAIN (tileCnt rounds of (R - 1) * tileM
 rows: the other ranks) + TAIL (R * paddedTailM rows). With m >= 512 and baseM = 256 no block straddles two
@@ -37,10 +45,15 @@ if TYPE_CHECKING:
 TILE_M = 512
 # `kPaddingLength` of the impl: the TAIL fragments are padded to whole 16-row cube blocks.
 TAIL_PADDING = 16
-# `cFragAddrs_[8]` / `winDataRankBase_[8]`: the kernel's per-rank address arrays hold 8 ranks.
+# Seed protocol (ops-transformer 5778144076 `all_gather_qbmm_mx_kernel.h:206-208`): `cFragAddrs_[8]`,
+# `winDataRankBase_[8]`, `winScaleRankBase_[8]`: the kernel's per-rank address arrays hold 8 ranks.
 MAX_RANKS = 8
-# Flag ids 0 (HEAD, pre-set) .. commTurn (TAIL) live in a core's 16 cross-core counters.
-MAX_COMM_TURN = 15
+# Slot ring (hicann/ops-transformer 67a83540d75e `all_gather_qbmm_mx_kernel.h`): `MAX_RANK_SIZE = 16U`.
+MAX_RANK_SIZE_SLOT_RING = 16
+SEED_RANK_RULE = ("AG-3 R <= 8", "ops-transformer 5778144076 all_gather_qbmm_mx_kernel.h:206-208 "
+                  "cFragAddrs_[8] / winDataRankBase_[8] / winScaleRankBase_[8]")
+SLOT_RING_RANK_RULE = ("AG-3 R <= 16", "hicann/ops-transformer 67a83540d75e all_gather_qbmm_mx_kernel.h "
+                       "MAX_RANK_SIZE = 16U (cFragAddrs_[MAX_RANK_SIZE], ...)")
 
 
 @dataclass(frozen=True)
@@ -82,26 +95,38 @@ def ag_matmul_tiling(comm: AgCommTiling, rank_size: int, n: int, elem: ElemForma
     return swat.GetTilingData(comm.total_logical_m(rank_size), n, comm.k, False, True, elem, elem)
 
 
-def ag_constraint_violations(m: int, k: int, n: int, rank_size: int, comm: AgCommTiling | None,
-                             aiv_blocks: int | None) -> list[tuple[str, str]]:
-    """(rule, reason) for every operator constraint the configuration breaks."""
+def max_ranks(slot_ring: bool) -> int:
+    """The rank limit of the protocol's kernel: 8 (seed, 5778144076), 16 (slot ring, 67a83540d75e)."""
+    return MAX_RANK_SIZE_SLOT_RING if slot_ring else MAX_RANKS
+
+
+def ag_constraint_violations(m: int, k: int, n: int, rank_size: int, *,
+                             slot_ring: bool = False) -> list[tuple[str, str]]:
+    """(rule, reason) for every source rule the configuration breaks (each reason cites the source's check).
+    Not rules: the round count (the source has no commTurn limit) and the launch's block count (fewer blocks
+    than ranks runs as on the device and is reported, `ag_unserved_peers`)."""
     out: list[tuple[str, str]] = []
     if min(m, k, n) <= 0:
-        out.append(("AG-0 m, k, n > 0", f"m = {m}, k = {k}, n = {n}"))
+        out.append(("AG-0 m, k, n > 0", f"m = {m}, k = {k}, n = {n} (ST main.cpp ParseArgs: \"m k n rankNum must "
+                                        f"be positive\")"))
         return out
     if k % MX_GROUP_SIZE:
         out.append(("AG-1 K % 32 == 0", f"K = {k} is not a multiple of {MX_GROUP_SIZE} (one E8M0 scale per 32 "
-                                        f"elements; the ST host refuses it)"))
+                                        f"elements; ST main.cpp ParseArgs: \"K must be divisible by 32 for MXFP8 "
+                                        f"quantization\")"))
     if CeilDiv(k, MXFP_DIVISOR_SIZE) % 2:
-        out.append(("AG-2 ceil(K/64) even", f"ceil(K / 64) = {CeilDiv(k, MXFP_DIVISOR_SIZE)} is odd (the ST "
-                                            f"host refuses it: the scale rows are gathered in pairs of pairs)"))
-    if rank_size > MAX_RANKS:
-        out.append(("AG-3 R <= 8", f"{rank_size} ranks: the kernel's per-rank address arrays hold {MAX_RANKS}"))
-    if comm is not None and comm.commTurn > MAX_COMM_TURN:
-        out.append(("AG-4 commTurn <= 15",
-                    f"m = {m} gives {comm.tileCnt} tiles of {comm.tileM} rows + {comm.tailCnt} tail = commTurn "
-                    f"{comm.commTurn}: flag ids 0..commTurn need {comm.commTurn + 1} of a core's 16 counters"))
-    if aiv_blocks is not None and rank_size > aiv_blocks:
-        out.append(("AG-5 R <= AIV blocks", f"{rank_size} ranks but {aiv_blocks} AIV blocks: AIV block r puts "
-                                            f"to peer r, so some peers would never receive this rank's rows"))
+        out.append(("AG-2 ceil(K/64) even", f"ceil(K / 64) = {CeilDiv(k, MXFP_DIVISOR_SIZE)} is odd (ST main.cpp "
+                                            f"ParseArgs refuses an odd CeilDiv(K, 64): the scale rows are gathered "
+                                            f"in pairs of pairs)"))
+    rule, where = SLOT_RING_RANK_RULE if slot_ring else SEED_RANK_RULE
+    if rank_size > max_ranks(slot_ring):
+        other = "" if slot_ring else f"; protocol 'slot_ring' takes up to {MAX_RANK_SIZE_SLOT_RING}"
+        out.append((rule, f"{rank_size} ranks: the kernel's per-rank address arrays hold {max_ranks(slot_ring)} "
+                          f"({where}){other}"))
     return out
+
+
+def ag_unserved_peers(rank_size: int, aiv_blocks: int) -> list[int]:
+    """The peers no AIV block serves when the launch has fewer blocks than ranks: AIV block r puts this rank's
+    rows to peer r only (`GetBlockIdx() < rankSize_` in the impls), so peers >= aiv_blocks never receive them."""
+    return list(range(max(aiv_blocks, 0), rank_size))

@@ -8,7 +8,9 @@ from mc2emu.tiling.all_gather_quant_matmul_tiling import (
     TILE_M,
     ag_constraint_violations,
     ag_matmul_tiling,
+    ag_unserved_peers,
     make_ag_comm_tiling,
+    max_ranks,
 )
 from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat
 
@@ -70,16 +72,48 @@ def test_m_tail_alignment_switch_is_on():
     (64, 192, 64, 2, "AG-2 ceil(K/64) even"),
     (64, 80, 64, 2, "AG-1 K % 32 == 0"),
     (64, 128, 64, 9, "AG-3 R <= 8"),
-    (8192, 4096, 2560, 4, "AG-4 commTurn <= 15"),   # the CANN m = 8192 / 8205 cases: 16 / 17 rounds
-    (8205, 4096, 2560, 4, "AG-4 commTurn <= 15"),
     (0, 128, 64, 2, "AG-0 m, k, n > 0"),
 ])
 def test_constraints_name_their_rule(m, k, n, r, rule):
-    ct = make_ag_comm_tiling(m, k) if m > 0 else None
-    assert rule in [v[0] for v in ag_constraint_violations(m, k, n, r, ct, None)]
+    assert rule in [v[0] for v in ag_constraint_violations(m, k, n, r)]
 
 
-def test_every_peer_needs_an_aiv_block():
-    ct = make_ag_comm_tiling(64, 128)
-    assert [v[0] for v in ag_constraint_violations(64, 128, 64, 4, ct, 3)] == ["AG-5 R <= AIV blocks"]
-    assert ag_constraint_violations(64, 128, 64, 4, ct, 4) == []
+@pytest.mark.parametrize("m, k, n, r, slot_ring, cites", [
+    (64, 80, 64, 2, False, "main.cpp ParseArgs"),
+    (64, 192, 64, 2, False, "main.cpp ParseArgs"),
+    (64, 128, 64, 9, False, "5778144076 all_gather_qbmm_mx_kernel.h:206-208 cFragAddrs_[8]"),
+    (64, 128, 64, 17, True, "67a83540d75e all_gather_qbmm_mx_kernel.h MAX_RANK_SIZE = 16U"),
+])
+def test_every_refusal_cites_the_source_check(m, k, n, r, slot_ring, cites):
+    ((_, reason),) = ag_constraint_violations(m, k, n, r, slot_ring=slot_ring)
+    assert cites in reason
+
+
+@pytest.mark.parametrize("m, comm_turn", [(8192, 16), (8205, 17), (16 * 512 + 512 * 15, 31)])
+@pytest.mark.parametrize("slot_ring", [False, True])
+def test_no_round_limit(m, comm_turn, slot_ring):
+    """The CANN AG ST m = 8192 / 8205 at R 4 (commTurn 16, 17; 5778144076 cases.csv, and the 67a83540d75e URMA
+    table) tile and pass every rule on both protocols: the source has no commTurn limit (flag ids wrap)."""
+    ct = make_ag_comm_tiling(m, K)
+    assert ct.commTurn == comm_turn
+    assert ag_constraint_violations(m, K, 2560, R, slot_ring=slot_ring) == []
+
+
+def test_rank_limit_per_protocol():
+    """Seed: `cFragAddrs_[8]` (5778144076), R <= 8; slot ring: `MAX_RANK_SIZE = 16U` (67a83540d75e), R <= 16."""
+    assert ag_constraint_violations(64, 128, 64, 8) == []
+    assert [v[0] for v in ag_constraint_violations(64, 128, 64, 9)] == ["AG-3 R <= 8"]
+    assert "'slot_ring' takes up to 16" in ag_constraint_violations(64, 128, 64, 9)[0][1]
+    for r in (9, 16):
+        assert ag_constraint_violations(64, 128, 64, r, slot_ring=True) == []
+    assert [v[0] for v in ag_constraint_violations(64, 128, 64, 17, slot_ring=True)] == ["AG-3 R <= 16"]
+    assert (max_ranks(False), max_ranks(True)) == (8, 16)
+
+
+def test_fewer_blocks_than_ranks_is_no_refusal_but_names_the_unserved_peers():
+    """AIV block r serves peer r; the ST launcher launches usedCoreNum unchecked: the host refuses nothing, the
+    impls report PEER_NOT_SERVED naming these peers."""
+    assert ag_constraint_violations(64, 128, 64, 4) == []
+    assert ag_unserved_peers(4, 3) == [3]
+    assert ag_unserved_peers(4, 1) == [1, 2, 3]
+    assert ag_unserved_peers(4, 4) == ag_unserved_peers(4, 32) == []
