@@ -41,6 +41,7 @@ HAZ_MPI = "tests/apace/test_hazard_checks_mpi.py"
 DIAG_MPI = "tests/apace/test_diagnoses_mpi.py"
 AG_MPI = "tests/apace/test_all_gather_quant_matmul_mpi.py"
 SLOT_MPI = "tests/apace/test_all_gather_slot_ring_mpi.py"
+AG_LIMITS_MPI = "tests/apace/test_all_gather_source_limits_mpi.py"
 AG_KERNEL = "mc2emu/apace/all_gather_qbmm_mx_kernel.py"
 AG_URMA = "mc2emu/apace/all_gather_mx_matmul_urma_impl.py"
 QMRS_MPI = "tests/apace/test_quant_matmul_reduce_scatter_mpi.py"
@@ -306,6 +307,24 @@ MUTANTS: list[Mutant] = [
            "                if not skipRelease:", "                if False:", mpi=(SLOT_MPI,)),
     Mutant("AG slot ring: reserved flag 11 not reported with its slot", AG_URMA,
            "        if flagId not in reserved or self._reservedReported:", "        if True:", mpi=(SLOT_MPI,)),
+    # -- AG: the source's limits and no others (issue 35 item 3) ---------------------------------------------------
+    Mutant("AG limits: the slot ring keeps the seed's R <= 8", "mc2emu/tiling/all_gather_quant_matmul_tiling.py",
+           "    return MAX_RANK_SIZE_SLOT_RING if slot_ring else MAX_RANKS", "    return MAX_RANKS",
+           serial=("tests/tiling/test_all_gather_tiling.py", "tests/ops/test_all_gather_limits.py")),
+    Mutant("AG limits: slot-ring bias dropped (mmad Init without isBias)", AG_KERNEL,
+           "        self.mmadFrag.Init(problemShape, l0TileShape, fragL1, params.isBias, mmT.dbL0c > 1)",
+           "        self.mmadFrag.Init(problemShape, l0TileShape, fragL1, False, mmT.dbL0c > 1)",
+           mpi=(f"{AG_LIMITS_MPI}::test_slot_ring_adds_the_bias_once",)),
+    Mutant("AG limits: fewer blocks than ranks not reported", "mc2emu/apace/all_gather_mx_matmul_udma_impl.py",
+           "    unserved = ag_unserved_peers(rankSize, ctx.GetBlockNum())", "    unserved: list[int] = []",
+           mpi=(f"{AG_LIMITS_MPI}::test_fewer_blocks_than_ranks_runs_as_the_device_and_names_the_unserved_peers",)),
+    Mutant("AG limits: a truncated flag id is an error", "mc2emu/runtime/cross_core.py",
+           "                      effective=eff, severity=Severity.WARNING)", "                      effective=eff)",
+           serial=("tests/runtime/test_cross_core_flags.py",),
+           mpi=(f"{AG_LIMITS_MPI}::test_in_order_waits_past_15_rounds_pass_the_golden",)),
+    Mutant("AG limits: the seed window names the flag untruncated", "mc2emu/ops/all_gather_quant_matmul_host.py",
+           "            eff = flag & (ids - 1)", "            eff = flag",
+           mpi=(f"{AG_LIMITS_MPI}::test_the_mask_kernel_aliases_ids_from_17_rounds_and_reads_tail_data_early",)),
     Mutant("HB: a reuse ordered after the read reported as a race", "mc2emu/check/happens_before.py",
            "                    if after and prior:\n                        continue",
            "                    if False:\n                        continue", mpi=(SLOT_MPI,)),

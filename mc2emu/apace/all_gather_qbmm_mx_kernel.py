@@ -5,9 +5,9 @@ Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/matmul/quant_batch_m
 seed 000 §7.1, SPEC §7.1. Regions: HEAD (own rows, dep 0), MAIN round r (dep r + 1), TAIL (dep commTurn);
 `SetL2Cache` per tile with the tile's extents (SPEC §5 "AG").
 
-Wait orders: "mask" is the source up to 33444e461 (`waitedMask`: each dep once, then a drain of
-0..commTurn); "in_order" follows 42f69c50f ("fix hang when the communication rounds exceed 32": an explicit
-flag-0 wait, then in-order waits and an in-order drain).
+Wait orders: "mask" is the source up to f241800c4 (`qmm_mx_kernel_ag_udma.h`, `waitedMask`: each dep once, then
+a drain of 0..commTurn); "in_order" follows 42f69c50f (08-12, "fix hang when the communication rounds exceed
+32": an explicit flag-0 wait, then in-order waits and an in-order drain).
 
 Slot ring (`enableBufferReuse = true` with `UrmaBufferSync`, hicann/ops-transformer 67a83540d75e): rounds in
 order; before acquiring round r + 1 the AIC releases round r's slot when r < commTurn - slotNum; MAIN reads A
@@ -367,7 +367,8 @@ class AllGatherQbmmMxKernel:
             self._process_setup(params, sch)
         # `biasPtr = params.isBias ? biasGmAddr_ : biasNull`: a (1, N) fp32 tensor, sliced per tile
         gmBias = (MakeTensor(MakeMemPtr(self.biasGmAddr_, mmadFrag.BiasType),
-                             FrameLayoutFormat(NDExtLayoutPtn)(1, Ni), name="bias") if params.isBias else None)
+                             FrameLayoutFormat(NDExtLayoutPtn)(1, Ni), name="bias")
+                  if params.isBias and self.biasGmAddr_ is not None else None)
 
         dataSlotNum = self.dataChannel_.GetSlotNum()
         self._acquire(0)   # HEAD's pre-set flag 0

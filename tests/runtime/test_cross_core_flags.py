@@ -13,6 +13,7 @@ from mc2emu.runtime import (
     KernelError,
     Pipe,
 )
+from mc2emu.runtime.hazards import Severity
 
 SHORT = 1.0  # deadline for tests that expect a hang
 
@@ -173,6 +174,9 @@ def test_id_above_15_is_truncated_and_reported():
     res = dev.launch(kernel, 1, "MIX_AIC_1_1")
     assert names(res) == [Hazard.FLAG_ID_TRUNCATED]
     assert res.hazards[0].details["effective"] == 1
+    # a warning: the hardware runs it (the AG in-order kernel past 15 rounds relies on it); an aliasing that
+    # breaks something is reported by its own check (READ_BEFORE_WAIT, DEADLOCK, UNCONSUMED_FLAG)
+    assert res.hazards[0].severity is Severity.WARNING
 
 
 def test_pipe_not_on_core_is_a_noop_and_the_partner_hangs():
