@@ -324,7 +324,7 @@ MUTANTS: list[Mutant] = [
            mpi=(f"{AG_LIMITS_MPI}::test_in_order_waits_past_15_rounds_pass_the_golden",)),
     Mutant("AG limits: the seed window names the flag untruncated", "mc2emu/ops/all_gather_quant_matmul_host.py",
            "            eff = flag & (ids - 1)", "            eff = flag",
-           mpi=(f"{AG_LIMITS_MPI}::test_the_mask_kernel_aliases_ids_from_17_rounds_and_reads_tail_data_early",)),
+           mpi=(f"{AG_LIMITS_MPI}::test_the_mask_kernel_aliases_wrapped_ids_and_reads_tail_data_early",)),
     Mutant("HB: a reuse ordered after the read reported as a race", "mc2emu/check/happens_before.py",
            "                    if after and prior:\n                        continue",
            "                    if False:\n                        continue", mpi=(SLOT_MPI,)),

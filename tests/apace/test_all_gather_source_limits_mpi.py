@@ -1,7 +1,8 @@
 """all_gather_quant_matmul inside the source's limits and no others (issue 35 item 3), at every world size:
 past 15 rounds on both protocols (the CANN AG ST m = 8192 / 8205, commTurn 16 / 17, at small K and N), the
 slot ring's bias, the mask kernel's id aliasing shown as READ_BEFORE_WAIT naming the flag, and a launch with
-fewer blocks than ranks run as on the device and reported as PEER_NOT_SERVED.
+fewer blocks than ranks run as on the device and reported as PEER_NOT_SERVED. The aliasing starts at 16
+rounds, not 17: id 16 is HEAD's pre-set id 0, which an AIC with no HEAD tile takes for its TAIL tile.
 
 Sources: ops-transformer 5778144076 `all_gather_qbmm_mx_kernel.h` (seed, in-order waits, ids round + 1
 unbounded), f241800c4 `qmm_mx_kernel_ag_udma.h` (the `waitedMask` kernel), hicann/ops-transformer 67a83540d75e
@@ -103,23 +104,30 @@ def test_bias_refusals_name_the_source(kwargs, rule):
 
 
 @pytest.mark.mpi(min_size=2)
-def test_the_mask_kernel_aliases_ids_from_17_rounds_and_reads_tail_data_early():
-    """The `waitedMask` kernel (f241800c4) waits each dependTileIdx once as its tiles need it. With 17 rounds the
-    TAIL's id 17 is the hardware's id 1: an AIC whose first wait on id 1 is its TAIL tile's consumes round 0's
-    Set and reads the TAIL rows before they are proven written. Reported, not refused: READ_BEFORE_WAIT names
-    the rank, the AIC, the window range and the flag (17, the hardware's id 1, shared with round 0)."""
+@pytest.mark.parametrize("m, place", [
+    (M17, "round 16: flag 17 (the hardware's id 1, shared with round 0)"),
+    (8000, "round 15: flag 16 (the hardware's id 0, shared with HEAD)"),
+])
+def test_the_mask_kernel_aliases_wrapped_ids_and_reads_tail_data_early(m, place):
+    """The `waitedMask` kernel (f241800c4) waits each dependTileIdx once as its tiles need it. m 8193: with 17
+    rounds the TAIL's id 17 is the hardware's id 1, and an AIC whose first wait on id 1 is its TAIL tile's
+    consumes round 0's Set. m 8000 (15 tiles + a 320-row tail, 16 rounds): the TAIL's id 16 is id 0, and an AIC
+    with no HEAD tile (HEAD has 30 of 256 rows at baseM 256) consumes HEAD's pre-set. Either way it reads TAIL
+    rows before they are proven written. Reported, not refused: READ_BEFORE_WAIT names the rank, the AIC, the
+    window range and the flag; the ranks without such an AIC run clean."""
     comm = world()
     rank = comm.Get_rank()
-    inp = gen_ag_st_inputs(M17, K, N, rank)
-    with pytest.raises(HazardError) as info:
+    inp = gen_ag_st_inputs(m, K, N, rank)
+    reps = []
+    try:
         run(inp, wait_order="mask")
-    reps = info.value.hazards
-    early = [h for h in reps if h.hazard is Hazard.READ_BEFORE_WAIT]
-    assert early and {h.hazard for h in reps} == {Hazard.READ_BEFORE_WAIT}, [str(h) for h in reps[:4]]
-    for h in early:
+    except HazardError as exc:
+        reps = exc.hazards
+    assert {h.hazard for h in reps} <= {Hazard.READ_BEFORE_WAIT}, [str(h) for h in reps[:4]]
+    for h in reps:
         assert h.rank == rank and h.core.startswith("AIC") and h.details["put_rank"] != rank
-        assert f"rows of rank {h.details['put_rank']}, round 16: flag 17 (the hardware's id 1, shared with " \
-               f"round 0)" in h.message, h.message
+        assert f"rows of rank {h.details['put_rank']}, {place}" in h.message, h.message
+    assert any(comm.allgather(bool(reps))), "no rank read early"
 
 
 @pytest.mark.mpi(min_size=2)

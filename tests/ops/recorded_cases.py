@@ -265,8 +265,9 @@ def _raise_or_output(run: Any, hazards: frozenset[str], name: str) -> np.ndarray
 # -- all_gather_quant_matmul ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AgCase:
-    """block_dim = R (AG-5's minimum): ceil(R * m / 256) * ceil(n / 256) >= R keeps baseM 256, which divides
-    the 512-row communication tiles, at every world size (no block straddles two regions)."""
+    """block_dim = R (the least that serves every peer: below it PEER_NOT_SERVED): ceil(R * m / 256) *
+    ceil(n / 256) >= R keeps baseM 256, which divides the 512-row communication tiles, at every world size (no
+    block straddles two regions)."""
     name: str
     m: int
     k: int
