@@ -117,6 +117,9 @@ def test_the_mask_kernel_aliases_wrapped_ids_and_reads_tail_data_early(m, place)
     window range and the flag; the ranks without such an AIC run clean."""
     comm = world()
     rank = comm.Get_rank()
+    if m == 8000 and comm.Get_size() != 2:
+        pytest.skip("R 2 only: AIC30 (tiles 30, 62) meets the TAIL (tiles 60-62) with no HEAD tile; at R 4 its "
+                    "tiles 30, 62, 94, 126 miss the TAIL (120-124)")
     inp = gen_ag_st_inputs(m, K, N, rank)
     reps = []
     try:
