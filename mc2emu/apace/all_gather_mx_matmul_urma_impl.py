@@ -4,7 +4,8 @@ launched MIX_AIC_1_1 (`protocol="slot_ring"`).
 Emulates hicann/ops-transformer `mc2/common/op_kernel/apace/kernel/fusions/all_gather_quant_matmul/
 all_gather_mx_matmul_urma_impl.h` at commit 67a83540d75e, with `basic/buffer/buffer_channel.h`
 (`apace.basic.buffer_channel`) and the PUT component of that commit (`all_gather_udma_put.h`, `DoCommit` with a
-buffer offset). AIC side: `AllGatherQbmmMxKernel<..., UrmaBufferSync, enableBufferReuse = true>`.
+buffer offset). AIC side: `AllGatherQbmmMxKernel<..., UrmaBufferSync, enableBufferReuse = true>`; `MatmulProcess` passes
+`biasGM` and `isBias = (tilingData_->isBias != 0)` (here in the host's `Params`: the op's `bias`).
 bufferCount_ = slotNum if 0 < slotNum < commTurn else commTurn; scale slots are never reused (commTurn).
 Before reusing a data slot the AIV waits its release flag, `SyncAll<true>`, then CrossDevice.
 
