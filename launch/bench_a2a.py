@@ -15,10 +15,10 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import time  # noqa: E402
 
+from bench_common import bf16_ulp  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from mc2emu.launcher import idle_barrier  # noqa: E402
-from mc2emu.numerics import bf16_ulp_distance  # noqa: E402
 from mc2emu.ops import all_to_all_quant_matmul  # noqa: E402
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a  # noqa: E402
 
@@ -57,7 +57,7 @@ def main():
                                       local_matmul=args.local_matmul, wait_order=args.wait_order,
                                       block_dim=args.block_dim, timeout=120, check=args.check)
         emu_walls.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
-    ulp = comm.allreduce(bf16_ulp_distance(out, ref), op=MPI.MAX)
+    ulp = comm.allreduce(bf16_ulp(out, ref), op=MPI.MAX)
     if rank == 0:
         g, e = min(golden_walls), min(emu_walls)
         target = TARGETS.get(size)

@@ -18,10 +18,10 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_v] = "1"
 
 import argparse  # noqa: E402
-import resource  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench_common import bf16_ulp, cpu_s, golden_faults_note  # noqa: E402
 from mmad_floor import floor_lines, run_op_floor  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
@@ -31,32 +31,6 @@ from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gat
 from mc2emu.ops.all_gather_quant_matmul_golden import ag_st_verify  # noqa: E402
 
 TARGET = 1.5   # ratio target of the issue
-
-
-# The golden's system share above which it ran slowed by page faults. Its large temporaries are huge pages
-# (numpy madvises them; THP "madvise"): in a fresh process with free huge pages it spends 13-18 % (AG) or 22-25 %
-# (QMRS) of its CPU in the kernel; once they are scarce (after the emulator's call in the same process, or another
-# job's memory) its faults compact memory and it spends 31-50 % there, at 1.2-1.7x its best CPU
-# (docs/performance.md, "Method").
-SLOW_GOLDEN_SYSTEM_SHARE = 0.30
-
-
-def cpu_s() -> tuple[float, float]:
-    """(CPU seconds, of which system) of this process, every thread: the cost under load, not the wait. The
-    system share is mostly page faults of fresh memory (the golden's, see SLOW_GOLDEN_SYSTEM_SHARE, vary most
-    between runs)."""
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime, ru.ru_stime
-
-
-def golden_faults_note(golden_cpu: float, golden_system: float) -> str:
-    """A warning line when the fastest golden run still spent more than SLOW_GOLDEN_SYSTEM_SHARE of its CPU in
-    the kernel: its faults were slow (huge pages scarce), so both ratios flatter the emulator."""
-    if golden_cpu <= 0 or golden_system / golden_cpu <= SLOW_GOLDEN_SYSTEM_SHARE:
-        return ""
-    return (f"  note: the golden spent {100 * golden_system / golden_cpu:.0f} % of its CPU on page faults (at its "
-            f"best 13-25 %): huge pages were scarce, the ratios above flatter the emulator; rerun on a quieter "
-            f"machine")
 
 
 def main():
@@ -96,15 +70,17 @@ def main():
         idle_barrier(comm)
         emu_cpus.append(tuple(comm.allreduce(v, op=MPI.SUM) for v in (c1 - c0, s1 - s0)))
         emu_walls.append(comm.allreduce(wall, op=MPI.MAX))
-    ok, raw_max, _ = ag_st_verify(out, ref)
+    ok, _, _ = ag_st_verify(out, ref)
     oks = comm.allgather(ok)
-    raw = comm.allreduce(raw_max, op=MPI.MAX)
+    ulp = comm.allreduce(bf16_ulp(out, ref), op=MPI.MAX)
     floor = None
     if args.floor:
         c, steps, base, fw, fc = run_op_floor(comm, stats["launch"].mm_tiling, np.concatenate(x1s),
                                               np.concatenate(x1ss), inp["x2"], inp["x2_scale"], args.repeat, cpu_s)
-        floor_ok, floor_raw, _ = ag_st_verify(golden_cast(c, "bfloat16"), ref)
-        floor = (steps, base, (fw, fc), all(comm.allgather(floor_ok)), comm.allreduce(floor_raw, op=MPI.MAX))
+        floor_c = golden_cast(c, "bfloat16")
+        floor_ok, _, _ = ag_st_verify(floor_c, ref)
+        floor_ulp = comm.allreduce(bf16_ulp(floor_c, ref), op=MPI.MAX)
+        floor = (steps, base, (fw, fc), all(comm.allgather(floor_ok)), floor_ulp)
     if rank == 0:
         g, e = min(golden_walls), min(emu_walls)
         print(f"all_gather_quant_matmul {args.wait_order} checks {'on' if args.check else 'off'}: "
@@ -120,13 +96,12 @@ def main():
               f"({100 * es / ec:.0f} %)")
         if note := golden_faults_note(gc, gs):
             print(note)
-        print(f"  AG ST verify rule        {'pass' if all(oks) else 'FAIL'} (max raw bf16 distance {raw})")
+        print(f"  AG ST verify rule        {'pass' if all(oks) else 'FAIL'} (max bf16 ULP {ulp})")
         if floor is not None:
-            steps, base, fwc, floor_ok, floor_raw = floor
+            steps, base, fwc, floor_ok, floor_ulp = floor
             for line in floor_lines(steps, base, fwc, (g, gc), (e, ec), TARGET):
                 print(line)
-            print(f"    its C vs the golden, AG ST rule  {'pass' if floor_ok else 'FAIL'} (max raw bf16 distance "
-                  f"{floor_raw})")
+            print(f"    its C vs the golden, AG ST rule  {'pass' if floor_ok else 'FAIL'} (max bf16 ULP {floor_ulp})")
 
 
 if __name__ == "__main__":

@@ -18,15 +18,11 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # one BLAS thread per caller: the emulator's cores are the parallelism
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench_common import bf16_ulp, side_by_side  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_qbmm import side_by_side  # noqa: E402
-
-from mc2emu.numerics import ElemFormat, bf16_ulp_distance, encode_elements  # noqa: E402
+from mc2emu.numerics import ElemFormat, encode_elements  # noqa: E402
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE  # noqa: E402
 from mc2emu.ops import golden_grouped_matmul_mx, grouped_matmul_mx  # noqa: E402
 
@@ -86,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"emulator  {t_emu:8.3f} s   (CPU {cpu_emu:.3f} s)")
     print(f"golden    {t_gold:8.3f} s   (CPU {cpu_gold:.3f} s)")
     print(f"ratio     {t_emu / t_gold:8.3f}   (emulator / golden wall time, target <= 1.3)")
-    print(f"max bf16 ULP distance emulator vs golden: {bf16_ulp_distance(y_emu, y_gold)}")
+    print(f"max bf16 ULP distance emulator vs golden: {bf16_ulp(y_emu, y_gold)}")
 
 
 if __name__ == "__main__":

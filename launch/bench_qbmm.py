@@ -17,38 +17,17 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # one BLAS thread per caller: the emulator's cores are the parallelism
 
 import argparse  # noqa: E402
-import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench_common import bf16_ulp, side_by_side  # noqa: E402
 
-from mc2emu.numerics import ElemFormat, bf16_ulp_distance, encode_elements, to_ascend_scale_a, to_ascend_scale_b  # noqa: E402
+from mc2emu.numerics import ElemFormat, encode_elements, to_ascend_scale_a, to_ascend_scale_b  # noqa: E402
 from mc2emu.numerics.golden import gen_ag_scales  # noqa: E402
 from mc2emu.ops import golden_quant_batch_matmul_mx, quant_batch_matmul_mx  # noqa: E402
 
 ST_LOW, ST_HIGH = 1.0, 8.0  # CANN ST elements: uniform(1, 8)
 MX_BLOCK = 32
-
-
-def timed(fn: Callable[[], object]) -> tuple[float, float, object]:
-    """(wall seconds, process CPU seconds, result) of one call."""
-    w0, c0 = time.perf_counter(), time.process_time()
-    out = fn()
-    return time.perf_counter() - w0, time.process_time() - c0, out
-
-
-def side_by_side(emu: Callable[[], object], gold: Callable[[], object], repeat: int) -> dict[str, tuple]:
-    """Alternate emulator and golden runs (after one warm-up each) so that load on the machine hits both
-    alike; keep each side's best wall time and the CPU time of that run."""
-    emu()
-    gold()
-    best: dict[str, tuple] = {"emulator": (float("inf"), 0.0, None), "golden": (float("inf"), 0.0, None)}
-    for _ in range(repeat):
-        for name, fn in (("emulator", emu), ("golden", gold)):
-            w, c, out = timed(fn)
-            if w < best[name][0]:
-                best[name] = (w, c, out)
-    return best
 
 
 def make_inputs(m: int, n: int, k: int, elem: ElemFormat, trans_b: bool, seed: int) -> dict:
@@ -90,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"emulator  {t_emu:8.3f} s   (CPU {cpu_emu:.3f} s)")
     print(f"golden    {t_gold:8.3f} s   (CPU {cpu_gold:.3f} s)")
     print(f"ratio     {t_emu / t_gold:8.3f}   (emulator / golden wall time, target <= 1.3)")
-    print(f"max bf16 ULP distance emulator vs golden: {bf16_ulp_distance(c_emu, c_gold)}")
+    print(f"max bf16 ULP distance emulator vs golden: {bf16_ulp(c_emu, c_gold)}")
     if args.profile:
         profile_core0(lambda: quant_batch_matmul_mx(*ops, block_dim=args.block_dim, **kw))
 

@@ -21,23 +21,18 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_v] = "1"
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench_common import bf16_ulp, cpu_s, golden_faults_note  # noqa: E402
+from mmad_floor import floor_lines, run_op_floor  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from mc2emu.launcher import idle_barrier  # noqa: E402
+from mc2emu.numerics.golden import golden_cast  # noqa: E402
 from mc2emu.ops import gen_qmrs_st_inputs, quant_matmul_reduce_scatter  # noqa: E402
 from mc2emu.ops.quant_matmul_reduce_scatter_golden import golden_qmrs_partial, golden_reduce_scatter  # noqa: E402
 from mc2emu.runtime import HazardError  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_ag import cpu_s, golden_faults_note  # noqa: E402
-from mmad_floor import floor_lines, run_op_floor  # noqa: E402
-
-from mc2emu.numerics.golden import golden_cast  # noqa: E402
 
 TARGET = 1.5   # ratio target of the issue
 
@@ -96,6 +91,7 @@ def main():
         emu_walls.append(comm.allreduce(wall, op=MPI.MAX))
         emu_cpus.append(tuple(comm.allreduce(v, op=MPI.SUM) for v in (c1 - c0, s1 - s0)))
     bad = comm.allreduce(int((out.view(np.uint16) != ref.view(np.uint16)).sum()), op=MPI.SUM)
+    ulp = comm.allreduce(bf16_ulp(out, ref), op=MPI.MAX)
     floor = None
     if args.floor:
         c, steps, base, fw, fc = run_op_floor(comm, stats["launch"].round_tilings[0], inp["x1"], inp["x1_scale"],
@@ -117,7 +113,8 @@ def main():
               f"emulator {es:.2f} ({100 * es / ec:.0f} %)")
         if note := golden_faults_note(gc, gs):
             print(note)
-        print(f"  bit-exact vs golden      {'pass' if bad == 0 else f'FAIL ({bad} elements differ)'}")
+        verdict = "pass" if bad == 0 else f"FAIL ({bad} elements differ, max bf16 ULP {ulp})"
+        print(f"  bit-exact vs golden      {verdict}")
         if floor is not None:
             steps, base, fwc, floor_bad = floor
             for line in floor_lines(steps, base, fwc, (g, gc), (e, ec), TARGET):

@@ -17,36 +17,16 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # one BLAS thread per caller: the emulator's cores are the parallelism
 
 import argparse  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
+from bench_common import side_by_side  # noqa: E402
 
+from mc2emu.numerics.compare import ulp_distance  # noqa: E402
 from mc2emu.ops import golden_weight_quant_matmul, weight_quant_matmul  # noqa: E402
 
 TARGET = 1.5
 SCALE_DIV = 512.0
-
-
-def timed(fn: Callable[[], object]) -> tuple[float, float, object]:
-    """(wall seconds, process CPU seconds, result) of one call."""
-    w0, c0 = time.perf_counter(), time.process_time()
-    out = fn()
-    return time.perf_counter() - w0, time.process_time() - c0, out
-
-
-def side_by_side(emu: Callable[[], object], gold: Callable[[], object], repeat: int) -> dict[str, tuple]:
-    """Alternate emulator and golden runs (after one warm-up each); each side's best wall and its CPU time."""
-    emu()
-    gold()
-    best: dict[str, tuple] = {"emulator": (float("inf"), 0.0, None), "golden": (float("inf"), 0.0, None)}
-    for _ in range(repeat):
-        for name, fn in (("emulator", emu), ("golden", gold)):
-            w, c, out = timed(fn)
-            if w < best[name][0]:
-                best[name] = (w, c, out)
-    return best
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,8 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     best = side_by_side(lambda: weight_quant_matmul(x, w, s, o, trans_b=args.trans_b, block_dim=args.block_dim),
                         lambda: golden_weight_quant_matmul(x, w, s, o, trans_b=args.trans_b), args.repeat)
     (t_emu, cpu_emu, c_emu), (t_gold, cpu_gold, c_gold) = best["emulator"], best["golden"]
-    ulp = int(np.max(np.abs(np.asarray(c_emu).view(np.uint16).astype(np.int64)
-                            - np.asarray(c_gold).view(np.uint16).astype(np.int64))))
+    ulp = ulp_distance(np.asarray(c_emu), np.asarray(c_gold))
     print(f"emulator  {t_emu:8.3f} s   (CPU {cpu_emu:.3f} s)")
     print(f"golden    {t_gold:8.3f} s   (CPU {cpu_gold:.3f} s)")
     print(f"ratio     {t_emu / t_gold:8.3f}   (emulator / golden wall time, target <= {TARGET})")

@@ -187,19 +187,6 @@ def comparison_refused(out: Any, ref: np.ndarray | None) -> Comparison | None:
     return None
 
 
-def max_abs_error(out: Any, ref: np.ndarray) -> float:
-    """The largest |out - ref| in float32 over the elements where both are numbers; NaN when the two put NaN
-    in different places (a NaN the golden does not have is never hidden by the maximum); 0 for no elements."""
-    o = np.asarray(out).astype(np.float32)
-    r = np.asarray(ref).astype(np.float32)
-    if o.size == 0:
-        return 0.0
-    if np.any(np.isnan(o) != np.isnan(r)):
-        return float("nan")
-    diff = np.abs(o - r)
-    return 0.0 if np.all(np.isnan(diff)) else float(np.nanmax(diff))
-
-
 @dataclass(frozen=True)
 class ExecContext:
     """What `execute` gets besides the inputs."""

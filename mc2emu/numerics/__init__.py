@@ -5,7 +5,15 @@ The lowest layer of mc2emu (STYLE.md §1): pure numpy + ml_dtypes, no MPI, no th
 """
 
 from mc2emu.numerics.block_scale import decode_scales, shared_scale_codes
-from mc2emu.numerics.compare import a2a_allclose, ag_compare, bf16_ulp_distance, ulp_distance
+from mc2emu.numerics.compare import (
+    a2a_allclose,
+    ag_compare,
+    bf16_ulp_distance,
+    bit_exact,
+    max_abs_error,
+    ulp_distance,
+    ulp_distances,
+)
 from mc2emu.numerics.constants import (
     FP4_C0_SIZE,
     FP8_C0_SIZE,
@@ -66,6 +74,7 @@ __all__ = [
     "ag_compare",
     "ag_st_seed",
     "bf16_ulp_distance",
+    "bit_exact",
     "decode_elements",
     "decode_packed_fp4",
     "decode_scales",
@@ -83,6 +92,7 @@ __all__ = [
     "gen_st_scales",
     "gm_storage_dtype",
     "golden_mx_matmul",
+    "max_abs_error",
     "mmad_k_ordered",
     "pack_fp4",
     "quantize_mx",
@@ -92,5 +102,6 @@ __all__ = [
     "to_ascend_scale_a",
     "to_ascend_scale_b",
     "ulp_distance",
+    "ulp_distances",
     "unpack_fp4",
 ]

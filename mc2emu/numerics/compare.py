@@ -1,18 +1,22 @@
-"""Output comparison rules of the CANN MC2 system tests (SPEC §4).
+"""Output comparison: the one home of max-abs error and ULP distance, and the CANN MC2 ST rules (SPEC §4).
 
 - A2A ST (all_to_all_quant_matmul): `np.allclose(out, golden, rtol=1e-2, atol=1e-2)`.
 - AG ST (all_gather_quant_matmul): bit-exact or at most 1 bf16 ULP apart.
 
 ULP distance uses the ordered-integer mapping of IEEE bit patterns: a non-negative float maps to its bit
 pattern, a negative one to minus its magnitude bits, so adjacent floats differ by 1 and +0 / -0 both map
-to 0 (distance 0). Inf sits one step above max finite. NaN: two NaNs at the same position are distance 0
-(any payloads); a NaN facing a non-NaN is NAN_MISMATCH_ULP, larger than any finite distance.
+to 0 (distance 0). A sign crossing thus counts every representable value between the two (1.0 to -1.0 in
+bf16: 2 * 0x3F80 steps), the smallest subnormals either side of zero are 2 apart, and inf sits one step
+above max finite. NaN: two NaNs at the same position are distance 0 (any payloads); a NaN facing a
+non-NaN is NAN_MISMATCH_ULP, larger than any finite distance. Max-abs error is taken in float32 and is NaN
+when the two sides put NaN in different places.
 """
 
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 from mc2emu.numerics.errors import MxTypeError, MxValueError
 
@@ -41,8 +45,10 @@ def _ordered(x: np.ndarray) -> np.ndarray:
     return np.where(bits & sign_bit, -mag, mag)
 
 
-def ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
-    """Max ULP distance between same-dtype bf16 / fp16 / fp32 arrays (0 for empty arrays)."""
+def ulp_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per-element ULP distance (int64) between same-dtype bf16 / fp16 / fp32 arrays, under the module's
+    rules: +-0 are 0 apart, a sign crossing counts every representable value between, NaN facing NaN is 0,
+    NaN facing a number NAN_MISMATCH_ULP."""
     x = np.asarray(a)
     y = np.asarray(b)
     if x.dtype != y.dtype or x.dtype not in _ULP_DTYPES:
@@ -51,15 +57,21 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
         )
     if x.shape != y.shape:
         raise MxValueError(f"a shape {x.shape} must equal b shape {y.shape}")
-    if x.size == 0:
-        return 0
     nan_x = np.isnan(x)
     nan_y = np.isnan(y)
-    if np.any(nan_x != nan_y):
-        return NAN_MISMATCH_ULP
     dist = np.abs(_ordered(x) - _ordered(y))
-    dist[nan_x] = 0
-    return int(dist.max())
+    dist[nan_x & nan_y] = 0
+    dist[nan_x != nan_y] = NAN_MISMATCH_ULP
+    return dist
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray, dtype: npt.DTypeLike | None = None) -> int:
+    """Max ULP distance between same-dtype bf16 / fp16 / fp32 arrays (0 for empty arrays); with `dtype`,
+    both are cast to it first (e.g. the bf16 ULP of two float32 outputs)."""
+    if dtype is not None:
+        a = np.asarray(a).astype(dtype)
+        b = np.asarray(b).astype(dtype)
+    return int(np.max(ulp_distances(a, b), initial=0))
 
 
 def bf16_ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
@@ -68,6 +80,26 @@ def bf16_ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
         if np.asarray(arr).dtype != ml_dtypes.bfloat16:
             raise MxTypeError(f"{name} must be bfloat16, got {np.asarray(arr).dtype}")
     return ulp_distance(a, b)
+
+
+def max_abs_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """The largest |out - ref| in float32 over the elements where both are numbers; NaN when the two put NaN
+    in different places (a NaN the golden does not have is never hidden by the maximum); 0 for no elements."""
+    o = np.asarray(out).astype(np.float32)
+    r = np.asarray(ref).astype(np.float32)
+    if o.size == 0:
+        return 0.0
+    if np.any(np.isnan(o) != np.isnan(r)):
+        return float("nan")
+    diff = np.abs(o - r)
+    return 0.0 if np.all(np.isnan(diff)) else float(np.nanmax(diff))
+
+
+def bit_exact(out: np.ndarray, ref: np.ndarray) -> bool:
+    """Same dtype, same shape, the same bits in every element (so -0 differs from +0, NaN payloads count)."""
+    o = np.ascontiguousarray(out)
+    r = np.ascontiguousarray(ref)
+    return o.dtype == r.dtype and o.shape == r.shape and o.tobytes() == r.tobytes()
 
 
 def ag_compare(out: np.ndarray, ref: np.ndarray) -> bool:

@@ -100,7 +100,7 @@ def output_hash(c: Any) -> str | None:
 
 
 def _golden_ulp(s: Scenario, rank: int, c: Any, data_seed: int) -> int:
-    from mc2emu.numerics import bf16_ulp_distance
+    from mc2emu.numerics.compare import ulp_distance
 
     if s.op is StressOp.AG:
         from mc2emu.ops.all_gather_quant_matmul_golden import gen_ag_st_inputs, golden_all_gather_quant_matmul
@@ -108,13 +108,13 @@ def _golden_ulp(s: Scenario, rank: int, c: Any, data_seed: int) -> int:
         ag = [gen_ag_st_inputs(s.ori_m, s.ka, s.n, q, seed_base=data_seed) for q in range(s.ranks)]
         ref = golden_all_gather_quant_matmul([i["x1"] for i in ag], [i["x1_scale"] for i in ag], ag[rank]["x2"],
                                              ag[rank]["x2_scale"])
-        return int(bf16_ulp_distance(c, ref))
+        return ulp_distance(c, ref)
     from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a
 
     inps = [gen_st_inputs(q, s.ranks, s.ori_m, s.ka, s.n, seed=data_seed) for q in range(s.ranks)]
     ref = golden_a2a([i["x1"] for i in inps], [i["x1_scale"] for i in inps], inps[rank]["x2"],
                      inps[rank]["x2_scale"], rank, "e4m3")
-    return int(bf16_ulp_distance(c, ref))
+    return ulp_distance(c, ref)
 
 
 def _call(rec: dict[str, Any], fn: Any) -> Any:

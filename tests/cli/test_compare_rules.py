@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from mc2emu.cli.operators import OPERATOR_MODULES, load_spec
-from mc2emu.cli.scenarios import comparison_refused, max_abs_error
+from mc2emu.cli.scenarios import comparison_refused
+from mc2emu.numerics.compare import max_abs_error
 
 SPECS = {spec.name: spec for spec in map(load_spec, OPERATOR_MODULES) if spec.name != "selfcheck"}
 

@@ -41,9 +41,8 @@ from mc2emu.cli.scenarios import (
     OperatorSpec,
     Shape,
     comparison_refused,
-    max_abs_error,
 )
-from mc2emu.numerics import ElemFormat, bf16_ulp_distance
+from mc2emu.numerics import ElemFormat, max_abs_error, ulp_distance
 from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gather_quant_matmul
 from mc2emu.ops.all_gather_quant_matmul_op import AgProtocol
 from mc2emu.runtime.gm import POISON_BYTE
@@ -221,7 +220,7 @@ def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
     if lost is not None:
         return _compare_crossing(np.asarray(out), np.asarray(ref), lost)
     ref = np.asarray(ref)
-    ulp = bf16_ulp_distance(np.asarray(out).astype(ml_dtypes.bfloat16), ref.astype(ml_dtypes.bfloat16))
+    ulp = ulp_distance(out, ref, ml_dtypes.bfloat16)
     return Comparison(ulp <= 1, max_abs_error(out, ref), ulp, note="AG ST rule: bit-exact or <= 1 bf16 ULP")
 
 

@@ -39,9 +39,8 @@ from mc2emu.cli.scenarios import (
     Shape,
     block_dim_knobs,
     comparison_refused,
-    max_abs_error,
 )
-from mc2emu.numerics import ElemFormat, ag_compare, bf16_ulp_distance, encode_elements
+from mc2emu.numerics import ElemFormat, ag_compare, encode_elements, max_abs_error, ulp_distance
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE
 from mc2emu.ops import golden_grouped_matmul_mx, grouped_matmul_mx
 from mc2emu.ops.grouped_matmul_mx_tiling_api import (
@@ -202,7 +201,7 @@ def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
     ref = np.asarray(ref)
     o = np.asarray(out).astype(ml_dtypes.bfloat16)
     r = ref.astype(ml_dtypes.bfloat16)
-    return Comparison(ag_compare(o, r), max_abs_error(out, ref), bf16_ulp_distance(o, r))
+    return Comparison(ag_compare(o, r), max_abs_error(out, ref), ulp_distance(o, r))
 
 
 def validate(case: Case, size: int) -> list[str]:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import ml_dtypes
 import numpy as np
 
 from mc2emu.cli.scenarios import (
@@ -35,9 +36,8 @@ from mc2emu.cli.scenarios import (
     OperatorSpec,
     Shape,
     comparison_refused,
-    max_abs_error,
 )
-from mc2emu.numerics import ElemFormat
+from mc2emu.numerics import ElemFormat, bit_exact, max_abs_error, ulp_distance
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops import gen_qmrs_st_inputs, golden_quant_matmul_reduce_scatter, quant_matmul_reduce_scatter
 from mc2emu.ops.quant_matmul_reduce_scatter_op import QmrsImpl
@@ -123,9 +123,7 @@ def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
     if (refused := comparison_refused(out, ref)) is not None:
         return refused
     ref = np.asarray(ref)
-    o, g = np.asarray(out).view(np.uint16), np.asarray(ref).view(np.uint16)
-    ulp = int(np.abs(o.astype(np.int32) - g.astype(np.int32)).max()) if o.size else 0
-    return Comparison(ulp == 0, max_abs_error(out, ref), ulp,
+    return Comparison(bit_exact(out, ref), max_abs_error(out, ref), ulp_distance(out, ref, ml_dtypes.bfloat16),
                       note="bit-exact (bf16 terms, FP32 sum over ranks ascending)")
 
 

@@ -37,8 +37,8 @@ from mc2emu.cli.scenarios import (
     Shape,
     block_dim_knobs,
     comparison_refused,
-    max_abs_error,
 )
+from mc2emu.numerics import max_abs_error, ulp_distances
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops import golden_weight_dequant, golden_weight_quant_matmul, weight_quant_matmul
 from mc2emu.runtime.hazards import Hazard
@@ -163,7 +163,7 @@ def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
     max_abs = max_abs_error(o, ref)
     if o.dtype.itemsize != 2:
         return Comparison(bool(np.array_equal(o, ref)), max_abs)
-    ulps = np.abs(o.view(np.uint16).astype(np.int64) - ref.view(np.uint16).astype(np.int64))
+    ulps = ulp_distances(o, ref)
     ulp = int(np.max(ulps, initial=0))
     if ref.dtype == X_DTYPE and ulp == 0:
         return Comparison(True, max_abs, ulp)
