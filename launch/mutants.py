@@ -194,11 +194,11 @@ MUTANTS: list[Mutant] = [
            "self.Iterate(tile, aL1BufId, bL1BufId, scaleL1BufId, kOuter, kOuter, 0, kInner - kOuter,",
            serial=(GMM_BLAZE,)),
     Mutant("GMM CLI: the mode's kernel variant not passed to the operator", "mc2emu/cli/operators/grouped_matmul_mx.py",
-           "variant=_mode(case).gmm_variant, **_kw(case))", "**_kw(case))",
+           "variant=_mode(case).gmm_variant.value, **_kw(case))", "**_kw(case))",
            serial=(f"{GMM_CLI}::test_gmm_variant_mode_option_runs_every_mode_on_that_kernel",),
            why="the variants' values are bitwise equal: only the fixpipe pieces tell the kernels apart"),
     Mutant("GMM CLI: --print-schedule ignores --gmm-variant", "mc2emu/cli/operators/grouped_matmul_mx.py",
-           'variant = opts.gmm_variant or "cgmct"', 'variant = "cgmct"',
+           "variant = options.gmm_variant or TailSplitVariant.CGMCT", "variant = TailSplitVariant.CGMCT",
            serial=(f"{GMM_CLI}::test_print_schedule_per_variant",)),
     # -- runtime ---------------------------------------------------------------------------------------------
     Mutant("atomic add overwrites", "mc2emu/runtime/gm.py",
@@ -653,8 +653,8 @@ MUTANTS: list[Mutant] = [
            "mode=mode.isolate, block_dim=None, check=ctx.check,",
            serial=(PREDICT_KNOBS + "::test_block_dim_sweep_table_and_recommendation[weight_quant_matmul]",)),
     Mutant("predict: the GMM sweep's block_dim never reaches the kernel", "mc2emu/cli/operators/grouped_matmul_mx.py",
-           'trans_a=_mode(case).split == "K", block_dim=ctx.block_dim,',
-           'trans_a=_mode(case).split == "K", block_dim=None,',
+           "trans_a=_mode(case).split is GmmSplit.K, block_dim=ctx.block_dim,",
+           "trans_a=_mode(case).split is GmmSplit.K, block_dim=None,",
            serial=(PREDICT_KNOBS + "::test_block_dim_sweep_table_and_recommendation[grouped_matmul_mx]",)),
     Mutant("predict: the reduce-scatter sweep's head_m never reaches the kernel",
            "mc2emu/cli/operators/quant_matmul_reduce_scatter.py",
@@ -742,7 +742,7 @@ MUTANTS: list[Mutant] = [
            mpi=("tests/apace/test_a2a_source_fidelity_mpi.py::"
                 "test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused",)),
     Mutant("A2A CLI entry ignores --launch", "mc2emu/cli/operators/all_to_all.py",
-           "            stats=stats, launch=ctx.launch or LaunchMode.CONVENIENT)", "            stats=stats)",
+           "            stats=stats, launch=options.launch)", "            stats=stats)",
            mpi=("tests/apace/test_a2a_source_fidelity_mpi.py::"
                 "test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused",)),
     # -- recorded outputs (tests/ops/recorded_outputs.json): the pins alone see a planted bug of each operator ----

@@ -117,28 +117,28 @@ def main(argv: list[str] | None = None) -> int:
     for var, value in RANK_ENV.items():
         os.environ.setdefault(var, value)
 
+    from mc2emu.arch.errors import ConstraintError
     from mc2emu.cli.operators import default_registry
     from mc2emu.cli.options import OptionError, help_text, parse_options
     from mc2emu.cli.report import format_listing
-    from mc2emu.cli.scenarios import plan_cases
+    from mc2emu.cli.scenarios import host_request, plan_cases
 
     rank = _world_rank() if mpi else 0
     try:
-        opts = parse_options(args, __doc__ or "")
+        registry = default_registry()    # an operator module that does not import is an error, never skipped
+        opts = parse_options(args, registry.specs(), __doc__ or "")
     except OptionError as exc:
         if rank == 0:
             _err(f"mc2emu: {exc}")
         return EXIT_OPTIONS
     if opts.help:
         if rank == 0:
-            _out(help_text(__doc__ or ""))
+            _out(help_text(registry.specs(), __doc__ or ""))
         return 0
-    if opts.print_tiling or opts.print_schedule:  # host-only printouts: no registry, no relaunch, no MPI
-        from mc2emu.arch.errors import ConstraintError
-        from mc2emu.cli.operators.grouped_matmul_mx import plan_text
-
+    printout = host_request(registry, opts)
+    if printout is not None:  # an operator's host-only printout: no relaunch, no MPI
         try:
-            text = plan_text(opts)
+            text = printout()
         except ConstraintError as exc:
             if rank == 0:
                 _err(f"mc2emu: {exc}")
@@ -146,12 +146,6 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             _out(text)
         return 0
-    try:
-        registry = default_registry()    # an operator module that does not import is an error, never skipped
-    except OptionError as exc:
-        if rank == 0:
-            _err(f"mc2emu: {exc}")
-        return EXIT_OPTIONS
     if opts.list:
         if rank == 0:
             _out(format_listing(registry))

@@ -1,4 +1,11 @@
-"""Command-line options of `python -m mc2emu.run`: the parser, the option enums and `RunOptions`.
+"""Command-line options of `python -m mc2emu.run`: the parser, the common `RunOptions`, and `OperatorOptions`,
+the base of each operator's own options.
+
+The parser has the common groups (what to run, data, execution, predict, output) and one group per registered
+operator holding the options that operator declares: a frozen `OperatorOptions` dataclass whose fields carry
+an `Option` (`option(...)`). A flag two operators declare alike (`--wait-order`: the all-to-all and the
+all-gather) appears once, in the first one's group. Enums are parsed here, once; each operator's values come
+back typed, as its own options object (`RunOptions.operators[name]`).
 
 Parsing never prints and never exits: a bad value raises `OptionError` (exit code 2) so that under mpirun
 rank 0 alone prints one message while every rank, having parsed the same argv, exits 2 without any
@@ -8,15 +15,15 @@ collective call.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import enum
-from dataclasses import dataclass
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, NoReturn
+from typing import Any, NoReturn, Protocol
 
-from mc2emu.apace.comm_policy import WaitOrder
-from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics.formats import ElemFormat
-from mc2emu.ops.all_to_all_quant_matmul_op import Impl, LaunchMode
 from mc2emu.runtime.hazards import EXIT_BAD_INPUT
 
 DEFAULT_NP = 8
@@ -29,24 +36,121 @@ class OptionError(Exception):
     exit_code = EXIT_BAD_INPUT
 
 
-LOCAL_MATMUL_CHOICES = (0, 1, 2)
+# -- an operator's own options -------------------------------------------------------------------------------
+_OPTION = "mc2emu.cli.option"
 
 
 @dataclass(frozen=True)
+class Option:
+    """How one operator option parses and what it does.
+
+    - `enum`: the value is a member of this enum, given by its value (case-insensitive);
+    - `parse`: else a converter of the text (raising `argparse.ArgumentTypeError` naming the option);
+    - `switch`: a flag without a value (store_true);
+    - `mode`: sets the operator's mode field of the same name: a mode that has another value is overridden
+      (or, with `select`, dropped); a mode without the field is dropped. Otherwise the option is read by
+      the operator's `execute` / `host_print` from its options object.
+    """
+
+    help: str
+    enum: type[enum.Enum] | None = None
+    parse: Callable[[str], Any] | None = None
+    switch: bool = False
+    metavar: str | None = None
+    mode: bool = False
+    select: bool = False
+
+    def same_parse(self, other: Option) -> bool:
+        """Whether two operators' declarations of one flag parse alike (the help may differ)."""
+        return (self.enum, self.parse, self.switch, self.mode, self.select) == \
+            (other.enum, other.parse, other.switch, other.mode, other.select)
+
+
+def option(help: str, *, enum: type[enum.Enum] | None = None, parse: Callable[[str], Any] | None = None,
+           switch: bool = False, metavar: str | None = None, mode: bool = False, select: bool = False,
+           default: Any = None) -> Any:
+    """A field of an `OperatorOptions` dataclass that is a command-line option (`--field-name`)."""
+    return field(default=False if switch else default,
+                 metadata={_OPTION: Option(help, enum, parse, switch, metavar, mode, select)})
+
+
+def option_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    """Base of an operator's own command-line options: a frozen dataclass whose every field is an `option(...)`
+    (the flag is the field name, `--field-name`). The parsed object reaches the operator's `execute` as
+    `ExecContext.options`; a field left at its default was not given."""
+
+    @classmethod
+    def declared(cls) -> tuple[tuple[str, Option, Any], ...]:
+        """(field name, its Option, its default) of every option, in declaration order."""
+        out = []
+        for f in dataclasses.fields(cls):
+            opt = f.metadata.get(_OPTION)
+            if not isinstance(opt, Option):
+                raise TypeError(f"{cls.__name__}.{f.name}: every field of an OperatorOptions is an option(...)")
+            out.append((f.name, opt, f.default))
+        return tuple(out)
+
+    @classmethod
+    def mode_option_names(cls) -> tuple[str, ...]:
+        return tuple(name for name, opt, _ in cls.declared() if opt.mode)
+
+    @classmethod
+    def selector_names(cls) -> frozenset[str]:
+        return frozenset(name for name, opt, _ in cls.declared() if opt.mode and opt.select)
+
+    def given(self) -> dict[str, object]:
+        """The options the user set (field name -> value)."""
+        return {name: getattr(self, name) for name, _, default in self.declared() if getattr(self, name) != default}
+
+    def mode_overrides(self) -> dict[str, object]:
+        """The mode options the user set (mode field name -> value)."""
+        modes = self.mode_option_names()
+        return {name: value for name, value in self.given().items() if name in modes}
+
+    def validate(self, run: RunOptions, op: str) -> None:
+        """This operator's rules across options (`op`: its name); raises `OptionError`."""
+
+    def host_only(self) -> bool:
+        """Whether these options ask for a printout that needs no ranks (the operator's `host_print`)."""
+        return False
+
+
+@dataclass(frozen=True)
+class NoOptions(OperatorOptions):
+    """The options of an operator that has none of its own."""
+
+
+class OperatorEntry(Protocol):
+    """What the parser needs of a registered operator (an `OperatorSpec`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def options(self) -> type[OperatorOptions]: ...
+
+
+# -- the common options ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
 class RunOptions:
+    """The options every operator shares, and each registered operator's own (`operators`: name -> its
+    `OperatorOptions`)."""
+
     op: str | None = None
-    impl: Impl | None = None
-    local_matmul: int | None = None
-    wait_order: WaitOrder | None = None
-    hccl_server: HcclServer | None = None
-    isolate: str | None = None
     m: int | None = None
     k: int | None = None
     n: int | None = None
     dtype: ElemFormat | None = None
     seed: int = DEFAULT_SEED
     block_dim: int | None = None
-    launch: LaunchMode = LaunchMode.CONVENIENT
     check: bool = True
     perturb: int | None = None
     timeout: float | None = None
@@ -58,32 +162,18 @@ class RunOptions:
     hazards: bool = False
     np: int = DEFAULT_NP
     help: bool = False
-    # Host-only printouts (no MPI): --op grouped_matmul_mx --print-tiling / --print-schedule.
-    print_tiling: bool = False
-    print_schedule: bool = False
-    shape: tuple[int, int, int] | None = None
-    group_list: tuple[int, ...] | None = None
-    trans_b: bool = False
-    split_k: bool = False
-    json: bool = False
-    gmm_variant: str | None = None  # grouped_matmul_mx: cgmct | blaze | blaze_sample (a mode option, and the plan's)
     # --predict: compare the operator's knobs on the DAV_3510 cost model (mc2emu/cli/predict.py).
     predict: bool = False
     plot: Path | None = None
     cost: tuple[str, ...] = ()
+    operators: Mapping[str, OperatorOptions] = field(default_factory=dict)
 
-    # Options that set a field of an operator's mode type (validated against the operator's mode type).
-    MODE_OPTIONS: ClassVar[tuple[str, ...]] = ("impl", "local_matmul", "wait_order", "hccl_server", "isolate",
-                                               "gmm_variant")
-
-    def mode_filters(self) -> dict[str, object]:
-        """The mode options the user set (field name -> value)."""
-        out: dict[str, object] = {}
-        for name in self.MODE_OPTIONS:
-            v = getattr(self, name)
-            if v is not None:
-                out[name] = v
-        return out
+    def mode_options_given(self) -> tuple[str, ...]:
+        """The mode options the user set, of any operator (field names, each once, in declaration order)."""
+        names: dict[str, None] = {}
+        for o in self.operators.values():
+            names.update(dict.fromkeys(o.mode_overrides()))
+        return tuple(names)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,7 +184,7 @@ class _Parser(argparse.ArgumentParser):
         raise OptionError(message or f"{self.prog}: exit {status}")
 
 
-def _enum_type(cls: type[enum.Enum], option: str):
+def enum_parser(cls: type[enum.Enum], option: str) -> Callable[[str], enum.Enum]:
     def conv(text: str) -> enum.Enum:
         try:
             return cls(text.strip().lower())
@@ -105,7 +195,7 @@ def _enum_type(cls: type[enum.Enum], option: str):
     return conv
 
 
-def _int_at_least(lo: int, option: str):
+def int_at_least(lo: int, option: str) -> Callable[[str], int]:
     def conv(text: str) -> int:
         try:
             v = int(text, 0)
@@ -118,7 +208,7 @@ def _int_at_least(lo: int, option: str):
     return conv
 
 
-def _positive_float(option: str):
+def _positive_float(option: str) -> Callable[[str], float]:
     def conv(text: str) -> float:
         try:
             v = float(text)
@@ -131,12 +221,17 @@ def _positive_float(option: str):
     return conv
 
 
-def _local_matmul(text: str) -> int:
-    v = _int_at_least(0, "--local-matmul")(text)
-    if v not in LOCAL_MATMUL_CHOICES:
-        allowed = ", ".join(map(str, LOCAL_MATMUL_CHOICES))
-        raise argparse.ArgumentTypeError(f"--local-matmul {v}: choose one of {allowed}")
-    return v
+def int_choice(choices: Sequence[int], option: str) -> Callable[[str], int]:
+    """An integer out of `choices`."""
+    at_least = int_at_least(min(choices), option)
+
+    def conv(text: str) -> int:
+        v = at_least(text)
+        if v not in choices:
+            raise argparse.ArgumentTypeError(f"{option} {v}: choose one of {', '.join(map(str, choices))}")
+        return v
+    conv.__name__ = option
+    return conv
 
 
 def _dtype(text: str) -> ElemFormat:
@@ -147,74 +242,30 @@ def _dtype(text: str) -> ElemFormat:
     raise argparse.ArgumentTypeError(f"--dtype {text!r}: choose one of {', '.join(f.value for f in ElemFormat)}")
 
 
-def _shape(text: str) -> tuple[int, int, int]:
-    parts = text.replace("x", ",").split(",")
-    try:
-        vals = tuple(int(p, 0) for p in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--shape {text!r}: give M,N,K as three integers") from None
-    if len(vals) != 3 or min(vals) < 0:
-        raise argparse.ArgumentTypeError(f"--shape {text!r}: give M,N,K as three integers >= 0")
-    return vals[0], vals[1], vals[2]
-
-
-def _group_list(text: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(p, 0) for p in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--group-list {text!r}: give per-group sizes, e.g. 25,25,0,50") from None
-    if not vals or min(vals) < 0:
-        raise argparse.ArgumentTypeError(f"--group-list {text!r}: sizes must be >= 0")
-    return vals
-
-
-PLAN_OPS = ("grouped_matmul_mx",)  # operators with host-only --print-tiling / --print-schedule
-
-
-def build_parser(description: str = "") -> argparse.ArgumentParser:
+def _common_parser(description: str) -> argparse.ArgumentParser:
     ap = _Parser(prog="python -m mc2emu.run", description=description, add_help=False,
                  formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    sel = ap.add_argument_group("what to run (each narrows the suite; mode options override its modes)")
+    sel = ap.add_argument_group("what to run (each narrows the suite; an operator's mode options, in its group "
+                                "below, override its modes)")
     sel.add_argument("--op", help="one operator (see --list)")
-    sel.add_argument("--impl", type=_enum_type(Impl, "--impl"), help="udma | hcomm")
-    sel.add_argument("--local-matmul", type=_local_matmul, help="0 | 1 | 2")
-    sel.add_argument("--wait-order", type=_enum_type(WaitOrder, "--wait-order"), help="mask | in_order")
-    sel.add_argument("--hccl-server", type=_enum_type(HcclServer, "--hccl-server"), help="ccu | aicpu (hcomm)")
-    sel.add_argument("--isolate", choices=("full", "a_only_mmad", "dequant_only"),
-                     help="full | a_only_mmad | dequant_only (weight_quant_matmul: the seed's isolation modes)")
     sel.add_argument("--hazards", action="store_true", help="add the expected-hazard showcase cases")
     sel.add_argument("--quick", action="store_true", help="small shapes (the suite in well under 30 s)")
     shp = ap.add_argument_group("data")
-    shp.add_argument("--m", type=_int_at_least(1, "--m"), help="rows of C per rank (oriM)")
-    shp.add_argument("--k", type=_int_at_least(1, "--k"), help="K per rank (Ka)")
-    shp.add_argument("--n", type=_int_at_least(1, "--n"), help="columns of C (N)")
+    shp.add_argument("--m", type=int_at_least(1, "--m"), help="rows of C per rank (oriM)")
+    shp.add_argument("--k", type=int_at_least(1, "--k"), help="K per rank (Ka)")
+    shp.add_argument("--n", type=int_at_least(1, "--n"), help="columns of C (N)")
     shp.add_argument("--dtype", type=_dtype, help="element format: e4m3 (default) | e5m2 | e2m1 | e1m2")
-    shp.add_argument("--seed", type=_int_at_least(0, "--seed"), default=DEFAULT_SEED, help="input seed")
+    shp.add_argument("--seed", type=int_at_least(0, "--seed"), default=DEFAULT_SEED, help="input seed")
     shp.add_argument("--inputs", type=Path, metavar="DIR", help="replay inputs written by --dump DIR")
     run = ap.add_argument_group("execution")
-    run.add_argument("--block-dim", type=_int_at_least(1, "--block-dim"), help="blocks per launch (default: tiling)")
-    run.add_argument("--launch", type=_enum_type(LaunchMode, "--launch"), default=LaunchMode.CONVENIENT,
-                     help="UDMA blocks without --block-dim: convenient (usedCoreNum, raised to R and noted) | "
-                          "source (usedCoreNum exactly, as the ST host: A2A-5 when below R)")
+    run.add_argument("--block-dim", type=int_at_least(1, "--block-dim"), help="blocks per launch (default: tiling)")
     run.add_argument("--check", dest="check", action="store_true", default=True, help="hazard checkers on (default)")
     run.add_argument("--no-check", dest="check", action="store_false", help="hazard checkers off")
-    run.add_argument("--perturb", type=_int_at_least(0, "--perturb"), metavar="SEED",
+    run.add_argument("--perturb", type=int_at_least(0, "--perturb"), metavar="SEED",
                      help="seeded timing perturbation")
     run.add_argument("--timeout", type=_positive_float("--timeout"), help="wait deadline in seconds")
-    run.add_argument("--np", type=_int_at_least(1, "--np"), default=DEFAULT_NP,
+    run.add_argument("--np", type=int_at_least(1, "--np"), default=DEFAULT_NP,
                      help=f"ranks when relaunching under mpiexec (default {DEFAULT_NP})")
-    pln = ap.add_argument_group("plans, printed without MPI (--op grouped_matmul_mx)")
-    pln.add_argument("--print-tiling", action="store_true", help="print the host tiling (seed 002 §15 fields)")
-    pln.add_argument("--print-schedule", action="store_true", help="print every tile each core runs")
-    pln.add_argument("--shape", type=_shape, metavar="M,N,K", help="M = all rows of x, N, K (total K for split-K)")
-    pln.add_argument("--group-list", type=_group_list, metavar="G0,G1,..",
-                     help="per-group rows (split-M) or K (--split-k); default one group")
-    pln.add_argument("--trans-b", action="store_true", help="weight [g, N, K]")
-    pln.add_argument("--split-k", action="store_true", help="group along K (x [K, M], transA)")
-    pln.add_argument("--json", action="store_true", help="JSON with the source's field names")
-    pln.add_argument("--gmm-variant", choices=("cgmct", "blaze", "blaze_sample"),
-                     help="grouped_matmul_mx kernel: cgmct (default) | blaze (IS_BLAZE) | blaze_sample; also "
-                          "narrows a run's modes")
     prd = ap.add_argument_group("predict the device (docs/predict.md)")
     prd.add_argument("--predict", action="store_true",
                      help="compare the operator's knobs (A2A localMatmul x head tile, QBMM block_dim, AG wait x "
@@ -232,12 +283,55 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
     return ap
 
 
-def parse_options(argv: list[str], description: str = "") -> RunOptions:
-    """Parse and check argv; raises `OptionError` (never prints)."""
-    ns = build_parser(description).parse_args(argv)
+HELP_WIDTH = 100  # an operator group's description (RawDescriptionHelpFormatter does not wrap it)
+COMMON_FIELDS = tuple(f.name for f in dataclasses.fields(RunOptions) if f.name != "operators")
+
+
+def build_parser(operators: Sequence[OperatorEntry], description: str = "") -> argparse.ArgumentParser:
+    """The common options, then one group per operator with options of its own, titled with its name. A flag
+    declared by several operators must parse alike (`Option.same_parse`, the same default): it is added
+    once, in the first one's group; the later groups name it."""
+    ap = _common_parser(description)
+    first: dict[str, tuple[str, Option, Any]] = {}
+    for entry in operators:
+        declared = entry.options.declared()
+        if not declared:
+            continue
+        shared = []
+        own = []
+        for name, opt, default in declared:
+            if name in COMMON_FIELDS:
+                raise TypeError(f"operator {entry.name}: option {option_name(name)} is a common option")
+            if name in first:
+                owner, have, have_default = first[name]
+                if not opt.same_parse(have) or default != have_default:
+                    raise TypeError(f"operator {entry.name}: {option_name(name)} is declared otherwise by {owner}")
+                shared.append(f"{option_name(name)} (under {owner})")
+                continue
+            first[name] = (entry.name, opt, default)
+            own.append((name, opt, default))
+        desc = textwrap.fill(entry.summary + (f"; also takes {', '.join(shared)}" if shared else ""), HELP_WIDTH)
+        grp = ap.add_argument_group(f"{entry.name} (--op {entry.name})", desc)
+        for name, opt, default in own:
+            flag = option_name(name)
+            if opt.switch:
+                grp.add_argument(flag, dest=name, action="store_true", help=opt.help)
+                continue
+            conv = enum_parser(opt.enum, flag) if opt.enum is not None else opt.parse
+            if conv is None:
+                raise TypeError(f"operator {entry.name}: {flag} declares neither enum=, parse= nor switch=True")
+            grp.add_argument(flag, dest=name, type=conv, default=default, metavar=opt.metavar, help=opt.help)
+    return ap
+
+
+def parse_options(argv: list[str], operators: Sequence[OperatorEntry], description: str = "") -> RunOptions:
+    """Parse and check argv against the common options and `operators`' own; raises `OptionError` (never
+    prints)."""
+    ns = build_parser(operators, description).parse_args(argv)
     values = vars(ns)
     values["cost"] = tuple(values.get("cost") or ())
-    opts = RunOptions(**values)
+    per_op = {e.name: e.options(**{name: values[name] for name, _, _ in e.options.declared()}) for e in operators}
+    opts = RunOptions(**{name: values[name] for name in COMMON_FIELDS}, operators=per_op)
     if (opts.plot is not None or opts.cost) and not opts.predict:
         raise OptionError("--plot / --cost: only with --predict")
     if opts.predict and (opts.hazards or opts.dump is not None or opts.inputs is not None):
@@ -248,21 +342,12 @@ def parse_options(argv: list[str], description: str = "") -> RunOptions:
         raise OptionError(f"--dump {opts.dump}: exists and is not a directory")
     if opts.inputs is not None and not opts.inputs.is_dir():
         raise OptionError(f"--inputs {opts.inputs}: no such directory")
-    plan_only = ("shape", "group_list", "trans_b", "split_k", "json")
-    if opts.print_tiling or opts.print_schedule:
-        what = "--print-tiling" if opts.print_tiling else "--print-schedule"
-        if opts.op not in PLAN_OPS:
-            raise OptionError(f"{what}: needs --op {' | '.join(PLAN_OPS)} (got --op {opts.op})")
-        if opts.shape is None:
-            raise OptionError(f"{what}: needs --shape M,N,K")
-    else:
-        given = [f"--{name.replace('_', '-')}" for name in plan_only if getattr(opts, name)]
-        if given:
-            raise OptionError(f"{', '.join(given)}: only with --print-tiling or --print-schedule")
+    for name, own in per_op.items():
+        own.validate(opts, name)
     if opts.inputs is not None and opts.dump is not None and opts.inputs.resolve() == opts.dump.resolve():
         raise OptionError("--inputs and --dump name the same directory: the dump would overwrite the replayed files")
     return opts
 
 
-def help_text(description: str = "") -> str:
-    return build_parser(description).format_help()
+def help_text(operators: Sequence[OperatorEntry], description: str = "") -> str:
+    return build_parser(operators, description).format_help()

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from mc2emu.arch.errors import ConstraintError, Mc2EmuError
-from mc2emu.cli.scenarios import Case, ExecContext, Knob, OperatorSpec, Shape
+from mc2emu.cli.options import OptionError
+from mc2emu.cli.scenarios import Case, ExecContext, Knob, OperatorSpec, Shape, check_mode_options, operator_options
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.predict import DEFAULT_COST_MODEL, CostModel, Prediction, PredictRecorder, gather_records, replay
 from mc2emu.trace.chrome_trace import TraceRecord
@@ -237,7 +238,7 @@ def _knobs_for(spec: OperatorSpec, shape: Shape, size: int, opts: Any) -> list[K
     `--block-dim` (given to knobs that leave it to the tiling)."""
     assert spec.predict_knobs is not None
     out = []
-    filters = opts.mode_filters()
+    filters = operator_options(spec, opts).mode_overrides()
     for k in spec.predict_knobs(shape, size):
         if any(getattr(k.mode, name, None) not in (None, value) for name, value in filters.items()):
             continue
@@ -249,9 +250,6 @@ def _knobs_for(spec: OperatorSpec, shape: Shape, size: int, opts: Any) -> list[K
 
 def run_predict(opts: Any, registry: Any, comm: Any, say: Any) -> int:
     """`python -m mc2emu.run --predict [--op X] ...` on every rank; rank 0 prints (through `say`)."""
-    from mc2emu.cli.options import OptionError
-    from mc2emu.cli.scenarios import check_mode_options
-
     rank, size = comm.Get_rank(), comm.Get_size()
     if opts.op is not None:
         if opts.op not in registry.names():

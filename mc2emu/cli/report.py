@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mc2emu.cli.options import option_name
 from mc2emu.cli.scenarios import Case, Comparison, OperatorMode, Registry
 from mc2emu.cli.stats import CaseStats, combine
 from mc2emu.runtime.hazards import EXIT_BAD_INPUT, EXIT_HAZARD, EXIT_MISMATCH
@@ -342,6 +343,10 @@ def format_listing(registry: Registry) -> str:
         lines.append(f"  {spec.name}: {spec.summary}")
         options = [f for f in spec.mode_type.field_names()]
         lines.append(f"    modes: {spec.mode_type.__name__}({', '.join(options)})")
+        flags = [option_name(name) + (" (mode)" if opt.mode else "")
+                 for name, opt, _ in spec.options.declared()]
+        if flags:
+            lines.append(f"    options: {spec.options.__name__}({', '.join(flags)})")
         lines.append(f"    shape: default {spec.default_shape.label()}, --quick {spec.quick_shape.label()}"
                      + (f"; dtypes {', '.join(d.value for d in spec.dtypes)}" if spec.dtypes else ""))
         if any(m != spec.mode_type() for m in spec.modes):

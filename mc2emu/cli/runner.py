@@ -43,7 +43,16 @@ from mc2emu.cli.report import (
     progress_line,
     summary_line,
 )
-from mc2emu.cli.scenarios import Case, Comparison, ExecContext, OperatorSpec, Registry, Shape, operator_cases
+from mc2emu.cli.scenarios import (
+    Case,
+    Comparison,
+    ExecContext,
+    OperatorSpec,
+    Registry,
+    Shape,
+    operator_cases,
+    operator_options,
+)
 from mc2emu.cli.stats import derive_stats
 from mc2emu.launcher import idle_barrier
 from mc2emu.numerics.formats import ElemFormat
@@ -296,8 +305,9 @@ class CaseRunner:
 
         recorder = ChromeTraceRecorder()
         ctx = ExecContext(rank=self.rank, size=self.size, observers=(recorder,), check=self.opts.check,
-                          timeout=case.timeout, block_dim=self.opts.block_dim, launch=self.opts.launch,
-                          perturb=PerturbPolicy(self.opts.perturb) if self.opts.perturb is not None else None)
+                          timeout=case.timeout, block_dim=self.opts.block_dim,
+                          perturb=PerturbPolicy(self.opts.perturb) if self.opts.perturb is not None else None,
+                          options=operator_options(spec, self.opts))
         quiet_barrier(self.comm)
         out: np.ndarray | None = None
         raised, message = Raised.NOTHING, ""

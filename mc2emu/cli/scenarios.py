@@ -2,15 +2,17 @@
 
 An operator plugs in with one `OperatorSpec` (see `mc2emu/cli/operators/`): its valid modes (the
 default suite), its expected-hazard showcase modes, the rules that say which hazard a mode must reproduce,
-its shapes, its own mode type (a frozen dataclass of its fields), and four callables (make_inputs, golden,
-execute, compare). Nothing here tests an operator or mode by name.
+its shapes, its own mode type (a frozen dataclass of its fields), its own command-line options (an
+`OperatorOptions` dataclass) and four callables (make_inputs, golden, execute, compare). Nothing here tests
+an operator, an option or a mode by name.
 
 From options to cases (`plan_cases`):
-1. operators: `--op` or every registered operator (a mode option `--op`'s mode type lacks is an error);
+1. operators: `--op` or every registered operator (a mode option `--op` does not declare is an error;
+   without `--op`, an operator that does not declare a given mode option runs no case);
 2. modes: the operator's valid modes, plus its hazard modes with `--hazards`;
-3. `--impl` keeps the modes of that impl; every other mode option the user set (`--local-matmul`,
-   `--wait-order`, `--hccl-server`) replaces that field in each mode that has it; a mode without the
-   field (e.g. the self-check, or udma for `--hccl-server`) is dropped; duplicates are merged;
+3. a selecting mode option (`--impl`) keeps the modes with that value; every other mode option the user
+   set (`--local-matmul`, `--wait-order`, ...) replaces that field in each mode that has it; a mode whose
+   field is None (udma for `--hccl-server`) is dropped; duplicates are merged;
 4. each resulting mode is classified by the operator's rules: a mode that must reproduce a hazard runs
    only with `--hazards` (otherwise it is dropped, and if nothing is left the error says so);
 5. shape: `--m/--k/--n` over the operator's default (or `--quick`) shape; dtype: `--dtype` or the first
@@ -27,15 +29,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mc2emu.cli.options import OptionError, RunOptions
+from mc2emu.cli.options import NoOptions, OperatorOptions, OptionError, RunOptions, option_name
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.runtime.hazards import Hazard
 
 Arrays = dict[str, np.ndarray]
-
-
-# Mode fields the command line selects by (a mode with another value is dropped); the others it overrides.
-SELECTORS = frozenset({"impl"})
 
 
 @dataclass(frozen=True)
@@ -51,12 +49,13 @@ class OperatorMode:
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
 
-    def with_overrides(self, overrides: Mapping[str, object]) -> OperatorMode | None:
-        """This mode with the user's mode options applied; None if one of them does not apply here or a
-        selector (`SELECTORS`: the impl, whose modes have different fields) differs."""
+    def with_overrides(self, overrides: Mapping[str, object],
+                       selectors: frozenset[str] = frozenset()) -> OperatorMode | None:
+        """This mode with the user's mode options applied; None if one of them does not apply here (the
+        field is None) or a selector (e.g. the impl, whose modes have different fields) differs."""
         for name, value in overrides.items():
             have = getattr(self, name, None)
-            if have is None or (name in SELECTORS and have != value):
+            if have is None or (name in selectors and have != value):
                 return None
         return dataclasses.replace(self, **overrides)
 
@@ -189,7 +188,8 @@ def comparison_refused(out: Any, ref: np.ndarray | None) -> Comparison | None:
 
 @dataclass(frozen=True)
 class ExecContext:
-    """What `execute` gets besides the inputs."""
+    """What `execute` gets besides the inputs: the common options, and the operator's own parsed options
+    (`options`, of its `OperatorSpec.options` type; None: that type's defaults)."""
 
     rank: int
     size: int
@@ -199,7 +199,7 @@ class ExecContext:
     perturb: Any = None
     block_dim: int | None = None
     comm: Any = None
-    launch: Any = None       # `LaunchMode` of the UDMA host when block_dim is None (None: the operator's default)
+    options: OperatorOptions | None = None
     # Facts of the launch the table must show (e.g. the host launched more blocks than the tiling's
     # usedCoreNum): the operator's `execute` appends them, the runner carries them into the report.
     notes: list[str] = field(default_factory=list)
@@ -263,6 +263,10 @@ class OperatorSpec:
     - compare(out, golden): the operator's acceptance rule.
     - validate(case, size): reasons the case cannot run at this world size (checked before any run).
     - predict_knobs(shape, size): the modes / block dims `--predict` compares (see mc2emu/cli/predict.py).
+    - options: the operator's own command-line options (an `OperatorOptions` dataclass: its argparse group
+      under `--help`); each mode option names a field of `mode_type`.
+    - host_print(options, run): the printout its options ask for when `options.host_only()` (no ranks, no
+      MPI); raises ConstraintError on a bad request.
     """
 
     name: str
@@ -284,6 +288,8 @@ class OperatorSpec:
     deadlock_timeout_s: float = 5.0
     # `--predict`: the knobs to compare for a shape at a world size (None: the operator has no sweep).
     predict_knobs: Callable[[Shape, int], Sequence[Knob]] | None = None
+    options: type[OperatorOptions] = NoOptions
+    host_print: Callable[[Any, RunOptions], str] | None = None
 
     def __post_init__(self) -> None:
         modes = self.modes or (self.mode_type(),)
@@ -297,6 +303,10 @@ class OperatorSpec:
             if unknown:
                 raise TypeError(f"operator {self.name}: rule {rule.why!r} names {sorted(unknown)}, not fields "
                                 f"of {self.mode_type.__name__}")
+        unknown = set(self.options.mode_option_names()) - fields
+        if unknown:
+            raise TypeError(f"operator {self.name}: mode options {sorted(unknown)} are not fields of "
+                            f"{self.mode_type.__name__}")
 
     def expectation(self, mode: OperatorMode) -> Expect:
         for rule in self.rules:
@@ -328,18 +338,36 @@ class Registry:
         return list(self._specs.values())
 
 
-def option_name(field_name: str) -> str:
-    return "--" + field_name.replace("_", "-")
+def operator_options(spec: OperatorSpec, opts: RunOptions) -> OperatorOptions:
+    """`spec`'s own parsed options (its options type's defaults when `opts` was parsed without it)."""
+    own = opts.operators.get(spec.name)
+    return own if isinstance(own, spec.options) else spec.options()
+
+
+def foreign_mode_options(spec: OperatorSpec, opts: RunOptions) -> list[str]:
+    """The mode options the user set that `spec` does not declare (field names)."""
+    own = spec.options.mode_option_names()
+    return [name for name in opts.mode_options_given() if name not in own]
 
 
 def check_mode_options(spec: OperatorSpec, opts: RunOptions) -> None:
-    """Mode options of `--op X` must be fields of X's mode type: `--local-matmul` with `--op
-    quant_batch_matmul_mx` is an error naming both."""
-    fields = spec.mode_type.field_names()
-    for name in opts.mode_filters():
-        if name not in fields:
-            have = ", ".join(option_name(f) for f in fields if f in RunOptions.MODE_OPTIONS) or "no mode options"
-            raise OptionError(f"{option_name(name)} does not apply to --op {spec.name} (its mode options: {have})")
+    """Mode options of `--op X` must be X's own: `--local-matmul` with `--op quant_batch_matmul_mx` is an
+    error naming both."""
+    for name in foreign_mode_options(spec, opts):
+        have = ", ".join(option_name(f) for f in spec.options.mode_option_names()) or "no mode options"
+        raise OptionError(f"{option_name(name)} does not apply to --op {spec.name} (its mode options: {have})")
+
+
+def host_request(registry: Registry, opts: RunOptions) -> Callable[[], str] | None:
+    """The host-only printout the options of `--op` ask for (a call returning its text), else None."""
+    if opts.op is None or opts.op not in registry.names():
+        return None
+    spec = registry.get(opts.op)
+    own = operator_options(spec, opts)
+    printer = spec.host_print
+    if printer is None or not own.host_only():
+        return None
+    return lambda: printer(own, opts)
 
 
 def _shape(spec: OperatorSpec, opts: RunOptions) -> Shape:
@@ -363,10 +391,13 @@ def operator_cases(spec: OperatorSpec, opts: RunOptions, *, base_modes: Sequence
     """(cases to run, modes dropped because they must reproduce a hazard and --hazards is off)."""
     if base_modes is None:
         base_modes = [*spec.modes, *(spec.hazard_modes if opts.hazards else ())]
-    overrides = opts.mode_filters()
+    if foreign_mode_options(spec, opts):   # a mode option of another operator: none of this one's modes has it
+        return [], []
+    overrides = operator_options(spec, opts).mode_overrides()
+    selectors = spec.options.selector_names()
     seen: list[OperatorMode] = []
     for m in base_modes:
-        mm = m.with_overrides(overrides)
+        mm = m.with_overrides(overrides, selectors)
         if mm is not None and mm not in seen:
             seen.append(mm)
     cases: list[Case] = []

@@ -280,16 +280,15 @@ def test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused()
         run(inp, impl="udma", launch="source")
     assert refused.value.rule.startswith("A2A-5") and f"{size} ranks but 1 AIV blocks" in str(refused.value)
     # the CLI's entry passes --launch through and hands the note to the table (tests/cli read the table)
-    from mc2emu.cli.operators.all_to_all import A2AMode, execute
-    from mc2emu.cli.options import Impl
+    from mc2emu.cli.operators.all_to_all import A2AMode, A2AOptions, execute
     from mc2emu.cli.scenarios import Case, ExecContext, Shape
-    from mc2emu.ops.all_to_all_quant_matmul_op import LaunchMode
+    from mc2emu.ops.all_to_all_quant_matmul_op import Impl, LaunchMode
 
     case = Case("all_to_all_quant_matmul", A2AMode(Impl.UDMA), Shape(16, 64, 16), None, 0, timeout=TIMEOUT)
     ctx = ExecContext(rank=r, size=size, comm=comm, timeout=TIMEOUT)
     np.testing.assert_array_equal(execute(case, inp, ctx).view(np.uint16), c.view(np.uint16))
     assert ctx.notes == [info.note]
-    ctx = ExecContext(rank=r, size=size, comm=comm, timeout=TIMEOUT, launch=LaunchMode.SOURCE)
+    ctx = ExecContext(rank=r, size=size, comm=comm, timeout=TIMEOUT, options=A2AOptions(launch=LaunchMode.SOURCE))
     with pytest.raises(ConstraintError, match="A2A-5"):
         execute(case, inp, ctx)
     assert ctx.notes == []

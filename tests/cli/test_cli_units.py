@@ -11,9 +11,10 @@ from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.cli.dump import DumpError, case_dirs, decode_array, encode_array, load_case, rank_file, save_case
 from mc2emu.cli.operators import OPERATOR_MODULES, OperatorImportError, default_registry
 from mc2emu.cli.operators.all_to_all import SPEC as ALL_TO_ALL_QUANT_MATMUL
-from mc2emu.cli.operators.all_to_all import A2AMode
+from mc2emu.cli.operators.all_to_all import A2AMode, A2AOptions
 from mc2emu.cli.operators.quant_batch_matmul import QbmmMode
-from mc2emu.cli.options import HcclServer, Impl, OptionError, parse_options
+from mc2emu.cli.options import OptionError
+from mc2emu.cli.options import parse_options as parse_run_options
 from mc2emu.cli.report import (
     CaseReport,
     Raised,
@@ -38,7 +39,9 @@ from mc2emu.cli.scenarios import (
     plan_cases,
 )
 from mc2emu.cli.stats import CaseStats
+from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics import ElemFormat
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.run import main as run_main
 from mc2emu.runtime.hazards import Hazard
 
@@ -48,6 +51,11 @@ A2A = ALL_TO_ALL_QUANT_MATMUL.name
 @pytest.fixture
 def registry():
     return default_registry()
+
+
+def parse_options(argv):
+    """The command line against the registered operators' options."""
+    return parse_run_options(argv, default_registry().specs())
 
 
 # -- options ---------------------------------------------------------------------------------------------------
@@ -67,11 +75,14 @@ def test_bad_options_raise_one_clear_error(argv, needle):
 def test_options_parse_to_enums():
     o = parse_options(["--impl", "hcomm", "--local-matmul", "1", "--wait-order", "in_order", "--hccl-server",
                        "aicpu", "--dtype", "e5m2", "--no-check", "--perturb", "7", "--quick"])
-    assert (o.impl, o.local_matmul, o.wait_order, o.hccl_server) == (Impl.HCOMM, 1, WaitOrder.IN_ORDER,
-                                                                     HcclServer.AICPU)
+    a2a = o.operators[A2A]
+    assert isinstance(a2a, A2AOptions)
+    assert (a2a.impl, a2a.local_matmul, a2a.wait_order, a2a.hccl_server) == (Impl.HCOMM, 1, WaitOrder.IN_ORDER,
+                                                                             HcclServer.AICPU)
     assert o.dtype is ElemFormat.E5M2 and not o.check and o.perturb == 7 and o.quick
-    assert o.mode_filters() == {"impl": Impl.HCOMM, "local_matmul": 1, "wait_order": WaitOrder.IN_ORDER,
-                                "hccl_server": HcclServer.AICPU}
+    assert a2a.mode_overrides() == {"impl": Impl.HCOMM, "local_matmul": 1, "wait_order": WaitOrder.IN_ORDER,
+                                    "hccl_server": HcclServer.AICPU}
+    assert o.operators["all_gather_quant_matmul"].mode_overrides() == {"wait_order": WaitOrder.IN_ORDER}
 
 
 # -- planning --------------------------------------------------------------------------------------------------

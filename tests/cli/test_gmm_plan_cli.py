@@ -4,10 +4,18 @@ import json
 
 import pytest
 
-from mc2emu.cli.options import OptionError, parse_options
+from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import TailSplitVariant
+from mc2emu.cli.operators import default_registry
+from mc2emu.cli.options import OptionError
+from mc2emu.cli.options import parse_options as parse_run_options
 from mc2emu.run import main as run_main
 
 OP = ["--op", "grouped_matmul_mx"]
+
+
+def parse_options(argv):
+    """The command line against the registered operators' options."""
+    return parse_run_options(argv, default_registry().specs())
 
 
 def test_print_tiling_text(capsys):
@@ -52,7 +60,7 @@ def test_gmm_variant_mode_option_runs_every_mode_on_that_kernel():
     from mc2emu.cli.scenarios import check_mode_options, operator_cases
 
     cases, _ = operator_cases(SPEC, parse_options([*OP, "--quick", "--gmm-variant", "blaze", "--hazards"]))
-    assert len(cases) == 5 and {c.mode.gmm_variant for c in cases} == {"blaze"}
+    assert len(cases) == 5 and {c.mode.gmm_variant for c in cases} == {TailSplitVariant.BLAZE}
     # the mode's kernel is the one that runs: the quick count case's last group splits into 22 vs 5 fixpipes
     from mc2emu.cli.scenarios import ExecContext
     from mc2emu.runtime.events import EventKind
@@ -63,11 +71,11 @@ def test_gmm_variant_mode_option_runs_every_mode_on_that_kernel():
         obs = (lambda ev, evs=evs: ev.kind is EventKind.FIXPIPE and evs.append(ev),)
         ctx = ExecContext(rank=0, size=1, observers=obs)
         SPEC.execute(case, SPEC.make_inputs(case, 0, 1), ctx)
-        fix[case.mode.gmm_variant] = len(evs)
+        fix[case.mode.gmm_variant.value] = len(evs)
     assert fix == {"blaze": 22, "cgmct": 5}
     cases, _ = operator_cases(SPEC, parse_options([*OP, "--quick", "--gmm-variant", "blaze_sample"]))
-    assert sorted((c.mode.split, c.mode.group_list_type) for c in cases) == [("K", "count"), ("M", "count")]
-    from mc2emu.cli.operators import default_registry
+    assert sorted((c.mode.split.value, c.mode.group_list_type.value) for c in cases) == [("K", "count"),
+                                                                                        ("M", "count")]
     other = default_registry().get("quant_batch_matmul_mx")
     with pytest.raises(OptionError, match="--gmm-variant does not apply"):
         check_mode_options(other, parse_options(["--op", "quant_batch_matmul_mx", "--gmm-variant", "blaze"]))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from trace_check import check_chrome_trace
 
-from mc2emu.cli.options import parse_options
+from mc2emu.cli.options import OperatorOptions, option, parse_options
 from mc2emu.cli.report import Status
 from mc2emu.cli.runner import CaseRunner, Planned, Watchdog
 from mc2emu.cli.scenarios import (
@@ -23,6 +23,7 @@ from mc2emu.cli.scenarios import (
     Shape,
     plan_cases,
 )
+from mc2emu.ops.all_to_all_quant_matmul_op import LaunchMode
 from mc2emu.runtime import ConstraintError, DeadlockError, Event, EventKind, Hazard, HazardError, HazardReport, Severity
 
 
@@ -93,6 +94,11 @@ class FakeMode(OperatorMode):
         return [f"lm{self.local_matmul}", *(["+bias"] if self.bias else [])]
 
 
+@dataclasses.dataclass(frozen=True)
+class FakeOptions(OperatorOptions):
+    launch: LaunchMode = option("the UDMA host's launch", enum=LaunchMode, default=LaunchMode.CONVENIENT)
+
+
 def _spec(modes, hazard_modes=(), rules=()):
     return OperatorSpec(
         name="fake", summary="fake operator", mode_type=FakeMode,
@@ -100,12 +106,13 @@ def _spec(modes, hazard_modes=(), rules=()):
         golden=lambda case, inputs, comm: inputs["x"] * 2,
         execute=_execute,
         compare=lambda out, ref: Comparison(bool(np.array_equal(out, ref)), float(np.max(np.abs(out - ref))), 0),
-        modes=tuple(modes), hazard_modes=tuple(hazard_modes), rules=tuple(rules), default_shape=Shape(4))
+        modes=tuple(modes), hazard_modes=tuple(hazard_modes), rules=tuple(rules), default_shape=Shape(4),
+        options=FakeOptions)
 
 
 def _run(spec, argv, tmp_path=None):
     registry = Registry([spec])
-    opts = parse_options(argv)
+    opts = parse_options(argv, registry.specs())
     comm = FakeComm()
     out, err = io.StringIO(), io.StringIO()
     aborts = []
@@ -207,13 +214,11 @@ def test_options_reach_the_operator(argv):
 def test_launch_option_reaches_the_operator_and_its_notes_reach_the_table(argv):
     """What `execute` appends to ctx.notes (the A2A UDMA host's "launched R blocks where the tiling's
     usedCoreNum is ..." note) is marked in the table's last column and listed under it."""
-    from mc2emu.ops.all_to_all_quant_matmul_op import LaunchMode
-
     seen = {}
     note = "launched 8 blocks where the tiling's usedCoreNum is 1: synthetic"
 
     def execute(case, inputs, ctx):
-        seen["launch"] = ctx.launch
+        seen["launch"] = ctx.options.launch
         if case.mode.local_matmul == 0:
             ctx.notes.append(note)
         return inputs["x"] * 2

@@ -23,8 +23,8 @@ def test_compare_allows_cancelled_outputs_not_errors_at_scale():
 
 def test_modes_cover_every_weight_dtype_and_isolation_mode():
     modes = SPEC.modes
-    assert {m.weight for m in modes} == {"int8", "float8_e4m3fn", "float8_e5m2"}
-    assert {m.isolate for m in modes} == {"full", "a_only_mmad", "dequant_only"}
+    assert {m.weight.value for m in modes} == {"int8", "float8_e4m3fn", "float8_e5m2"}
+    assert {m.isolate.value for m in modes} == {"full", "a_only_mmad", "dequant_only"}
     assert {m.trans_b for m in modes} == {False, True}
     assert SPEC.expectation(WqmmMode(empty_tail=True)).hazard_names == {"UNCONSUMED_FLAG"}
     assert empty_tail_tiling(1024) == {"baseN": 32, "nBaseTailSplitCnt": 2, "nTailMain": 64}

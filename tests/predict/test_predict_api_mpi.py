@@ -6,9 +6,9 @@ import pytest
 
 from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.cli.operators.all_to_all import SPEC, A2AMode
-from mc2emu.cli.options import Impl
 from mc2emu.cli.predict import predict_operator
 from mc2emu.cli.scenarios import Knob, Shape
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.predict.virtual_trace import WALL_PID_BASE, virtual_trace
 
 SHAPE = Shape(32, 128, 64)

@@ -7,8 +7,10 @@ import importlib.util
 import pytest
 
 from mc2emu.arch.errors import ConstraintError
+from mc2emu.cli.operators import default_registry
 from mc2emu.cli.operators.all_to_all import A2AMode, predict_knobs
-from mc2emu.cli.options import OptionError, parse_options
+from mc2emu.cli.options import OptionError
+from mc2emu.cli.options import parse_options as parse_run_options
 from mc2emu.cli.predict import (
     PredictRow,
     PredictTable,
@@ -19,6 +21,11 @@ from mc2emu.cli.predict import (
 )
 from mc2emu.cli.scenarios import Knob, Shape
 from mc2emu.predict import DEFAULT_COST_MODEL
+
+
+def parse_options(argv):
+    """The command line against the registered operators' options."""
+    return parse_run_options(argv, default_registry().specs())
 
 
 def _table():

@@ -29,6 +29,7 @@ import numpy as np
 
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
 from mc2emu.apace.comm_policy import WaitOrder
+from mc2emu.cli.options import OperatorOptions, option
 from mc2emu.cli.scenarios import (
     Arrays,
     Case,
@@ -81,6 +82,14 @@ class AGMode(OperatorMode):
         if self.blocks is not AgBlocks.ST:
             parts.append(f"blocks={self.blocks.value}")
         return parts
+
+
+@dataclass(frozen=True)
+class AgOptions(OperatorOptions):
+    """The all-gather's own option: the wait order of the seed protocol's modes (the slot ring's have none)."""
+
+    wait_order: WaitOrder | None = option("mask | in_order: override the wait order (selects the seed protocol's "
+                                          "modes)", enum=WaitOrder, mode=True)
 
 
 MIN_BLOCK_DIM = 8
@@ -280,4 +289,5 @@ SPEC = OperatorSpec(
     input_names=("x1", "x1_scale", "x2", "x2_scale"),
     validate=validate,
     predict_knobs=predict_knobs,
+    options=AgOptions,
 )

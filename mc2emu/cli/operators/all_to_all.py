@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.apace.comm_policy import WaitOrder
-from mc2emu.cli.options import HcclServer, Impl
+from mc2emu.cli.options import OperatorOptions, int_choice, option
 from mc2emu.cli.scenarios import (
     Arrays,
     Case,
@@ -37,10 +37,11 @@ from mc2emu.cli.scenarios import (
     Shape,
     comparison_refused,
 )
+from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics import ElemFormat, a2a_allclose, fixpipe_cast, max_abs_error, ulp_distance
 from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a
-from mc2emu.ops.all_to_all_quant_matmul_op import LaunchMode
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl, LaunchMode
 from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import KA_ALIGN, MAX_COMM_TURNS, MAX_RANKS
 
@@ -70,6 +71,25 @@ class A2AMode(OperatorMode):
         if self.comm_tiles:
             parts.append(f"{self.comm_tiles}tiles")
         return parts
+
+
+LOCAL_MATMUL_CHOICES = (0, 1, 2)
+
+
+@dataclass(frozen=True)
+class A2AOptions(OperatorOptions):
+    """The all-to-all's own options: its mode options (`--impl` selects, the others override) and the UDMA
+    host's launch."""
+
+    impl: Impl | None = option("udma | hcomm: keep the modes of this impl", enum=Impl, mode=True, select=True)
+    local_matmul: int | None = option("0 | 1 | 2: override localMatmul",
+                                      parse=int_choice(LOCAL_MATMUL_CHOICES, "--local-matmul"), mode=True)
+    wait_order: WaitOrder | None = option("mask | in_order: override the wait order", enum=WaitOrder, mode=True)
+    hccl_server: HcclServer | None = option("ccu | aicpu: override the HCCL server model (hcomm)", enum=HcclServer,
+                                            mode=True)
+    launch: LaunchMode = option("UDMA blocks without --block-dim: convenient (usedCoreNum, raised to R and noted) | "
+                                "source (usedCoreNum exactly, as the ST host: A2A-5 when below R)",
+                                enum=LaunchMode, default=LaunchMode.CONVENIENT)
 
 
 # Communication tiles per rank's row block. The CANN ST rule (headTileSize = ceil(usedCoreNum / nTiles) *
@@ -147,6 +167,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     """The operator call; a UDMA launch that differs from the tiling's usedCoreNum goes into `ctx.notes`."""
     mode = case.mode
     assert isinstance(mode, A2AMode)
+    options = ctx.options if isinstance(ctx.options, A2AOptions) else A2AOptions()
     stats: dict[str, Any] = {}
     try:
         return all_to_all_quant_matmul(
@@ -156,7 +177,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
             out_dtype="bfloat16", block_dim=ctx.block_dim,
             head_tile_size=head_tile_size(case.shape.m, mode.comm_tiles) if mode.comm_tiles else None,
             check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
-            stats=stats, launch=ctx.launch or LaunchMode.CONVENIENT)
+            stats=stats, launch=options.launch)
     finally:
         info = stats.get("launch")
         if info is not None and info.note:
@@ -213,4 +234,5 @@ SPEC = OperatorSpec(
     input_names=("x1", "x1_scale", "x2", "x2_scale", "bias"),
     validate=validate,
     predict_knobs=predict_knobs,
+    options=A2AOptions,
 )

@@ -19,13 +19,17 @@ Compare: the golden bit-exact or within 1 bf16 ULP. See docs/grouped-matmul-mx.m
 
 from __future__ import annotations
 
+import argparse
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import ml_dtypes
 import numpy as np
 
+from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import TailSplitVariant
+from mc2emu.cli.options import OperatorOptions, OptionError, RunOptions, option, option_name
 from mc2emu.cli.scenarios import (
     Arrays,
     Case,
@@ -51,61 +55,134 @@ from mc2emu.ops.grouped_matmul_mx_tiling_api import (
 )
 from mc2emu.runtime.hazards import Hazard
 
-if TYPE_CHECKING:
-    from mc2emu.cli.options import RunOptions
-
 DEFAULT_BLOCK_NUM = 32  # DAV_3510 AIC count
 
 
-def plan_text(opts: RunOptions) -> str:
-    """The tiling or the schedule `opts` asks for, as text or JSON; raises ConstraintError on a bad shape."""
-    assert opts.shape is not None  # parse_options requires --shape with the print modes
-    m, n, k = opts.shape
-    x_dtype = opts.dtype.value if opts.dtype is not None else "float8_e4m3fn"
-    groups = opts.group_list if opts.group_list is not None else ((k,) if opts.split_k else (m,))
-    if opts.print_tiling:
-        tiling = grouped_matmul_mx_tiling(m, n, k, group_num=len(groups), trans_a=opts.split_k,
-                                          trans_b=opts.trans_b, x_dtype=x_dtype, w_dtype=x_dtype,
-                                          group_type="split_k" if opts.split_k else "split_m")
-        return format_grouped_matmul_mx_tiling(tiling, as_json=opts.json)
-    block_num = opts.block_dim if opts.block_dim is not None else DEFAULT_BLOCK_NUM
-    variant = opts.gmm_variant or "cgmct"
-    if opts.split_k:
-        records = grouped_matmul_mx_schedule(groups, n, k, m=m, split="K", block_num=block_num,
-                                             trans_b=opts.trans_b, x_dtype=x_dtype, variant=variant)
-    else:
-        records = grouped_matmul_mx_schedule(groups, n, k, m=m, split="M", block_num=block_num,
-                                             trans_b=opts.trans_b, x_dtype=x_dtype, variant=variant)
-    return format_grouped_matmul_mx_schedule(records, as_json=opts.json)
+class GmmSplit(enum.Enum):
+    """The group axis: split-M (ragged rows of x) or split-K (ragged K, x transposed)."""
+
+    M = "M"
+    K = "K"
+
+
+class GroupListType(enum.Enum):
+    """The group list's form (the source's groupListType)."""
+
+    COUNT = "count"
+    CUMSUM = "cumsum"
+    SPARSE = "sparse"
+
+
+def _shape(text: str) -> tuple[int, int, int]:
+    parts = text.replace("x", ",").split(",")
+    try:
+        vals = tuple(int(p, 0) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shape {text!r}: give M,N,K as three integers") from None
+    if len(vals) != 3 or min(vals) < 0:
+        raise argparse.ArgumentTypeError(f"--shape {text!r}: give M,N,K as three integers >= 0")
+    return vals[0], vals[1], vals[2]
+
+
+def _group_list(text: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(p, 0) for p in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--group-list {text!r}: give per-group sizes, e.g. 25,25,0,50") from None
+    if not vals or min(vals) < 0:
+        raise argparse.ArgumentTypeError(f"--group-list {text!r}: sizes must be >= 0")
+    return vals
+
+
+@dataclass(frozen=True)
+class GmmOptions(OperatorOptions):
+    """grouped_matmul_mx's own options: the kernel variant (a mode option, and the schedule's), and the
+    host-only plan printouts with their problem (`--print-tiling` / `--print-schedule`, no MPI)."""
+
+    gmm_variant: TailSplitVariant | None = option(
+        "grouped_matmul_mx kernel: cgmct (default) | blaze (IS_BLAZE) | blaze_sample; also narrows a run's modes",
+        enum=TailSplitVariant, mode=True)
+    print_tiling: bool = option("print the host tiling (seed 002 §15 fields), without MPI", switch=True)
+    print_schedule: bool = option("print every tile each core runs, without MPI", switch=True)
+    shape: tuple[int, int, int] | None = option("M = all rows of x, N, K (total K for split-K)", parse=_shape,
+                                                metavar="M,N,K")
+    group_list: tuple[int, ...] | None = option("per-group rows (split-M) or K (--split-k); default one group",
+                                                parse=_group_list, metavar="G0,G1,..")
+    trans_b: bool = option("weight [g, N, K]", switch=True)
+    split_k: bool = option("group along K (x [K, M], transA)", switch=True)
+    json: bool = option("JSON with the source's field names", switch=True)
+
+    PLAN_ONLY: ClassVar[tuple[str, ...]] = ("shape", "group_list", "trans_b", "split_k", "json")
+
+    def host_only(self) -> bool:
+        return self.print_tiling or self.print_schedule
+
+    def validate(self, run: RunOptions, op: str) -> None:
+        if self.host_only():
+            what = "--print-tiling" if self.print_tiling else "--print-schedule"
+            if run.op != op:
+                raise OptionError(f"{what}: needs --op {op} (got --op {run.op})")
+            if self.shape is None:
+                raise OptionError(f"{what}: needs --shape M,N,K")
+            return
+        given = [option_name(name) for name in self.PLAN_ONLY if getattr(self, name)]
+        if given:
+            raise OptionError(f"{', '.join(given)}: only with --print-tiling or --print-schedule")
+
+
+def plan_text(options: GmmOptions, run: RunOptions) -> str:
+    """The tiling or the schedule `options` ask for (with `--dtype`, `--block-dim`), as text or JSON; raises
+    ConstraintError on a bad shape."""
+    assert options.shape is not None  # GmmOptions.validate requires --shape with the print modes
+    m, n, k = options.shape
+    x_dtype = run.dtype.value if run.dtype is not None else "float8_e4m3fn"
+    groups = options.group_list if options.group_list is not None else ((k,) if options.split_k else (m,))
+    if options.print_tiling:
+        tiling = grouped_matmul_mx_tiling(m, n, k, group_num=len(groups), trans_a=options.split_k,
+                                          trans_b=options.trans_b, x_dtype=x_dtype, w_dtype=x_dtype,
+                                          group_type="split_k" if options.split_k else "split_m")
+        return format_grouped_matmul_mx_tiling(tiling, as_json=options.json)
+    block_num = run.block_dim if run.block_dim is not None else DEFAULT_BLOCK_NUM
+    variant = options.gmm_variant or TailSplitVariant.CGMCT
+    split = GmmSplit.K if options.split_k else GmmSplit.M
+    records = grouped_matmul_mx_schedule(groups, n, k, m=m, split=split.value, block_num=block_num,
+                                         trans_b=options.trans_b, x_dtype=x_dtype, variant=variant.value)
+    return format_grouped_matmul_mx_schedule(records, as_json=options.json)
 
 
 @dataclass(frozen=True)
 class GmmMode(OperatorMode):
-    """split "M" / "K", trans_b, the group list form ("count", "cumsum", "sparse"), the hazard showcase
-    (a sparse list naming group 0 after group 1) and the source kernel (`gmm_variant`)."""
+    """split M / K, trans_b, the group list form (count, cumsum, sparse), the hazard showcase (a sparse list
+    naming group 0 after group 1) and the source kernel (`gmm_variant`)."""
 
-    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"split": str, "trans_b": bool, "group_list_type": str,
-                                                              "group0_late": bool, "gmm_variant": str}
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"split": GmmSplit, "trans_b": bool,
+                                                              "group_list_type": GroupListType,
+                                                              "group0_late": bool, "gmm_variant": TailSplitVariant}
 
-    split: str = "M"
+    split: GmmSplit = GmmSplit.M
     trans_b: bool = False
-    group_list_type: str = "count"
+    group_list_type: GroupListType = GroupListType.COUNT
     group0_late: bool = False
-    gmm_variant: str = "cgmct"
+    gmm_variant: TailSplitVariant = TailSplitVariant.CGMCT
 
-    def with_overrides(self, overrides: Mapping[str, object]) -> OperatorMode | None:
+    def with_overrides(self, overrides: Mapping[str, object],
+                       selectors: frozenset[str] = frozenset()) -> OperatorMode | None:
         """`--gmm-variant X` runs every mode on kernel X, except that the sample kernel drops the split-M modes
         whose group list it cannot read (cumsum, sparse)."""
-        mode = super().with_overrides(overrides)
-        if isinstance(mode, GmmMode) and mode.gmm_variant == "blaze_sample" and mode.split == "M" \
-                and mode.group_list_type != "count":
+        mode = super().with_overrides(overrides, selectors)
+        if isinstance(mode, GmmMode) and not mode.sample_reads_its_list():
             return None
         return mode
 
+    def sample_reads_its_list(self) -> bool:
+        """False for a split-M mode on the Blaze sample kernel whose group list is not a count list."""
+        return not (self.gmm_variant is TailSplitVariant.BLAZE_SAMPLE and self.split is GmmSplit.M
+                    and self.group_list_type is not GroupListType.COUNT)
+
     def label_parts(self) -> list[str]:
-        parts = [f"split-{self.split}", self.group_list_type]
-        if self.gmm_variant != "cgmct":
-            parts.append(self.gmm_variant)
+        parts = [f"split-{self.split.value}", self.group_list_type.value]
+        if self.gmm_variant is not TailSplitVariant.CGMCT:
+            parts.append(self.gmm_variant.value)
         if self.trans_b:
             parts.append("transB")
         if self.group0_late:
@@ -117,10 +194,11 @@ DEFAULT_SHAPE = Shape(m=1024, k=2048, n=1024)
 QUICK_SHAPE = Shape(m=96, k=256, n=128)
 ST_LOW, ST_HIGH = 1.0, 8.0
 E8M0_ONE = 127  # E8M0 code of 2^0
-MODES = (GmmMode(), GmmMode(trans_b=True, group_list_type="cumsum"), GmmMode(group_list_type="sparse"),
-         GmmMode(split="K"), GmmMode(group_list_type="sparse", gmm_variant="blaze"),
-         GmmMode(gmm_variant="blaze_sample"))
-HAZARD_MODES = (GmmMode(group_list_type="sparse", group0_late=True),)
+MODES = (GmmMode(), GmmMode(trans_b=True, group_list_type=GroupListType.CUMSUM),
+         GmmMode(group_list_type=GroupListType.SPARSE), GmmMode(split=GmmSplit.K),
+         GmmMode(group_list_type=GroupListType.SPARSE, gmm_variant=TailSplitVariant.BLAZE),
+         GmmMode(gmm_variant=TailSplitVariant.BLAZE_SAMPLE))
+HAZARD_MODES = (GmmMode(group_list_type=GroupListType.SPARSE, group0_late=True),)
 RULES = (ModeRule({"group0_late": True}, Expect(hazards=frozenset({Hazard.OUTPUT_WRITE_COUNT})),
                   "UpdateOffset returns at groupIdx 0: group 0 keeps group 1's offsets"),)
 
@@ -134,17 +212,17 @@ def _mode(case: Case) -> GmmMode:
 def group_list_of(case: Case) -> tuple[np.ndarray, int]:
     """The case's group list (int64, the mode's form) and its group count."""
     mode = _mode(case)
-    if mode.split == "K":
+    if mode.split is GmmSplit.K:
         k = case.shape.k
         return np.asarray([k // 2, 0, k - k // 2], dtype=np.int64), 3
     m = case.shape.m
     a, c = m * 3 // 8, m // 8
     if mode.group0_late:
         return np.asarray([[1, a], [0, m - a]], dtype=np.int64), 2
-    if mode.group_list_type == "sparse":
+    if mode.group_list_type is GroupListType.SPARSE:
         return np.asarray([[0, a], [2, c], [1, 0], [3, m - a - c]], dtype=np.int64), 4
     sizes = np.asarray([a, 0, c, m - a - c], dtype=np.int64)
-    return (np.cumsum(sizes) if mode.group_list_type == "cumsum" else sizes), 4
+    return (np.cumsum(sizes) if mode.group_list_type is GroupListType.CUMSUM else sizes), 4
 
 
 def _codes(rng: np.random.Generator, shape: tuple[int, ...], fmt: ElemFormat) -> np.ndarray:
@@ -158,7 +236,7 @@ def make_inputs(case: Case, rank: int, size: int) -> Arrays:
     mode = _mode(case)
     rng = np.random.default_rng([case.seed, rank])
     gl, g = group_list_of(case)
-    if mode.split == "K":
+    if mode.split is GmmSplit.K:
         rows = k // MXFP_DIVISOR_SIZE + g
         x, w = _codes(rng, (k, m), fmt), _codes(rng, (k, n), fmt)
         sx: tuple[int, ...] = (rows, m, 2)
@@ -175,9 +253,9 @@ def make_inputs(case: Case, rank: int, size: int) -> Arrays:
 def _kw(case: Case) -> dict[str, Any]:
     mode = _mode(case)
     fmt = case.dtype or ElemFormat.E4M3
-    kw: dict[str, Any] = {"group_list_type": mode.group_list_type, "trans_b": mode.trans_b}
-    if mode.split == "K":
-        kw.update(group_type="split_k", group_list_type="count")
+    kw: dict[str, Any] = {"group_list_type": mode.group_list_type.value, "trans_b": mode.trans_b}
+    if mode.split is GmmSplit.K:
+        kw.update(group_type="split_k", group_list_type=GroupListType.COUNT.value)
     if fmt.ml_dtype is None:
         kw.update(x_format=fmt, w_format=fmt)
     return kw
@@ -190,9 +268,9 @@ def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
 
 def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     return grouped_matmul_mx(inputs["x"], inputs["x_scale"], inputs["weight"], inputs["weight_scale"],
-                             inputs["group_list"], trans_a=_mode(case).split == "K", block_dim=ctx.block_dim,
+                             inputs["group_list"], trans_a=_mode(case).split is GmmSplit.K, block_dim=ctx.block_dim,
                              check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers,
-                             variant=_mode(case).gmm_variant, **_kw(case))
+                             variant=_mode(case).gmm_variant.value, **_kw(case))
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
@@ -207,9 +285,9 @@ def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
 def validate(case: Case, size: int) -> list[str]:
     fmt = case.dtype or ElemFormat.E4M3
     mode = _mode(case)
-    if fmt.is_fp4 and mode.split == "K":
+    if fmt.is_fp4 and mode.split is GmmSplit.K:
         return ["FP4 x is split-M only (the source's AnalyzeAttrs)"]
-    if mode.gmm_variant == "blaze_sample" and mode.split == "M" and mode.group_list_type != "count":
+    if not mode.sample_reads_its_list():
         return ["the Blaze sample kernel reads a count group list only"]
     return []
 
@@ -238,4 +316,6 @@ SPEC = OperatorSpec(
     input_names=("x", "x_scale", "weight", "weight_scale", "group_list"),
     validate=validate,
     predict_knobs=predict_knobs,
+    options=GmmOptions,
+    host_print=plan_text,
 )

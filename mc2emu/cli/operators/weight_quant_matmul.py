@@ -24,6 +24,8 @@ from typing import Any, ClassVar
 import ml_dtypes
 import numpy as np
 
+from mc2emu.blaze.gemm.kernel.weight_quant_matmul_kernel import WeightQuantMatmulMode as Isolate
+from mc2emu.cli.options import OperatorOptions, option
 from mc2emu.cli.scenarios import (
     Arrays,
     Case,
@@ -38,13 +40,11 @@ from mc2emu.cli.scenarios import (
     block_dim_knobs,
     comparison_refused,
 )
-from mc2emu.numerics import max_abs_error, ulp_distances
+from mc2emu.numerics import WeightDtype, max_abs_error, ulp_distances
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops import golden_weight_dequant, golden_weight_quant_matmul, weight_quant_matmul
 from mc2emu.runtime.hazards import Hazard
 
-WEIGHT_DTYPES = ("int8", "float8_e4m3fn", "float8_e5m2")
-ISOLATE = ("full", "a_only_mmad", "dequant_only")
 X_DTYPE = np.dtype(ml_dtypes.bfloat16)
 SCALE_LOW, SCALE_HIGH, SCALE_DIV = 1.0, 9.0, 512.0
 FP8_SPREAD = 4.0
@@ -58,40 +58,51 @@ MAX_ULP = 1
 class WqmmMode(OperatorMode):
     """weight dtype, trans_b, offset, bias, the isolation mode, and the empty-tail hazard tiling."""
 
-    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"weight": str, "trans_b": bool, "offset": bool,
-                                                              "bias": bool, "isolate": str, "empty_tail": bool}
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"weight": WeightDtype, "trans_b": bool,
+                                                              "offset": bool, "bias": bool, "isolate": Isolate,
+                                                              "empty_tail": bool}
 
-    weight: str = "int8"
+    weight: WeightDtype = WeightDtype.INT8
     trans_b: bool = False
     offset: bool = False
     bias: bool = False
-    isolate: str = "full"
+    isolate: Isolate = Isolate.FULL
     empty_tail: bool = False
 
     def label_parts(self) -> list[str]:
-        parts = [self.weight.replace("float8_", "")]
+        parts = [self.weight.value.replace("float8_", "")]
         if self.trans_b:
             parts.append("transB")
         if self.offset:
             parts.append("+offset")
         if self.bias:
             parts.append("+bias")
-        if self.isolate != "full":
-            parts.append(self.isolate)
+        if self.isolate is not Isolate.FULL:
+            parts.append(self.isolate.value)
         if self.empty_tail:
             parts.append("empty-tail")
         return parts
 
 
+@dataclass(frozen=True)
+class WqmmOptions(OperatorOptions):
+    """weight_quant_matmul's own option: the isolation mode of the seed's precision diagnosis."""
+
+    isolate: Isolate | None = option("full | a_only_mmad | dequant_only: the seed's isolation modes (override the "
+                                     "modes' isolation)", enum=Isolate, mode=True)
+
+
 DEFAULT_SHAPE = Shape(m=128, k=1024, n=1024)
 QUICK_SHAPE = Shape(m=64, k=256, n=256)
 
-MODES = (WqmmMode(), WqmmMode(trans_b=True, offset=True, bias=True), WqmmMode(weight="float8_e4m3fn", offset=True),
-         WqmmMode(weight="float8_e5m2", trans_b=True, bias=True), WqmmMode(isolate="a_only_mmad", offset=True),
-         WqmmMode(isolate="dequant_only", offset=True, trans_b=True))
+MODES = (WqmmMode(), WqmmMode(trans_b=True, offset=True, bias=True),
+         WqmmMode(weight=WeightDtype.FLOAT8_E4M3FN, offset=True),
+         WqmmMode(weight=WeightDtype.FLOAT8_E5M2, trans_b=True, bias=True),
+         WqmmMode(isolate=Isolate.A_ONLY_MMAD, offset=True),
+         WqmmMode(isolate=Isolate.DEQUANT_ONLY, offset=True, trans_b=True))
 HAZARD_MODES = (WqmmMode(empty_tail=True),)
 RULES = (
-    ModeRule({"empty_tail": True, "isolate": ("full", "a_only_mmad")},
+    ModeRule({"empty_tail": True, "isolate": (Isolate.FULL, Isolate.A_ONLY_MMAD)},
              Expect(hazards=frozenset({Hazard.UNCONSUMED_FLAG})),
              "the AIV's early return on an empty N extent skips Cleanup (EMPTY_TAIL_EARLY_RETURN, a warning, "
              "names the tile)"),
@@ -110,10 +121,10 @@ def make_inputs(case: Case, rank: int, size: int) -> Arrays:
     mode = _mode(case)
     rng = np.random.default_rng([case.seed, rank])
     wshape = (n, k) if mode.trans_b else (k, n)
-    if mode.weight == "int8":
+    if mode.weight is WeightDtype.INT8:
         w = rng.integers(-128, 128, wshape).astype(np.int8)
     else:
-        w = (rng.standard_normal(wshape) * FP8_SPREAD).astype(np.dtype(mode.weight))
+        w = (rng.standard_normal(wshape) * FP8_SPREAD).astype(np.dtype(mode.weight.value))
     arrays = {"x": rng.standard_normal((m, k)).astype(X_DTYPE), "weight": w,
               "antiquant_scale": (rng.uniform(SCALE_LOW, SCALE_HIGH, n) / SCALE_DIV).astype(X_DTYPE)}
     if mode.offset:
@@ -125,7 +136,7 @@ def make_inputs(case: Case, rank: int, size: int) -> Arrays:
 
 def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
     mode = _mode(case)
-    if mode.isolate == "dequant_only":
+    if mode.isolate is Isolate.DEQUANT_ONLY:
         return golden_weight_dequant(inputs["weight"], inputs["antiquant_scale"], inputs.get("antiquant_offset"),
                                      trans_b=mode.trans_b)
     return golden_weight_quant_matmul(inputs["x"], inputs["weight"], inputs["antiquant_scale"],
@@ -177,10 +188,6 @@ def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
 def validate(case: Case, size: int) -> list[str]:
     mode = _mode(case)
     reasons = []
-    if mode.weight not in WEIGHT_DTYPES:
-        reasons.append(f"weight must be one of {', '.join(WEIGHT_DTYPES)}, got {mode.weight!r}")
-    if mode.isolate not in ISOLATE:
-        reasons.append(f"isolate must be one of {', '.join(ISOLATE)}, got {mode.isolate!r}")
     if mode.empty_tail and CeilDiv(case.shape.n, EMPTY_TAIL_BASE_N) < 2:
         reasons.append(f"the empty-tail tiling needs n > {EMPTY_TAIL_BASE_N}")
     return reasons
@@ -208,4 +215,5 @@ SPEC = OperatorSpec(
     input_names=("x", "weight", "antiquant_scale", "antiquant_offset", "bias"),
     validate=validate,
     predict_knobs=predict_knobs,
+    options=WqmmOptions,
 )
