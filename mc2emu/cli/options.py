@@ -310,7 +310,7 @@ def build_parser(operators: Sequence[OperatorEntry], description: str = "") -> a
                 continue
             first[name] = (entry.name, opt, default)
             own.append((name, opt, default))
-        desc = textwrap.fill(entry.summary + (f"; also takes {', '.join(shared)}" if shared else ""), HELP_WIDTH)
+        desc = textwrap.fill(entry.summary, HELP_WIDTH) + (f"\nalso takes {', '.join(shared)}" if shared else "")
         grp = ap.add_argument_group(f"{entry.name} (--op {entry.name})", desc)
         for name, opt, default in own:
             flag = option_name(name)

@@ -1,6 +1,7 @@
 """The CLI's pure parts without MPI: options, the registry and planning, verdicts, the table, dump files."""
 
 import dataclasses
+import re
 import sys
 
 import ml_dtypes
@@ -13,7 +14,7 @@ from mc2emu.cli.operators import OPERATOR_MODULES, OperatorImportError, default_
 from mc2emu.cli.operators.all_to_all import SPEC as ALL_TO_ALL_QUANT_MATMUL
 from mc2emu.cli.operators.all_to_all import A2AMode, A2AOptions
 from mc2emu.cli.operators.quant_batch_matmul import QbmmMode
-from mc2emu.cli.options import OptionError
+from mc2emu.cli.options import COMMON_FIELDS, OperatorOptions, OptionError, build_parser, help_text, option
 from mc2emu.cli.options import parse_options as parse_run_options
 from mc2emu.cli.report import (
     CaseReport,
@@ -41,7 +42,7 @@ from mc2emu.cli.scenarios import (
 from mc2emu.cli.stats import CaseStats
 from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics import ElemFormat
-from mc2emu.ops.all_to_all_quant_matmul_op import Impl
+from mc2emu.ops.all_to_all_quant_matmul_op import Impl, LaunchMode
 from mc2emu.run import main as run_main
 from mc2emu.runtime.hazards import Hazard
 
@@ -85,6 +86,53 @@ def test_options_parse_to_enums():
     assert o.operators["all_gather_quant_matmul"].mode_overrides() == {"wait_order": WaitOrder.IN_ORDER}
 
 
+def test_help_shows_each_operators_own_options_under_its_name(registry):
+    text = help_text(registry.specs())
+    own = {"all_to_all_quant_matmul": ["--impl", "--local-matmul", "--wait-order", "--hccl-server", "--launch"],
+           "all_gather_quant_matmul": [],
+           "weight_quant_matmul": ["--isolate"],
+           "grouped_matmul_mx": ["--gmm-variant", "--print-tiling", "--print-schedule", "--shape", "--group-list",
+                                 "--trans-b", "--split-k", "--json"]}
+    parts = re.split(r"\n(\w+) \(--op \w+\):\n", text)    # [common, name, section, name, section, ...]
+    sections = dict(zip(parts[1::2], parts[2::2], strict=True))
+    assert list(sections) == list(own)                   # in registry order; none for operators without options
+    for name, flags in own.items():
+        assert re.findall(r"^  (--[\w-]+)", sections[name], re.M) == flags, name
+    assert "also takes --wait-order (under all_to_all_quant_matmul)" in text
+    assert "  --seed" in parts[0] and "  --impl" not in parts[0]   # the common options come first
+    declared = {name for spec in registry.specs() for name, _, _ in spec.options.declared()}
+    assert not declared & set(COMMON_FIELDS)
+    assert "operators" not in COMMON_FIELDS and len(COMMON_FIELDS) == 21
+
+
+def test_a_flag_two_operators_declare_otherwise_is_refused():
+    @dataclasses.dataclass(frozen=True)
+    class One(OperatorOptions):
+        width: int | None = option("w", parse=int, mode=True)
+
+    @dataclasses.dataclass(frozen=True)
+    class Other(OperatorOptions):
+        width: WaitOrder | None = option("w", enum=WaitOrder, mode=True)
+
+    entry = type("Entry", (), {})
+    a, b = entry(), entry()
+    a.name, a.summary, a.options = "a", "A", One
+    b.name, b.summary, b.options = "b", "B", Other
+    with pytest.raises(TypeError, match="--width is declared otherwise by a"):
+        build_parser([a, b])
+    build_parser([a, a])   # declared alike: once, under the first
+
+
+def test_run_names_no_operator():
+    from pathlib import Path
+
+    import mc2emu.run
+
+    text = Path(mc2emu.run.__file__).read_text()
+    assert not [spec.name for spec in default_registry().specs() if spec.name in text]
+    assert "print_tiling" not in text and "gmm" not in text
+
+
 # -- planning --------------------------------------------------------------------------------------------------
 def test_default_suite_is_every_valid_mode_and_no_hazard(registry):
     cases = plan_cases(registry, parse_options([]))
@@ -119,6 +167,13 @@ def test_mode_options_select_impl_and_override_the_rest(registry):
     cases = plan_cases(registry, parse_options(["--local-matmul", "1", "--wait-order", "in_order"]))
     assert {(c.mode.impl, c.mode.local_matmul, c.mode.wait_order) for c in cases} == {
         (Impl.UDMA, 1, WaitOrder.IN_ORDER), (Impl.HCOMM, 1, WaitOrder.IN_ORDER)}
+
+
+def test_an_operator_option_that_is_no_mode_option_narrows_nothing(registry):
+    """`--launch` (the all-to-all's) reaches its options object and leaves every operator's cases in place."""
+    opts = parse_options(["--launch", "source"])
+    assert opts.operators[A2A].launch is LaunchMode.SOURCE and opts.mode_options_given() == ()
+    assert plan_cases(registry, opts) == plan_cases(registry, parse_options([]))
 
 
 def test_hazard_modes_need_hazards(registry):
