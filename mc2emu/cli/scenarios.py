@@ -169,7 +169,8 @@ class Shape:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Output vs golden: `ok` under the operator's rule; max abs error and max bf16 ULP when defined."""
+    """Output vs golden: `ok` under the operator's rule; max abs error and max ULP (bf16, or the output's
+    own 16-bit dtype) when defined, both from `mc2emu.numerics.compare`."""
 
     ok: bool
     max_abs: float | None = None
@@ -260,7 +261,8 @@ class OperatorSpec:
       calls it whatever the op did), or None when there is none.
     - execute(case, inputs, ctx): run the operator on this rank (with the common keywords of `ctx`), return
       its output; raise the runtime's errors (ConstraintError, HazardError with .output, DeadlockError).
-    - compare(out, golden): the operator's acceptance rule.
+    - compare(out, golden): the operator's pass rule; its max|err| and ULP figures come from
+      `mc2emu.numerics.compare` (`max_abs_error`, `ulp_distance`).
     - validate(case, size): reasons the case cannot run at this world size (checked before any run).
     - predict_knobs(shape, size): the modes / block dims `--predict` compares (see mc2emu/cli/predict.py).
     - options: the operator's own command-line options (an `OperatorOptions` dataclass: its argparse group
