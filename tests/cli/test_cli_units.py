@@ -1,6 +1,7 @@
 """The CLI's pure parts without MPI: options, the registry and planning, verdicts, the table, dump files."""
 
 import dataclasses
+import enum
 import re
 import sys
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from mc2emu.apace.comm_policy import WaitOrder
+from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QbmmMxRevision
 from mc2emu.cli.dump import DumpError, case_dirs, decode_array, encode_array, load_case, rank_file, save_case
 from mc2emu.cli.operators import OPERATOR_MODULES, OperatorImportError, default_registry
 from mc2emu.cli.operators.all_to_all import SPEC as ALL_TO_ALL_QUANT_MATMUL
@@ -232,10 +234,20 @@ def test_mode_round_trips_and_labels():
     m = A2AMode(Impl.HCOMM, 1, WaitOrder.MASK, HcclServer.CCU, bias=True)
     assert A2AMode.from_dict(m.as_dict()) == m
     assert m.label() == "lm1 mask ccu +bias" and m.slug() == "hcomm-lm1-mask-ccu-bias"
-    q = QbmmMode(bias=True, batch=2, revision="cc21c0d6")
+    q = QbmmMode(bias=True, batch=2, revision=QbmmMxRevision.CC21C0D6)
     assert QbmmMode.from_dict(q.as_dict()) == q
     assert q.label() == "+bias rev cc21c0d6 batch2" and q.slug() == "bias-rev-cc21c0d6-batch2"
     assert QbmmMode().label() == "-"
+    from mc2emu.cli.operators.grouped_matmul_mx import SPEC as GMM
+    from mc2emu.cli.operators.weight_quant_matmul import SPEC as WQMM
+
+    for spec in (GMM, WQMM):   # enum fields dump as their values (case ids unchanged) and come back as members
+        for mode in (*spec.modes, *spec.hazard_modes):
+            assert spec.mode_type.from_dict(mode.as_dict()) == mode
+            assert all(not isinstance(v, enum.Enum) for v in mode.as_dict().values())
+    assert [m.slug() for m in GMM.modes] == ["split-M-count", "split-M-cumsum-transB", "split-M-sparse",
+                                             "split-K-count", "split-M-sparse-blaze", "split-M-count-blaze_sample"]
+    assert [m.label() for m in WQMM.modes][-2:] == ["int8 +offset a_only_mmad", "int8 transB +offset dequant_only"]
 
 
 def test_operator_cases_dedupe_after_overrides(registry):

@@ -59,19 +59,19 @@ class QbmmMode(OperatorMode):
     the operator's default)."""
 
     CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"bias": bool, "atomic": bool, "batch": int,
-                                                              "revision": str}
+                                                              "revision": QbmmMxRevision}
 
     bias: bool = False
     atomic: bool = False
     batch: int = 1
-    revision: str | None = None
+    revision: QbmmMxRevision | None = None
 
     def label_parts(self) -> list[str]:
         parts = []
         if self.bias:
             parts.append("+bias")
         if self.revision is not None:
-            parts.append(f"rev {self.revision}")
+            parts.append(f"rev {self.revision.value}")
         if self.atomic:
             parts.append("atomic")
         if self.batch != 1:
@@ -85,7 +85,7 @@ ST_LOW, ST_HIGH = 1.0, 8.0
 BIAS_LOW, BIAS_HIGH = -1.0, 1.0
 MULTI_BATCH = 2
 
-FIXED_REVISION = "cc21c0d6"   # kernel_qbmm_mx.h revision with per-batch scale offsets and SetAtomicNone
+FIXED_REVISION = QbmmMxRevision.CC21C0D6   # kernel_qbmm_mx.h revision with per-batch scale offsets, SetAtomicNone
 
 MODES = (QbmmMode(), QbmmMode(bias=True), QbmmMode(batch=MULTI_BATCH, revision=FIXED_REVISION))
 HAZARD_MODES = (QbmmMode(batch=MULTI_BATCH), QbmmMode(atomic=True, batch=MULTI_BATCH))
@@ -134,7 +134,7 @@ def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
 def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     mode = case.mode
     assert isinstance(mode, QbmmMode)
-    revision = QbmmMxRevision(mode.revision) if mode.revision is not None else QbmmMxRevision.R106B970C
+    revision = mode.revision if mode.revision is not None else QbmmMxRevision.R106B970C
     return quant_batch_matmul_mx(inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"],
                                  bias=inputs.get("bias"), trans_b=True, out_dtype="bfloat16", atomic=mode.atomic,
                                  block_dim=ctx.block_dim, revision=revision, check=ctx.check, timeout=ctx.timeout,
