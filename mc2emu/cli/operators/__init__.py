@@ -1,7 +1,8 @@
 """The operators the CLI knows: one module per operator, each defining one `OperatorSpec` named `SPEC`.
 
 To plug in an operator, add `mc2emu/cli/operators/<op>.py` with its mode type (a frozen `OperatorMode`
-dataclass of its own fields), its modes, hazard rules (`Hazard` members), shapes, make_inputs / golden /
+dataclass of its own fields), its command-line options if it has any (a frozen `OperatorOptions` dataclass:
+its group under `--help`), its modes, hazard rules (`Hazard` members), shapes, make_inputs / golden /
 execute / compare, and `SPEC = OperatorSpec(...)`; then append the module to `OPERATOR_MODULES`. A module
 that fails to import is an error naming the import error (exit code 2), never skipped.
 """
