@@ -48,8 +48,9 @@ class Option:
     - `parse`: else a converter of the text (raising `argparse.ArgumentTypeError` naming the option);
     - `switch`: a flag without a value (store_true);
     - `mode`: sets the operator's mode field of the same name: a mode that has another value is overridden
-      (or, with `select`, dropped); a mode without the field is dropped. Otherwise the option is read by
-      the operator's `execute` / `host_print` from its options object.
+      (or, with `select`, dropped), a mode whose field is None is dropped, and an operator that does not
+      declare the option runs no case. Otherwise the option is read by the operator's `execute` /
+      `host_print` from its options object, and operators without it ignore it.
     """
 
     help: str
