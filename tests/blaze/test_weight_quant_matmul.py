@@ -18,6 +18,7 @@ from mc2emu.blaze.gemm.block.block_scheduler_matmul_swat_with_tail_split import 
     BlockSchedulerMatmulSwatParams,
     BlockSchedulerMatmulSwatWithTailSplit,
 )
+from mc2emu.numerics.compare import ulp_distances
 from mc2emu.ops import golden_weight_dequant, golden_weight_quant_matmul, weight_quant_matmul
 from mc2emu.ops.weight_quant_matmul_host import WqmmProblem, wqmm_tiling
 from mc2emu.runtime.events import EventKind, EventRecorder
@@ -46,12 +47,6 @@ def _inputs(rng, m, n, k, wd, dt, trans_b, offset, bias, scale_mag=0.02):
     return x, w, s, o, b
 
 
-def _ordered16(a: np.ndarray) -> np.ndarray:
-    """bf16 / fp16 bits on the ordered-integer line (adjacent values 1 apart, +0 and -0 both 0)."""
-    bits = _u16(a)
-    return np.where(bits & 0x8000, -(bits & 0x7FFF), bits)
-
-
 def _check_c(c, g, x=None, b_dequant=None):
     """At most one ULP of C's dtype; with the operands given, an element further off must be within the
     float32 accumulation bound K * 2^-24 * sum|x||B_dequant| (the golden sums in BLAS order, the kernel per
@@ -60,7 +55,7 @@ def _check_c(c, g, x=None, b_dequant=None):
     if c.dtype == np.float32:
         np.testing.assert_allclose(c, g, rtol=1e-5, atol=1e-5)
         return
-    ulp = np.abs(_ordered16(c) - _ordered16(g))
+    ulp = ulp_distances(c, g)   # on the ordered-integer line: +0 and -0 both 0, adjacent values 1 apart
     far = ulp > 1
     if far.any() and x is not None:
         k = x.shape[1]

@@ -241,12 +241,12 @@ def _int_scales(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _bf16_ulp(a: np.ndarray, b: np.ndarray) -> int:
-    """Max raw 16-bit distance (bf16 / fp16 ULP) between two same-dtype arrays, NaN / Inf included."""
+    """Max ULP distance (bf16 / fp16) between two same-dtype arrays: `mc2emu.numerics.compare.ulp_distance`
+    (+-0 0 apart, sign crossings count every value between, NaN facing a number beyond any finite distance)."""
+    from mc2emu.numerics.compare import ulp_distance
+
     assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
-    if a.size == 0:
-        return 0
-    d = np.abs(a.view(np.uint16).astype(np.int64) - b.view(np.uint16).astype(np.int64))
-    return int(d.max())
+    return ulp_distance(a, b)
 
 
 def _raise_or_output(run: Any, hazards: frozenset[str], name: str) -> np.ndarray:
@@ -359,8 +359,9 @@ def check_qmrs_case(out: np.ndarray, inp: dict[str, np.ndarray], comm: Any) -> s
 
     al = {key: comm.allgather(v) for key, v in inp.items()}
     g = golden_quant_matmul_reduce_scatter(al["x1"], al["x1_scale"], al["x2"], al["x2_scale"], comm.Get_rank())
-    ulp = _bf16_ulp(out, g)
-    return None if ulp == 0 else f"{ulp} ULP from the golden (bit-exact rule)"
+    from mc2emu.numerics.compare import bit_exact
+
+    return None if bit_exact(out, g) else f"{_bf16_ulp(out, g)} ULP from the golden (bit-exact rule)"
 
 
 # -- grouped_matmul_mx ----------------------------------------------------------------------------------------
@@ -518,7 +519,9 @@ def check_wqmm_case(case: WqmmCase, out: np.ndarray, inp: dict[str, Any]) -> str
 
     if case.kwargs.get("mode") == "dequant_only":
         g = golden_weight_dequant(inp["weight"], inp["antiquant_scale"], inp["antiquant_offset"], trans_b=case.trans_b)
-        return None if _bf16_ulp(out, g) == 0 else "B_dequant differs from the golden"
+        from mc2emu.numerics.compare import bit_exact
+
+        return None if bit_exact(out, g) else "B_dequant differs from the golden"
     g = golden_weight_quant_matmul(inp["x"], inp["weight"], inp["antiquant_scale"], inp["antiquant_offset"],
                                    bias=inp["bias"], trans_b=case.trans_b, out_dtype=case.kwargs.get("out_dtype"))
     if out.dtype != g.dtype or out.shape != g.shape:
