@@ -77,6 +77,9 @@ class PlatformSpec:
     fixpipe_buffer_size: int = 4 * KIB
     # [ARCH] UB is 256 KiB per AIV; 248 KiB are usable by default (8 KiB reserved by the runtime).
     ub_size: int = 256 * KIB
+    # What a kernel may use: asc-devkit `AscendC::TOTAL_UB_SIZE = 248 * 1024` (`impl/basic_api/utils/
+    # kernel_utils_constants.h`, `__NPU_ARCH__ == 3510`, hicann/asc-devkit @28e7aba2), and what the host's
+    # `GetCoreMemSize(UB)` returns (the platform ini's `ub_size=253952`; 910B alone subtracts a KFC reserve).
     ub_usable_size: int = 248 * KIB
     # [SYNC] each AIC and each AIV has 16 cross-core counters (ids 0-15), shared by modes 0, 1 and 2.
     flag_id_count: int = 16

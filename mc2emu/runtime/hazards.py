@@ -67,6 +67,7 @@ class Hazard(enum.Enum):
     FRAGMENT_OUT_OF_RANGE = "FRAGMENT_OUT_OF_RANGE"
     MUL_ZERO_KEEPS_NAN = "MUL_ZERO_KEEPS_NAN"   # an accumulator "cleared" by acc * 0 keeps NaN / Inf garbage
     LAYOUT_OVERLAP = "LAYOUT_OVERLAP"   # a tiling whose local-memory buffers overlap or overflow (inferred)
+    UB_OVERLAP = "UB_OVERLAP"   # two UB slots of one AIV share bytes (reproduced: one corrupts the other)
     OUTPUT_WRITE_COUNT = "OUTPUT_WRITE_COUNT"  # an output element written twice or never (GroupedMatmul)
 
 

@@ -72,11 +72,13 @@ class WeightQuantPlatformInfo:
 
     @classmethod
     def from_platform(cls, platform: PlatformSpec = DAV_3510, aic_num: int | None = None) -> WeightQuantPlatformInfo:
-        """GetCoreMemSize(UB) and TOTAL_UB_SIZE are both taken as the platform's UB size (an assumption:
-        no public source gives the DAV_3510 values), as the MX tiling does."""
+        """GetCoreMemSize(UB) and the kernel's TOTAL_UB_SIZE are both 248 KiB on DAV_3510: asc-devkit
+        `kernel_utils_constants.h` (`__NPU_ARCH__ == 3510`: `TOTAL_UB_SIZE = 248 * 1024`, hicann/asc-devkit
+        @28e7aba2) and `PlatformAscendC::GetCoreMemSize`, which returns the platform ini's `ub_size` (253952
+        in the Ascend950 inis) unchanged off 910B (`platform.ub_usable_size`)."""
         aic = platform.aic_count if aic_num is None else int(aic_num)
-        return cls(aic, platform.aiv_count, platform.ub_size, platform.l1_size, platform.l0a_size,
-                   platform.l0b_size, platform.l0c_size, platform.bias_table_size, platform.ub_size,
+        return cls(aic, platform.aiv_count, platform.ub_usable_size, platform.l1_size, platform.l0a_size,
+                   platform.l0b_size, platform.l0c_size, platform.bias_table_size, platform.ub_usable_size,
                    platform.ub_usable_size)
 
 

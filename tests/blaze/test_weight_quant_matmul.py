@@ -187,16 +187,20 @@ def test_empty_n_piece_skips_the_aiv_drain():
 
 def test_layout_findings_are_reported():
     """A kUbSize past the UB bound (the tiling's own §3 formula and bOut's padding): LAYOUT_OVERLAP warnings
-    with the numbers; the run itself still matches the golden (the UB is not byte-modelled)."""
+    with the numbers, and the kernel's UB slots overlap (UB_OVERLAP: bOut0 / scale0 over bIn1). The tiles
+    are only 32 K rows (k = 64), far from the slots' ends, so no live byte is overwritten: the run still
+    matches the golden."""
     rng = np.random.default_rng(4)
     x, w, s, _, _ = _inputs(rng, 16, 128, 64, "int8", BF16, False, False, False)
     rec = EventRecorder()
-    c = weight_quant_matmul(x, w, s, block_dim=1, tiling_overrides={"kUbSize": 400, "nUbSize": 128},
+    c = weight_quant_matmul(x, w, s, block_dim=1, tiling_overrides={"kUbSize": 336, "nUbSize": 128},
                             timeout=TIMEOUT, observers=[rec])
     _check_c(c, golden_weight_quant_matmul(x, w, s))
     msgs = [e.extra["message"] for e in rec.of(EventKind.HAZARD) if e.obj == Hazard.LAYOUT_OVERLAP.value]
     assert any("bOut with +1 bank padding" in msg for msg in msgs)
     assert any("by the tiling's own formula" in msg for msg in msgs)
+    ub = [e.extra["message"] for e in rec.of(EventKind.HAZARD) if e.obj == Hazard.UB_OVERLAP.value]
+    assert any("'bIn1' [126976, 169984) overlaps slot 'bOut0' [43008, 129280)" in msg for msg in ub), ub
 
 
 @pytest.mark.parametrize(("kwargs", "rule"), [
@@ -243,3 +247,55 @@ def test_upper_a_buffer_over_bias_corrupts_a_tile_that_starts_on_buffer_1():
     _check_c(c[:, lo: lo + 256], g[:, lo: lo + 256])
     bad = np.abs(_u16(c[:, hi: hi + 256]) - _u16(g[:, hi: hi + 256])) > 1
     assert bad.any() and not bad[:, :].all(axis=1).all()  # some rows of the second tile, not everything
+
+
+# The tiling of (M, N, K) = (64, 7168, 2048) int8 transB that a 256 KiB UB query gives (the emulator's host
+# before it followed asc-devkit's TOTAL_UB_SIZE = 248 KiB): one UB half needs 130 016 B of the 126 976 B
+# TOTAL_UB_SIZE / 2 holds.
+UB256_TILING = {"kL1": 384, "kUbSize": 384, "nUbSize": 112}
+
+
+def test_default_tiling_follows_total_ub_size():
+    """GetCoreMemSize(UB) = TOTAL_UB_SIZE = 248 KiB: (64, 7168, 2048) int8 transB tiles to kL1 = kUbSize = 256,
+    and its UB halves fit (no UB_OVERLAP, no layout finding)."""
+    from mc2emu.arch.platform import DAV_3510
+    from mc2emu.tiling.weight_quant_tiling_layout import layout_findings
+    from mc2emu.tiling.weight_quant_tiling_swat import WeightQuantTilingSwat
+
+    td = WeightQuantTilingSwat(DAV_3510).GetTilingData(64, 7168, 2048, True, False, False)
+    assert (td.kL1, td.kUbSize, td.nUbSize) == (256, 256, 112)
+    assert layout_findings(td) == []
+
+
+def test_ub_halves_that_overrun_corrupt_the_scale_as_on_the_device():
+    """The 256 KiB tiling on the 248 KiB UB: half 0 ([bIn0 43008 | bOut0 86784 | scale0 224] = 130 016 B) runs
+    3040 B into half 1 at 126 976: UB_OVERLAP names bOut0 / scale0 over bIn1 (and half 1 over the runtime's
+    reserve). In program order the load of bIn1 (K chunk 1, 3) overwrites scale0, loaded only at K chunk 0:
+    chunks 2 and 4 dequantize with bytes 2816..3039 of bIn1 (weight row 7, K columns 128..351 of the chunk
+    before) read as bf16 scales. Chunks 0, 1, 3, 5 are the golden's, bit for bit."""
+    rng = np.random.default_rng(35)
+    m, n, k = 64, 7168, 2048
+    x, w, s, _, _ = _inputs(rng, m, n, k, "int8", BF16, True, False, False)
+    rec = EventRecorder()
+    bdq = weight_quant_matmul(x, w, s, trans_b=True, mode="dequant_only", tiling_overrides=UB256_TILING,
+                              timeout=120.0, observers=[rec])
+    ub = [e.extra["message"] for e in rec.of(EventKind.HAZARD) if e.obj == Hazard.UB_OVERLAP.value]
+    assert any("'bIn1' [126976, 169984) overlaps slot 'bOut0' [43008, 129792) in bytes [126976, 129792)" in msg
+               for msg in ub), ub[:4]
+    assert any("'bIn1' [126976, 169984) overlaps slot 'scale0' [129792, 130016)" in msg for msg in ub)
+    assert any("'runtime reserved' [253952, 262144)" in msg for msg in ub)
+    g = golden_weight_dequant(w, s, None, trans_b=True)
+    kL1, nUb = 384, 112
+    for chunk in range(6):
+        cols = slice(chunk * kL1, min(k, (chunk + 1) * kL1))
+        if chunk not in (2, 4):
+            np.testing.assert_array_equal(_u16(bdq[:, cols]), _u16(g[:, cols]))
+            continue
+        src = (chunk - 1) * kL1 + 128   # bIn1 of the chunk before: row 7, bytes 128.. of its K columns
+        for nS in range(0, n, nUb):
+            bad_scale = np.ascontiguousarray(w[nS + 7, src: src + 2 * nUb]).view(BF16)
+            want = golden_weight_dequant(w[nS: nS + nUb, cols], bad_scale, None, trans_b=True)
+            got = bdq[nS: nS + nUb, cols]
+            nan = np.isnan(want.astype(np.float32))
+            assert (np.isnan(got.astype(np.float32)) == nan).all()
+            np.testing.assert_array_equal(_u16(got)[~nan], _u16(want)[~nan])

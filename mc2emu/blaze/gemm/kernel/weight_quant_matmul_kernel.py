@@ -52,7 +52,7 @@ from mc2emu.blaze.tensor_api.tensor import GmTensor, MakeTensor
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.numerics.weight_dequant import DequantDtype, WeightDtype, channel_dequant_table, dequant_by_table
 from mc2emu.runtime.events import EventKind
-from mc2emu.runtime.hazards import Hazard, Severity
+from mc2emu.runtime.hazards import CapacityError, Hazard, Severity
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
@@ -140,13 +140,51 @@ class WeightQuantMatmulPrologue:
         self.kL1_, self.kSize_ = int(kL1), int(kSize)
         self.iterKNum_ = CeilDiv(self.kSize_, self.kL1_)
         self.l1HalfSize_ = self.l1Size >> 1
-        # UB: per half [bIn | bOut (+1 bank padding) | scale | offset]; the sizes are checked on the host
-        # (layout_findings); the per-slot contents live here
-        self.bIn_: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_NUM
+        # UB: per half [bIn | bOut (+1 bank padding) | scale | offset] at halfUBSize * i, halfUBSize =
+        # TOTAL_UB_SIZE >> 1: slots in the AIV's one UB byte array, so halves that overrun overlap (UB_OVERLAP)
+        # and corrupt each other's bytes as on the device. A_ONLY_MMAD (the emulator's harness) feeds
+        # B_dequant through bIn unchanged: no UB slots.
+        ctx = self.ctx
+        halfUBSize = ctx.device.platform.ub_usable_size >> 1  # AscendC::TOTAL_UB_SIZE >> 1
+        wBytes = np.dtype(self.BType.value).itemsize
+        dBytes = np.dtype(self.DequantBType.dtype).itemsize
+        bInSize = self.kUbSize_ * self.nUbSize_ * wBytes
+        bOutSize = (self.kUbSize_ * (self.nUbSize_ + 1) if self.transB
+                    else (self.kUbSize_ + 1) * self.nUbSize_) * dBytes
+        scaleSize = self.nUbSize_ * dBytes
+        self.bInUb_: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_NUM
+        self.bOutUb_: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_NUM
+        self.scaleUb_: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_NUM
+        self.offsetUb_: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_NUM
+        if self.mode is not WeightQuantMatmulMode.A_ONLY_MMAD:
+            for i in range(DOUBLE_BUFFER_NUM):
+                base = halfUBSize * i
+                self.bInUb_[i] = ctx.local.allocate_at(f"bIn{i}", base, bInSize, np.uint8)
+                self.bOutUb_[i] = ctx.local.allocate_at(f"bOut{i}", base + bInSize, bOutSize, np.uint8)
+                self.scaleUb_[i] = ctx.local.allocate_at(f"scale{i}", base + bInSize + bOutSize, scaleSize,
+                                                         np.uint8)
+                if self.hasOffset_:
+                    self.offsetUb_[i] = ctx.local.allocate_at(f"offset{i}", base + bInSize + bOutSize + scaleSize,
+                                                              scaleSize, np.uint8)
         self.scale_: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_NUM
         self.offset_: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_NUM
         self.vfTable_: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_NUM
+        self.vfKey_: list[bytes | None] = [None] * DOUBLE_BUFFER_NUM
         # SetFlag<V_MTE2>(0, 1), SetFlag<MTE3_V>(0, 1): intra-core, program order here
+
+    def _to_ub(self, slot: np.ndarray | None, data: np.ndarray) -> np.ndarray:
+        """Copy a tile into its UB slot from the slot's first byte (dense, row by row; a tile longer than the
+        slot runs on into the next bytes, as the device's copy does) and return UB's view of it."""
+        if slot is None:
+            return data
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        ub = self.ctx.local.ub
+        start = slot.__array_interface__["data"][0] - ub.__array_interface__["data"][0]
+        if start + raw.size > ub.size:
+            raise CapacityError(f"{self.ctx.label}: a {raw.size} B tile at UB byte {start} runs past the "
+                                f"{ub.size} B UB")
+        ub[start: start + raw.size] = raw
+        return ub[start: start + raw.size].view(data.dtype).reshape(data.shape)
 
     # ============ Stage 1: GM -> UB ============
     def LoadGM2UB(self, ubBufId: int, iterK: int, kSubOffset: int, nSubOffset: int, kUbLen: int, nUbLen: int,
@@ -155,12 +193,13 @@ class WeightQuantMatmulPrologue:
         this half's slot when iterK is 0 or 1."""
         ctx = self.ctx
         block = gmB.Slice((kSubOffset, nSubOffset), (kUbLen, nUbLen)).load(ctx)
-        self.bIn_[ubBufId] = bIn = np.ascontiguousarray(block.T if self.transB else block)
+        bIn = self._to_ub(self.bInUb_[ubBufId], block.T if self.transB else block)
         if iterK in (0, 1):
-            self.scale_[ubBufId] = gmScale.Slice((0, nSubOffset), (1, nUbLen)).load(ctx).reshape(-1)
+            self.scale_[ubBufId] = self._to_ub(self.scaleUb_[ubBufId],
+                                               gmScale.Slice((0, nSubOffset), (1, nUbLen)).load(ctx).reshape(-1))
             if self.hasOffset_ and gmOffset is not None:
-                self.offset_[ubBufId] = gmOffset.Slice((0, nSubOffset), (1, nUbLen)).load(ctx).reshape(-1)
-            self.vfTable_[ubBufId] = None  # the VF reads the new scale / offset
+                self.offset_[ubBufId] = self._to_ub(
+                    self.offsetUb_[ubBufId], gmOffset.Slice((0, nSubOffset), (1, nUbLen)).load(ctx).reshape(-1))
         return bIn
 
     # ============ Stage 2: VF dequant ============
@@ -169,13 +208,17 @@ class WeightQuantMatmulPrologue:
         ctx = self.ctx
         ctx.checkpoint("vector")
         t0 = time.perf_counter_ns()
+        scale = self.scale_[ubBufId]
+        offset = self.offset_[ubBufId] if self.hasOffset_ else None
+        # the VF reads scale / offset from their UB slots: rebuild the table when those bytes changed
+        key = scale.tobytes() + (offset.tobytes() if offset is not None else b"")  # type: ignore[union-attr]
         table = self.vfTable_[ubBufId]
-        if table is None:
-            scale = self.scale_[ubBufId]
-            offset = self.offset_[ubBufId] if self.hasOffset_ else None
+        if table is None or self.vfKey_[ubBufId] != key:
             table = self.vfTable_[ubBufId] = channel_dequant_table(self.BType, scale, offset,  # type: ignore[arg-type]
                                                                    trans_b=self.transB)
-        bOut = dequant_by_table(bIn, table, self.DequantBType, trans_b=self.transB)
+            self.vfKey_[ubBufId] = key
+        bOut = self._to_ub(self.bOutUb_[ubBufId], dequant_by_table(bIn, table, self.DequantBType,
+                                                                   trans_b=self.transB))
         ctx.emit(EventKind.VECTOR, "dequant", (kUbLen, nUbLen), ubBufId=ubBufId, t0_ns=t0)
         return bOut
 
