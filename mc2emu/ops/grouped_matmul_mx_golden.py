@@ -59,7 +59,7 @@ def split_m_segments(entries: list[tuple[int, int]], group_list_type: str) -> li
 
 def _per_element(scale_rows_k: np.ndarray, k: int) -> np.ndarray:
     """float32 (rows, k) per-element scales from decoded (rows, pairs, 2) scales."""
-    s = scale_rows_k.reshape(scale_rows_k.shape[0], -1)
+    s = scale_rows_k.reshape(scale_rows_k.shape[0], int(np.prod(scale_rows_k.shape[1:])))  # rows may be 0
     return np.repeat(s, MX_GROUP_SIZE, axis=1)[:, :k]
 
 

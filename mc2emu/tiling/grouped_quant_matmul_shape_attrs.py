@@ -172,6 +172,10 @@ def SetMKN(ctx: GmmTilingContext, inp: GQmmInputInfo) -> GQmmInputInfo:
     if (_shape_size(x) == 0 or _shape_size(w) == 0) and inp.groupType == SPLIT_M:
         raise ConstraintError("SetMKN: split-M rejects an empty x or weight",
                               f"x {x}, weight {w}: unsupported empty tensor, please check k dimension")
+    if mSize == 0 or nSize == 0:
+        raise ConstraintError("framework: M == 0 or N == 0 returns an empty y without tiling",
+                              f"x {x}, weight {w}: M {mSize}, N {nSize} (TQ:1107; the op returns the empty y, the "
+                              f"source's tiling would divide by zero in CalScaleFactors)")
     return replace(inp, mSize=int(mSize), kSize=int(kSize), nSize=int(nSize))
 
 

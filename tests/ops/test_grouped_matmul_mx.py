@@ -134,6 +134,34 @@ def test_split_k_zero_groups_are_zero_filled_by_the_aivs():
     assert {lo // group_bytes for lo, _hi in writers["AIC"]} == {0, 2}
 
 
+def test_split_k_list_covering_less_than_k_runs_as_the_device():
+    """Lifted refusal (issue 35 item 3): the kernel takes each group's K range from the running preOffset_
+    (kernel_qgmm_mx.h UpdateOffset), so a list covering only a prefix of K runs; the K rows past it are never
+    read. Here 128 + 64 of K = 320: poisoning x and weight past row 192 changes nothing."""
+    c = split_k_case([128, 64, 128], 24, 96, seed=12)
+    c.group_list = np.array([128, 64], dtype=np.int64)
+    c.x_scale, c.weight_scale = c.x_scale[:-1], c.weight_scale[:-1]   # [K/64 + g, ., 2] for g = 2
+    y = run(c)
+    assert y.shape == (2, 24, 96)
+    assert_close(y, golden(c))
+    c.x[192:], c.weight[192:] = 0x7E, 0x7E   # NaN-free large codes: they would change every element if read
+    np.testing.assert_array_equal(run(c).view(np.uint16), y.view(np.uint16))
+
+
+@pytest.mark.parametrize(("m", "n"), [(0, 96), (24, 0)])
+def test_split_k_with_m_or_n_zero_returns_the_empty_output(m, n):
+    """The framework returns an empty y without tiling when M or N is 0 (ops-transformer 5778144
+    grouped_quant_matmul_tiling.cpp:1107); the tiling itself, called directly, names that rule."""
+    c = split_k_case([64, 64], max(m, 1), max(n, 1), seed=13)
+    c.x, c.x_scale = c.x[:, :m], c.x_scale[:, :m]
+    c.weight, c.weight_scale = c.weight[:, :n], c.weight_scale[:, :n]
+    y = run(c)
+    assert y.shape == (2, m, n) and y.size == 0
+    assert golden(c).shape == (2, m, n)
+    with pytest.raises(ConstraintError, match="M == 0 or N == 0 returns an empty y"):
+        grouped_matmul_mx_tiling(m, n, 128, group_num=2, group_type="split_k", trans_a=True)
+
+
 def test_split_k_ut_shape_and_scale_reload():
     """UT mxfp8_basic_api_splitk_transx_success shape (128, 768, 1024, g 2) and a K whose scales reload."""
     assert_close(run(c := split_k_case([512, 512], 128, 768, seed=8)), golden(c))
@@ -167,7 +195,7 @@ def _x_transposed(c):
     (lambda: _x_transposed(split_m_case([10, 20], 64, 128)), {"trans_a": True}, "transpose"),
     (lambda: split_m_case([10, 20], 64, 128), {"bias": np.zeros((2, 64), np.float32)}, "bias"),
     (lambda: split_m_case([10, 20], 64, 128, m=25), {}, "split-M rows <= M"),
-    (lambda: split_k_case([64, 64], 16, 32), {"group_list": np.array([64, 0])}, "sum to K"),
+    (lambda: split_k_case([64, 64], 16, 32), {"group_list": np.array([64, 96])}, "split-K sizes <= K"),
     (lambda: split_m_case([10, 20], 64, 128), {"group_list_type": "bogus"}, "groupListType"),
 ])
 def test_refusals_name_the_rule(case, kw, rule):
