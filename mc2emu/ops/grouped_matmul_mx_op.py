@@ -12,14 +12,11 @@ Elements are ml_dtypes arrays (float8_e4m3fn, float8_e5m2, float4_e2m1fn, one co
 with x_format / w_format; scales float8_e8m0fnu or uint8 codes. bias: FP32 [g, N] (FP4 only, as the source).
 
 Errors: ConstraintError naming the rule: the tiling's (`TilingGMM`: dtypes, transposes per split mode, scale
-shapes, FP4 shape rules, groupNum, split-K total K 0, ...) and the entry's (operand ranks, K / N agreement, the
-group list: sizes >= 0, covering at most M rows (split-M) or at most K (split-K: the K rows past the list are
-never read, as on the device), sparse group indices in [0, g); these entry refusals are the emulator's, where
-the device would read out of bounds). Split-K with M or N 0 returns the empty y [g, M, N] without tiling, as
-the framework does (ops-transformer 5778144 `grouped_quant_matmul_tiling.cpp:1107`). Rows of y past the
-list's total are not written (0 here; on the device whatever y held). With
-`check=True`, HazardError when the launch filed an error hazard (e.g. OUTPUT_WRITE_COUNT: an element of y
-written twice or never).
+shapes, FP4 shape rules, groupNum, split-K total K 0, ...) and the entry's (operand ranks, K / N agreement;
+group list sizes >= 0, at most M rows (split-M) or K (split-K: K past the list is never read, as on the
+device), sparse indices in [0, g)). Split-K with M or N 0 returns the empty y [g, M, N] untiled, as the
+framework does (ops-transformer 5778144 `grouped_quant_matmul_tiling.cpp:1107`). Rows of y past the list's
+total stay 0 (device: whatever y held). `check=True`: HazardError on an error hazard (e.g. OUTPUT_WRITE_COUNT).
 """
 
 from __future__ import annotations
