@@ -127,9 +127,9 @@ def test_shrink_only_when_tiles_fewer_than_aics():
 
 def test_small_tiles_take_a_long_kl1_and_baseK():
     # baseM = baseN = 16: baseK = FloorAlign16(65536 / 4 / 16) = 1024; kL1 from L1 = 524288 / 128 = 4096,
-    # from UB (transB): nUbSize 16, (262144 - 64) / 96 = 2730 -> 2688.
+    # from UB (transB; GetCoreMemSize(UB) = 248 KiB): nUbSize 16, (253952 - 64) / 96 = 2644 -> 2560.
     td = tile(16, 16, 8192, transB=True)
-    assert (td.baseK, td.kL1, td.kUbSize, td.nUbSize, td.usedCoreNum) == (1024, 2688, 2688, 16, 1)
+    assert (td.baseK, td.kL1, td.kUbSize, td.nUbSize, td.usedCoreNum) == (1024, 2560, 2560, 16, 1)
 
 
 # --- rules over a sweep -----------------------------------------------------------------------------------------
@@ -184,7 +184,7 @@ def test_alignment_rule_follows_the_fractal_axis():
 @pytest.mark.parametrize(("override", "kw", "rule"), [
     ({"l0a_size": 8 * 1024}, {}, RULE_BASE_K),  # 8192 / 4 / 256 = 8 < 16
     ({"l1_size": 1024}, {"hasBias": True}, RULE_L1_BIAS),  # bias reserve Align64(256 * 4) = 1024
-    ({"ub_size": 1024}, {"hasOffset": True}, RULE_UB_SCALE),  # 256 * 2 * 2 * 2 = 1024
+    ({"ub_usable_size": 1024}, {"hasOffset": True}, RULE_UB_SCALE),  # 256 * 2 * 2 * 2 = 1024
 ])
 def test_platform_limits_raise_naming_the_rule(override, kw, rule):
     plat = WeightQuantPlatformInfo.from_platform(dataclasses.replace(DAV_3510, **override))
@@ -233,24 +233,25 @@ def test_upper_a_over_bias_never_on_dav_3510_but_on_a_256k_l1():
 
 
 def test_ub_padding_overflow_is_reported_when_it_happens():
-    # transB, 16 x 16 tiles: kUbSize 2688, nUbSize 16: seed §3 bound 6 * 2688 * 16 + 64 = 258112 <= 262144,
-    # but a half needs 2688 * 16 + 2688 * 17 * 2 + 32 = 134432 > 131072 once bOut's +1 padding is in.
+    # transB, 16 x 16 tiles: kUbSize 2560, nUbSize 16: seed §3 bound 6 * 2560 * 16 + 64 = 245824 <= 253952,
+    # but a half needs 2560 * 16 + 2560 * 17 * 2 + 32 = 128032 > 126976 once bOut's +1 padding is in.
     td = tile(16, 16, 8192, transB=True)
-    assert ub_bytes_seed_formula(td) == 258112 <= PLAT.ubSize
+    assert ub_bytes_seed_formula(td) == 245824 <= PLAT.ubSize
     found = {f.rule: f for f in layout_findings(td, PLAT)}
     assert FINDING_UB_PADDING in found and FINDING_UB_SEED not in found
-    assert found[FINDING_UB_PADDING].details["half_used"] == 134432
-    assert FINDING_UB_USABLE in found  # half 1 ends at 131072 + 134432 > 248 KiB
-    # the same shape without transB pads K instead: (kUbSize + 1) * nUbSize, no overflow
-    assert FINDING_UB_PADDING not in rules(tile(16, 16, 8192))
+    assert found[FINDING_UB_PADDING].details["half_used"] == 128032
+    assert FINDING_UB_USABLE in found  # half 1 ends at 126976 + 128032 > 248 KiB
+    # without transB bOut pads K instead: (kUbSize + 1) * nUbSize, no overflow (k 640: at k 8192 the 248 KiB
+    # UB makes kL1 656 = 16 mod 32, the case of the next test)
+    assert FINDING_UB_PADDING not in rules(tile(16, 16, 640))
 
 
 def test_tiling_breaks_its_own_ub_bound_when_kl1_is_16_mod_32():
-    # m 272, n 144 -> baseM 16, baseN 144; nUbSize = Align128(144) = 256; kUbSizeMax = (262144 - 1024) / 1536
-    # = 170; kL1 = FloorAlign16(340) = 336 = 16 mod 32, so AIV1 takes 336 - 160 = 176 = kUbSize > 170.
-    td = tile(272, 144, 8192)
-    assert (td.baseN, td.nUbSize, td.kL1, td.kUbSize) == (144, 256, 336, 176)
-    assert ub_bytes_seed_formula(td) == 6 * 176 * 256 + 4 * 256 > PLAT.ubSize
+    # m 272, n 112 -> baseM 16, baseN 112; nUbSize = Align128(112) = 128; kUbSizeMax = (253952 - 512) / 768
+    # = 330; kL1 = FloorAlign16(660) = 656 = 16 mod 32, so AIV1 takes 656 - 320 = 336 = kUbSize > 330.
+    td = tile(272, 112, 8192)
+    assert (td.baseN, td.nUbSize, td.kL1, td.kUbSize) == (112, 128, 656, 336)
+    assert ub_bytes_seed_formula(td) == 6 * 336 * 128 + 4 * 128 > PLAT.ubSize
     assert {FINDING_UB_SEED, FINDING_UB_PADDING} <= rules(td)
 
 
