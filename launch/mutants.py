@@ -415,7 +415,7 @@ MUTANTS: list[Mutant] = [
            "        key = (stamp[:3], sshape, bstrides, dtype)",
            serial=("tests/blaze/test_memo_stamps.py",)),
     Mutant("stamped load replayed although a GM_READ observer sees it", "mc2emu/runtime/decode_cache.py",
-           "        if kept is not None and unobserved(ctx.device.events, addr.alloc):",
+           "        if kept is not None and unobserved(self.events, addr.alloc):",
            "        if kept is not None:",
            serial=("tests/blaze/test_memo_stamps.py",)),
     Mutant("replayed read of never-written bytes (the next core's report lost)",

@@ -14,7 +14,7 @@ changes a result, a GM read's bytes, an event or a report; it only saves host co
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -24,9 +24,15 @@ from mc2emu.runtime.gm import FP4_DTYPES
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.events import EventBus
     from mc2emu.runtime.gm import Allocation, GmAddr
+
+
+class ReadingCore(Protocol):
+    """What `DecodeCache.read` uses of the core that reads (`CoreContext`)."""
+
+    def gm_read(self, addr: GmAddr, dtype: Any, shape: Any, strides: Any = None, out: Any = None,
+                same_as: Any = None) -> np.ndarray: ...
 
 
 def read_stamp(addr: GmAddr, shape: tuple[int, ...]) -> tuple | None:
@@ -64,10 +70,12 @@ def same_bytes(a: np.ndarray | None, b: np.ndarray) -> bool:
 
 
 class DecodeCache:
-    """The launch-wide read and decode caches of one device (see the module docstring). Core threads share it:
-    dict get / set are atomic under the GIL, entries are never mutated, kept arrays are read-only."""
+    """The launch-wide read and decode caches of one device, whose event bus is `events` (see the module
+    docstring). Core threads share it: dict get / set are atomic under the GIL, entries are never mutated, kept
+    arrays are read-only."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: EventBus) -> None:
+        self.events = events
         self._lock = threading.Lock()
         self._reads: dict[Any, np.ndarray] = {}
         self._decoded: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]] = {}
@@ -91,7 +99,7 @@ class DecodeCache:
         raw.flags.writeable = False
         self._reads[key] = raw
 
-    def read(self, ctx: CoreContext, addr: GmAddr, dtype: np.dtype, sshape: tuple[int, ...],
+    def read(self, ctx: ReadingCore, addr: GmAddr, dtype: np.dtype, sshape: tuple[int, ...],
              bstrides: tuple[int, ...], stamp: tuple | None) -> np.ndarray:
         """`ctx.gm_read(addr, dtype, sshape, bstrides)`. When an earlier read of this launch had the same stamp and
         storage geometry (the same bytes), the read is made on GM with that read's array (`GlobalMemory.read(
@@ -101,7 +109,7 @@ class DecodeCache:
             return ctx.gm_read(addr, dtype, sshape, bstrides)
         key = (stamp, sshape, bstrides, dtype)
         kept = self._reads.get(key)
-        if kept is not None and unobserved(ctx.device.events, addr.alloc):
+        if kept is not None and unobserved(self.events, addr.alloc):
             return kept
         raw = ctx.gm_read(addr, dtype, sshape, bstrides, same_as=kept)
         if kept is None:

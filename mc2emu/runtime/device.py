@@ -73,7 +73,7 @@ class Device:
         self.current: Launch | None = None
         # host time only (no result, read, event or report depends on them)
         self.compute_slots = ComputeSlots(compute_slots)
-        self.decode_cache = DecodeCache()
+        self.decode_cache = DecodeCache(self.events)
 
     def core_bell(self, key: CoreKey) -> Doorbell:
         """The doorbell a core sleeps on; its guard is the device lock that protects the flag state."""

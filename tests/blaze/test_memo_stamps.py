@@ -10,6 +10,7 @@ from mc2emu.blaze.tensor_api.layout import MakeFrameLayout, NDExtLayoutPtn
 from mc2emu.blaze.tensor_api.tensor import MakeMemPtr, MakeTensor
 from mc2emu.runtime import Device
 from mc2emu.runtime.decode_cache import DecodeCache, read_stamp
+from mc2emu.runtime.events import EventBus
 
 
 def _stamp(t):
@@ -33,7 +34,7 @@ def test_a_stamped_hit_returns_the_decode_of_identical_bytes():
     from mc2emu.blaze.gemm.tile.tile_mmad_mx import dequant_chunk
     from mc2emu.numerics import ElemFormat
 
-    memo = DecodeCache()
+    memo = DecodeCache(EventBus(0))
 
     def decode(c, s):
         return dequant_chunk(c, s, ElemFormat.E4M3, 1)

@@ -9,6 +9,7 @@ import pytest
 from mc2emu.blaze.gemm.tile.tile_mmad_mx import dequant_chunk
 from mc2emu.numerics import ElemFormat, decode_elements, decode_scales, dequant_cols, dequant_rows
 from mc2emu.runtime.decode_cache import DecodeCache, same_bytes
+from mc2emu.runtime.events import EventBus
 
 ALL_FORMATS = list(ElemFormat)
 
@@ -73,7 +74,7 @@ def test_memo_reuses_only_identical_data_and_resets_per_launch():
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 256, (16, 64), dtype=np.uint8)
     scales = rng.integers(120, 130, (16, 2), dtype=np.uint8)
-    memo = DecodeCache()
+    memo = DecodeCache(EventBus(0))
 
     def decode(c, s):
         return dequant_chunk(c, s, ElemFormat.E4M3, 1)
