@@ -46,10 +46,10 @@ from mc2emu.runtime import HazardError  # noqa: E402
 # (module, attribute path): the emulator's main parts, each looked up through its class or module at call time.
 PROFILED = (
     ("mc2emu.runtime.device", "Device.launch"),
-    ("mc2emu.blaze.gemm.block.block_mmad_mx", "BlockMmadMx._call"),
+    ("mc2emu.blaze.gemm.block.block_mmad_mx", "BlockMmadMx.__call__"),
     ("mc2emu.blaze.gemm.block.block_mmad_mx", "BlockMmadMx.Iterate"),
     ("mc2emu.blaze.gemm.block.block_mmad_mx", "BlockMmadMx.Mmad"),
-    ("mc2emu.blaze.gemm.block.block_mmad_mx", "BlockMmadMx._dequant"),
+    ("mc2emu.runtime.decode_cache", "DecodeCache.decoded"),
     ("mc2emu.blaze.gemm.tile.tile_mmad_mx", "dequant_chunk"),
     ("mc2emu.apace.block.qmm_mx_block_mmad_fragment", "QmmMxBlockMmadFragment.CopyAInL1"),
     ("mc2emu.apace.block.qmm_mx_block_mmad_fragment", "QmmMxBlockMmadFragment.CopyScalesInL1"),

@@ -3,8 +3,9 @@
 Every operator's host code is "tile, allocate, launch, read back" inside `with LaunchHarness(KERNEL_NAME,
 opts, comm=comm) as h:` (`h.device.gm`, `h.window`, `h.launch`, `h.read`; `h.hazards` after success);
 everything around that lives here, once ("comm" = only for communicating calls):
-1. enter: free the windows an earlier call on this communicator left behind (comm); the `Device`; the
-   observers; `CommWorld`, the deadlock diagnosis and, with `check`, the happens-before checker (comm);
+1. enter: free the windows an earlier call on this communicator left behind (comm); the `Device` with the
+   compute slots the host decides (`host.compute_slots`); the observers; `CommWorld`, the deadlock diagnosis
+   and, with `check`, the happens-before checker (comm);
 2. launch: a host barrier (comm); the `launch` fault; the launch and its wall time;
 3. exit on success: a barrier; the happens-before check; the windows freed (comm); the call's hazards;
 4. exit on a deadlock: the hazards filed before the hang go on the `DeadlockError`; the windows are left
@@ -37,6 +38,7 @@ from mc2emu.check.happens_before import HappensBeforeChecker
 from mc2emu.check.write_count import WriteCountChecker
 from mc2emu.comm.errors import HostBarrierFailed
 from mc2emu.comm.world import CommWorld
+from mc2emu.host.compute_slots import default_slots
 from mc2emu.runtime.device import Device, LaunchResult
 from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.gm import copy_out
@@ -215,7 +217,7 @@ class LaunchHarness:
             self.call = LEFT_BEHIND.next_call(comm)
             rank = comm.Get_rank()
         self.device = Device(rank or 0, platform, check=opts.check, timeout=opts.timeout, perturb=opts.perturb,
-                             faults=opts.faults)
+                             faults=opts.faults, compute_slots=default_slots())
         self._unsubscribe = [self.device.events.subscribe(o) for o in opts.observers]
         self.world: CommWorld | None = None
         self._diag: DeadlockDiagnosis | None = None

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     import threading
 
     from mc2emu.arch.platform import CoreType, FlagMode, Pipe, PlatformSpec
+    from mc2emu.runtime.compute_slots import ComputeSlots
+    from mc2emu.runtime.decode_cache import DecodeCache
     from mc2emu.runtime.events import EventBus
     from mc2emu.runtime.faults import FaultPlan
     from mc2emu.runtime.gm import GlobalMemory
@@ -71,6 +73,12 @@ class DeviceView(Protocol):
 
     @property
     def soft_sync_epochs(self) -> dict[Any, int]: ...
+
+    @property
+    def compute_slots(self) -> ComputeSlots: ...
+
+    @property
+    def decode_cache(self) -> DecodeCache: ...
 
     def core_bell(self, key: CoreKey) -> Doorbell: ...
 

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mc2emu.arch.platform import DAV_3510, CoreType, PlatformSpec
+from mc2emu.runtime.compute_slots import ComputeSlots
 from mc2emu.runtime.core import CoreContext
 from mc2emu.runtime.cross_core import CoreKey, CrossCoreFlags
+from mc2emu.runtime.decode_cache import DecodeCache
 from mc2emu.runtime.events import EventBus, EventKind
 from mc2emu.runtime.faults import FaultPlan
 from mc2emu.runtime.gm import GlobalMemory
@@ -48,11 +50,12 @@ class LaunchResult:
 
 
 class Device:
-    """One NPU. `check` switches the hazard checkers; `timeout` is the wait deadline in seconds."""
+    """One NPU. `check` switches the hazard checkers; `timeout` is the wait deadline in seconds;
+    `compute_slots`: how many cores compute on the host at once (host time only; None: the host's CPUs)."""
 
     def __init__(self, rank: int = 0, platform: PlatformSpec = DAV_3510, *, check: bool = True,
                  timeout: float | None = None, perturb: PerturbPolicy | None = None,
-                 faults: FaultPlan | None = None) -> None:
+                 faults: FaultPlan | None = None, compute_slots: int | None = None) -> None:
         self.rank = rank
         self.platform = platform
         self.events = EventBus(rank)
@@ -68,6 +71,9 @@ class Device:
         self.soft_sync_epochs: dict[Any, int] = {}
         self.launch_count = 0
         self.current: Launch | None = None
+        # host time only (no result, read, event or report depends on them)
+        self.compute_slots = ComputeSlots(compute_slots)
+        self.decode_cache = DecodeCache(self.events)
 
     def core_bell(self, key: CoreKey) -> Doorbell:
         """The doorbell a core sleeps on; its guard is the device lock that protects the flag state."""
@@ -90,6 +96,7 @@ class Device:
         launch = Launch(kt, block_dim, name=name or str(getattr(kernel, "__name__", "kernel")))
         self.current = launch
         self.launch_count += 1
+        self.decode_cache.reset()
         mark = len(self.hazards.peek())
         contexts: list[CoreContext] = []
         if kt.runs_aic:

@@ -1,54 +1,61 @@
-"""The decode memo's fast path: a read's stamp changes whenever this rank writes the allocation, and
-windows (which peers write unseen) are never stamped, so a stamped hit always means identical bytes."""
+"""The device's decode cache (`runtime.decode_cache`): a read's stamp changes whenever this rank writes the
+allocation, and windows (which peers write unseen) are never stamped, so a stamped hit always means identical
+bytes; stamped GM -> L1 loads (`GmTensor.load_l1`) and fragment gathers (`FragmentCopyToL1`) are replayed only
+when nothing can see or report them."""
 
 import numpy as np
 import pytest
 
-from mc2emu.blaze.gemm.block.block_mmad_host import read_stamp
 from mc2emu.blaze.tensor_api.layout import MakeFrameLayout, NDExtLayoutPtn
 from mc2emu.blaze.tensor_api.tensor import MakeMemPtr, MakeTensor
 from mc2emu.runtime import Device
+from mc2emu.runtime.decode_cache import DecodeCache, read_stamp
+from mc2emu.runtime.events import EventBus
+
+
+def _stamp(t):
+    return read_stamp(t.addr, t.shape)
 
 
 def test_stamp_changes_on_every_write_and_windows_have_none():
     dev = Device()
     addr = dev.gm.alloc(0, "B", data=np.arange(64, dtype=np.uint8))
     t = MakeTensor(MakeMemPtr(addr, np.uint8), MakeFrameLayout(NDExtLayoutPtn, 8, 8)).Slice((2, 0), (4, 8))
-    s0 = read_stamp(t)
-    assert s0 is not None and read_stamp(t) == s0
+    s0 = _stamp(t)
+    assert s0 is not None and _stamp(t) == s0
     dev.gm.write(addr + 63, np.array([7], dtype=np.uint8))      # any write to the allocation
-    assert read_stamp(t) != s0
+    assert _stamp(t) != s0
     win = dev.gm.adopt(np.zeros(64, dtype=np.uint8), "win:w", kind="window", written=True)
     tw = MakeTensor(MakeMemPtr(win, np.uint8), MakeFrameLayout(NDExtLayoutPtn, 8, 8))
-    assert read_stamp(tw) is None
+    assert _stamp(tw) is None
 
 
 def test_a_stamped_hit_returns_the_decode_of_identical_bytes():
-    from mc2emu.blaze.gemm.tile.tile_mmad_mx import DequantMemo
+    from mc2emu.blaze.gemm.tile.tile_mmad_mx import dequant_chunk
     from mc2emu.numerics import ElemFormat
 
-    memo = DequantMemo()
-    launch = object()
+    memo = DecodeCache(EventBus(0))
+
+    def decode(c, s):
+        return dequant_chunk(c, s, ElemFormat.E4M3, 1)
+
     codes = np.full((4, 64), 0x38, dtype=np.uint8)        # E4M3 1.0
     scales = np.full((4, 2), 127, dtype=np.uint8)          # 2^0
-    first = memo.dequant(launch, ("A", 1, 0, 4, 64), codes, scales, ElemFormat.E4M3, 1, stamp=("s", 1))
-    again = memo.dequant(launch, ("A", 1, 0, 4, 64), codes.copy(), scales, ElemFormat.E4M3, 1, stamp=("s", 1))
+    first = memo.decoded((1, 1, 0, 4, 64), ("s", 1), codes, scales, decode)
+    again = memo.decoded((1, 1, 0, 4, 64), ("s", 1), codes.copy(), scales, decode)
     assert again is first and memo.hits == 1
     codes2 = np.full((4, 64), 0x40, dtype=np.uint8)       # 2.0, a new stamp after a write
-    other = memo.dequant(launch, ("A", 1, 0, 4, 64), codes2, scales, ElemFormat.E4M3, 1, stamp=("s", 2))
+    other = memo.decoded((1, 1, 0, 4, 64), ("s", 2), codes2, scales, decode)
     assert float(other[0, 0]) == 2.0 and memo.misses == 2
 
 
 # -- stamped reads: the same bytes as an earlier read hand out its array; replayed when nothing sees them ------
-def _mx_template(cls=None):
-    import ml_dtypes
+def _gather(ctx, t, shape):
+    """`FragmentCopyToL1` of slice `t` (QmmMxBlockMmadFragment's A / scaleA copy): (buffer, stamp)."""
+    from mc2emu.apace.basic.fragment_l1_copy import FragmentCopyToL1
 
-    from mc2emu.blaze import MatmulWithScaleMx
-    from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx
-    from mc2emu.numerics import ElemFormat
-
-    return (cls or BlockMmadMx).template(MatmulWithScaleMx(0, False), ElemFormat.E4M3, NDExtLayoutPtn,
-                                         ElemFormat.E4M3, NDExtLayoutPtn, ml_dtypes.bfloat16)
+    l1 = FragmentCopyToL1(ctx, t, shape)
+    return l1.data, l1.stamp
 
 
 def _count_reads(dev):
@@ -90,16 +97,14 @@ def test_a_stamped_load_shares_the_earlier_array_until_a_write_moves_the_stamp(o
     calls = _count_reads(dev)
     codes = np.arange(64 * 32, dtype=np.uint8).reshape(64, 32) % 120
     b_addr = dev.gm.alloc(0, "B", data=codes)
-    T = _mx_template()
     got = []
 
     def kernel(ctx):
-        mm = T(ctx)
         chunk = _fp8_matrix(b_addr, 64, 32).Slice((16, 8), (16, 16))
-        first = mm._load_stamped(chunk, read_stamp(chunk))
-        again = mm._load_stamped(chunk, read_stamp(chunk))
+        first = chunk.load_l1(ctx).data
+        again = chunk.load_l1(ctx).data
         ctx.gm_write(b_addr + 16 * 32 + 8, np.full((1, 1), 0x7E, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn))
-        after = mm._load_stamped(chunk, read_stamp(chunk))
+        after = chunk.load_l1(ctx).data
         got.extend([first, again, after])
 
     dev.launch(kernel, 1, "AIC_ONLY")
@@ -127,16 +132,14 @@ def test_never_written_bytes_are_reported_by_every_core_that_reads_them():
     dev = Device(check=True)
     b_addr = dev.gm.alloc(64 * 32, "B")
     dev.gm.write(b_addr, np.full(32 * 32, 0x38, dtype=np.uint8))     # rows 0..31 written, 32..63 poison
-    T = _mx_template()
     first_done = threading.Event()
     got = {}
 
     def kernel(ctx):
         if ctx.label != "AIC0" and not first_done.wait(30):
             raise TimeoutError("AIC0 never loaded")
-        mm = T(ctx)
         chunk = _fp8_matrix(b_addr, 64, 32).Slice((24, 0), (16, 32))
-        got[ctx.label] = mm._load_stamped(chunk, read_stamp(chunk))
+        got[ctx.label] = chunk.load_l1(ctx).data
         first_done.set()
 
     res = dev.launch(kernel, 2, "AIC_ONLY")
@@ -177,26 +180,23 @@ def test_a_fragment_gather_is_replayed_only_when_nothing_sees_it(observed):
     observer of one piece is enough), it reads every piece again into a new buffer. A write to a fragment, or an
     address-list update, changes the stamp: the next gather reads the new bytes."""
 
-    from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment, _gather
     from mc2emu.runtime import EventKind
 
     # observed: the reads of fragment 0 only, the first piece of every gather below
     dev, rec, calls, frags = _gather_bench("frag0" if observed else None)
     addrs = [dev.gm.alloc(0, f"frag{f}", data=frags[f]) for f in range(3)]
-    T = _mx_template(QmmMxBlockMmadFragment)
     got = []
 
     def kernel(ctx):
-        mm = T(ctx)
         lst = [*addrs, *([None] * 29)]
         ft = _three_fragments(lst)
-        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
-        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
+        got.append(_gather(ctx, ft.Slice((2, 0), (6, 64)), (6, 64)))
+        got.append(_gather(ctx, ft.Slice((2, 0), (6, 64)), (6, 64)))
         ctx.gm_write(addrs[1] + 64, np.full((1, 64), 0x7E, dtype=np.uint8))          # fragment 1, row 1
-        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
+        got.append(_gather(ctx, ft.Slice((2, 0), (6, 64)), (6, 64)))
         lst[1] = addrs[2]
         ft.UpdateAddrList(lst)
-        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
+        got.append(_gather(ctx, ft.Slice((2, 0), (6, 64)), (6, 64)))
 
     dev.launch(kernel, 1, "AIC_ONLY")
     (first, s1), (again, s2), (written, s3), (moved, s4) = got
@@ -220,25 +220,22 @@ def test_fragment_gathers_of_one_allocation_are_told_apart_by_place():
     of it, at another column of the same fragments or through an address moved inside the allocation, are read
     and not replayed; the same gather again is replayed. Every buffer holds its own bytes."""
 
-    from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment, _gather
 
     dev = Device(check=True)
     calls = _count_reads(dev)
     frags = [((np.arange(4 * 64) + 37 * f) % 120).astype(np.uint8).reshape(4, 64) for f in range(3)]
     base = dev.gm.alloc(0, "frags", data=np.concatenate(frags))
-    T = _mx_template(QmmMxBlockMmadFragment)
     got = []
 
     def kernel(ctx):
-        mm = T(ctx)
         lst = [base, base + 256, base + 512, *([None] * 29)]
         ft = _three_fragments(lst)
-        got.append(_gather(mm, ft.Slice((2, 0), (6, 32)), (6, 32)))
-        got.append(_gather(mm, ft.Slice((2, 32), (6, 32)), (6, 32)))    # the same pieces' other columns
-        got.append(_gather(mm, ft.Slice((2, 0), (6, 32)), (6, 32)))     # the first again: replayed
+        got.append(_gather(ctx, ft.Slice((2, 0), (6, 32)), (6, 32)))
+        got.append(_gather(ctx, ft.Slice((2, 32), (6, 32)), (6, 32)))    # the same pieces' other columns
+        got.append(_gather(ctx, ft.Slice((2, 0), (6, 32)), (6, 32)))     # the first again: replayed
         lst[1] = base + 512                                              # fragment 1 now reads fragment 2
         ft.UpdateAddrList(lst)
-        got.append(_gather(mm, ft.Slice((2, 0), (6, 32)), (6, 32)))
+        got.append(_gather(ctx, ft.Slice((2, 0), (6, 32)), (6, 32)))
 
     dev.launch(kernel, 1, "AIC_ONLY")
     (first, s1), (right, s2), (again, s3), (moved, s4) = got
@@ -259,23 +256,20 @@ def test_a_window_gather_is_read_again_and_returns_what_peers_put_since(changed,
     Every piece is read on GM each time, also when nothing observes the reads (a stamped gather would then be
     replayed), and each read's event carries exactly the bytes the gather returned."""
 
-    from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment, _gather
     from mc2emu.runtime import EventKind
 
     dev, rec, calls, frags = _gather_bench("win" if observed else None)
     wins = [dev.gm.adopt(frags[f].copy(), f"win{f}", kind="window", written=True) for f in range(3)]
-    T = _mx_template(QmmMxBlockMmadFragment)
     got = []
 
     def kernel(ctx):
-        mm = T(ctx)
         lst = [*wins, *([None] * 29)]
         ft = _three_fragments(lst)
-        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
-        got.append(_gather(mm, ft.Slice((2, 32), (6, 32)), (6, 32)))     # another place of the same windows
+        got.append(_gather(ctx, ft.Slice((2, 0), (6, 64)), (6, 64)))
+        got.append(_gather(ctx, ft.Slice((2, 32), (6, 32)), (6, 32)))     # another place of the same windows
         if changed is not None:   # a peer's put lands: the bytes change, this rank's GM sees no write
             wins[changed].alloc.buf[3 * 64 + 5] ^= 0x11
-        got.append(_gather(mm, ft.Slice((2, 0), (6, 64)), (6, 64)))
+        got.append(_gather(ctx, ft.Slice((2, 0), (6, 64)), (6, 64)))
 
     dev.launch(kernel, 1, "AIC_ONLY")
     (first, s1), (other, _), (again, s3) = got
@@ -298,3 +292,21 @@ def test_a_window_gather_is_read_again_and_returns_what_peers_put_since(changed,
     returned = [first[:2], first[2:], other[:2], other[2:], again[:2], again[2:]]
     for e, buf in zip(reads, returned, strict=True):
         np.testing.assert_array_equal(np.asarray(e.extra["data"]).view(np.uint8), buf.view(np.uint8))
+
+
+def test_the_device_empties_its_decode_cache_at_every_launch():
+    """A stamped load of one launch shares the array of an earlier load of that launch, never one of an earlier
+    launch (`Device.launch` resets `Device.decode_cache`)."""
+    dev = Device()
+    b_addr = dev.gm.alloc(0, "B", data=np.arange(64 * 32, dtype=np.uint8).reshape(64, 32) % 120)
+    got = []
+
+    def kernel(ctx):
+        chunk = _fp8_matrix(b_addr, 64, 32).Slice((16, 0), (16, 32))
+        got.append((chunk.load_l1(ctx).data, chunk.load_l1(ctx).data))
+
+    dev.launch(kernel, 1, "AIC_ONLY")
+    dev.launch(kernel, 1, "AIC_ONLY")
+    (first, again), (second, _) = got
+    assert again is first and second is not first
+    np.testing.assert_array_equal(second.view(np.uint8), first.view(np.uint8))

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mc2emu.blaze.gemm.tile.tile_mmad_mx import DequantMemo, dequant_chunk, same_bytes
+from mc2emu.blaze.gemm.tile.tile_mmad_mx import dequant_chunk
 from mc2emu.numerics import ElemFormat, decode_elements, decode_scales, dequant_cols, dequant_rows
+from mc2emu.runtime.decode_cache import DecodeCache, same_bytes
+from mc2emu.runtime.events import EventBus
 
 ALL_FORMATS = list(ElemFormat)
 
@@ -72,17 +74,21 @@ def test_memo_reuses_only_identical_data_and_resets_per_launch():
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 256, (16, 64), dtype=np.uint8)
     scales = rng.integers(120, 130, (16, 2), dtype=np.uint8)
-    memo = DequantMemo()
-    launch = object()
-    first = memo.dequant(launch, "k", codes, scales, ElemFormat.E4M3, 1)
-    again = memo.dequant(launch, "k", codes.copy(), scales.copy(), ElemFormat.E4M3, 1)
+    memo = DecodeCache(EventBus(0))
+
+    def decode(c, s):
+        return dequant_chunk(c, s, ElemFormat.E4M3, 1)
+
+    first = memo.decoded("k", None, codes, scales, decode)
+    again = memo.decoded("k", None, codes.copy(), scales.copy(), decode)
     assert again is first and memo.hits == 1
     changed = codes.copy()
     changed[5, 7] ^= 1
-    fresh = memo.dequant(launch, "k", changed, scales, ElemFormat.E4M3, 1)
+    fresh = memo.decoded("k", None, changed, scales, decode)
     assert fresh is not first and memo.misses == 2
     np.testing.assert_array_equal(fresh, dequant_chunk(changed, scales, ElemFormat.E4M3, 1))
-    rescaled = memo.dequant(launch, "k", changed, scales + 1, ElemFormat.E4M3, 1)
+    rescaled = memo.decoded("k", None, changed, scales + 1, decode)
     np.testing.assert_array_equal(rescaled, fresh * 2)
-    other_launch = memo.dequant(object(), "k", changed, scales + 1, ElemFormat.E4M3, 1)
+    memo.reset()   # a new launch (`Device.launch`)
+    other_launch = memo.decoded("k", None, changed, scales + 1, decode)
     assert other_launch is not rescaled and memo.hits == 0

@@ -27,6 +27,7 @@ from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.constants import FP4_PER_BYTE
 from mc2emu.numerics.formats import FP4_STORAGE_DTYPE as FP4_STORAGE_DTYPE
 from mc2emu.numerics.formats import gm_storage_dtype
+from mc2emu.runtime.decode_cache import read_stamp
 from mc2emu.runtime.events import EventKind
 from mc2emu.runtime.gm import GmAddr
 
@@ -137,6 +138,20 @@ class GmTensor:
         out[...] = raw
         return out
 
+    def load_l1(self, ctx: CoreContext) -> L1Tensor:
+        """`Te::Copy(copyGM2L1, tensorL1, *this)` into a new L1 tensor: `load(ctx)` through the device's read
+        cache (`DecodeCache.read`: the same bytes, events and reports; host copies saved), with the read's
+        place and stamp for the decode cache."""
+        addr = self.ptr.addr
+        rows, cols = self.layout.shape
+        stamp = read_stamp(addr, self.layout.shape)
+        if stamp is None or rows == 0 or cols == 0 or is_fp4(self.ptr.dtype):
+            return L1Tensor(self.load(ctx), (addr.alloc.aid, addr.offset), stamp)
+        sshape, bstrides, perm = self._geometry()
+        raw = ctx.device.decode_cache.read(ctx, addr, self.ptr.dtype, sshape, bstrides, stamp)
+        return L1Tensor(raw if perm is None else raw.transpose(perm).reshape(rows, cols),
+                        (addr.alloc.aid, addr.offset), stamp)
+
     def store(self, ctx: CoreContext, value: np.ndarray) -> None:
         """Write the logical (rows, cols) array `value` into this tensor on behalf of `ctx`'s core (adds when
         the core's atomic mode is set)."""
@@ -160,6 +175,30 @@ class GmTensor:
         """Record an L2 cache hint for this tensor (a pure decision: an L2_HINT event)."""
         ctx.emit(EventKind.L2_HINT, self.name or self.ptr.addr.alloc.name, mode.name,
                  addr=self.ptr.addr, shape=self.layout.shape)
+
+
+class L1Tensor:
+    """A local (L1) tensor filled from GM: its logical (rows, cols) array `data` (shared, never written), and
+    for the device's decode cache where its bytes came from (`where`) and the read's `stamp` (None: not
+    proven, e.g. a window; see `runtime.decode_cache.read_stamp`)."""
+
+    __slots__ = ("data", "stamp", "where")
+
+    def __init__(self, data: np.ndarray, where: tuple[Any, ...], stamp: tuple | None = None) -> None:
+        self.data = data
+        self.where = where
+        self.stamp = stamp
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    def Slice(self, coord: tuple[int, int], shape: tuple[int, int]) -> L1Tensor:
+        """`Tensor::Slice(coord, shape)`: a view (clipped at the tensor's edge, as numpy slicing; the caller
+        checks the shape it got) whose stamp names the window."""
+        (r, c), (n, m) = coord, shape
+        stamp = None if self.stamp is None else (self.stamp, r, c, n, m)
+        return L1Tensor(self.data[r:r + n, c:c + m], self.where, stamp)
 
 
 def _geometry_of(layout: Layout, dtype: np.dtype, name: str) -> tuple[tuple[int, ...], tuple[int, ...],

@@ -1,61 +1,29 @@
 """BlockMmad with the MX dispatch policy: one core's GM -> L1 -> L0A/L0B -> L0C -> GM matmul of a tile.
 
-Emulates ops-tensor `include/blaze/gemm/block/block_mmad_qbmm_mx.h`,
-`BlockMmad<MatmulWithScaleMx<FullLoadMode_, AtomicAdd_>, AType, LayoutA, BType, LayoutB, CType, LayoutC,
-BiasType, LayoutBias>` (SPEC §5, seed 003 §7-9). Usage, as the kernels write it:
+Mirrors ops-tensor `include/blaze/gemm/block/block_mmad_qbmm_mx.h`, `BlockMmad<MatmulWithScaleMx<FullLoadMode_,
+AtomicAdd_>, AType, LayoutA, BType, LayoutB, CType, LayoutC, BiasType, LayoutBias>` (SPEC §5, seed 003 §7-9):
+Init with its L1 map, `operator()` with its loops (`iter0` over kL1 chunks: scales GM -> L1 every scaleKL1 /
+kL1 chunks, A and B GM -> L1; `Iterate`: `iter1` over baseK steps, L1 -> L0A / L0B half `l0PingPong_ & 1`,
+one MMAD with unitFlag and cmatrixInitVal), the fixpipe of the last split, `~BlockMmad`.
 
-    BlockMmad = BlockMmadMx.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False), ElemFormat.E4M3,
-                                     NDExtLayoutPtn, ElemFormat.E4M3, DNExtLayoutPtn, OutDtype.BF16)
-    mmadOp_ = BlockMmad(ctx)                       # the per-core object (`BlockMmad mmadOp_;`)
-    mmadOp_.Init(problemShape, l0TileShape, L1Params(kL1, scaleKL1, l1BufNum), isBias, dbL0C, splitKNum)
-    mmadOp_(gmBlockA, gmBlockB, gmBlockScaleA, gmBlockScaleB, gmBlockBias, gmBlockC, singleShape, splitKIdx)
-    mmadOp_.Destroy()                              # ~BlockMmad(): at kernel exit
-
-Per call (`operator()`), exactly the source's loops: for each kL1 chunk `iter0` (CeilDiv(K, kL1) of them)
-the scales are (re)loaded into the L1 scale buffer `scaleLoopCnt_ & 1` when `scaleKIterIdx == 0`, i.e.
-every scaleKL1 / kL1 chunks (`scaleKL1 % kL1 == 0` is checked at Init); A (unless resident, A full load)
-and B are copied GM -> L1 buffer `GetL1BufferId(abL1LoopCnt_)`, zero-padded to Align64; then each baseK
-step `iter1` loads L0A / L0B half `l0PingPong_ & 1` and issues one MMAD (`mmadParams.k = Align64(curKL0)`,
-unitFlag FINAL on the very last step of the last split, `cmatrixInitVal` on the first step of split 0
-without bias; with bias the first step adds the (1, N) FP32 bias from the bias table instead). The call
-with `splitKIdx == splitKNum - 1` fixpipes L0C (half `l0cPingPong_ & 1`) to C, converting to CType (RNE)
-and adding when the core's atomic mode is set, then flips the L0C half when dbL0C.
-
-Numerics (SPEC §4): one float32 BLAS matmul per baseK step on the dequantized operands, added to the
-float32 L0C tile: the rounding sequence across K steps is the device's. K padding is all zeros on both
-sides, so it is not materialized.
-
-Data movement and checks: every call reads its A/B chunks and scales from GM through the core (bounds,
-poison, events), except what the source keeps resident (A and scaleA in A_FULL_LOAD_MODE after the first
-tile). L1 is accounted as the source lays it out (`InitNoneFullLoadL1BufferOffsets` /
-`InitAFullLoadL1BufferOffsets`): overlapping or out-of-L1 buffers raise CapacityError, as do L0A/L0B/L0C/
-bias-table tiles that do not fit. Host performance (no effect on results, reads, events or hazards; see
-`BlockMmadHost`): the dequantization of a chunk is memoized launch-wide per (operand, GM location) and
-reused only when the codes and scales just read are byte-identical to those it was decoded from, and at
-most `os.cpu_count()` cores run their MMAD loops at once.
-
-splitK protocol: any per-tile sequence other than 0, 1, ..., splitKNum - 1 files Hazard.SPLITK_SEQUENCE
-and runs on as the device would (a mid-tile 0 discards the partial sum, calls beyond splitKNum accumulate
-into the other L0C half, fewer calls leave C unwritten; see `Destroy`).
+What differs: L1 / L0 are numpy arrays whose sizes are checked against the source's layout (CapacityError).
+The MX LoadData of a whole kL1 chunk is decoded at once in exact float32 (`tile_mmad_mx.dequant_l1`; the
+device decodes per baseK step: the same operands), and each MMAD is one float32 BLAS matmul added to the
+L0C tile; the zero K padding to Align64 is not materialized. The intra-core pipe flags of one core order
+nothing here (program order). A splitK sequence other than 0 .. splitKNum - 1 files Hazard.SPLITK_SEQUENCE
+and runs on as the device would (`SplitKSequence`). Host time only, below this file: GM -> L1 loads go
+through the device's read / decode cache (`GmTensor.load_l1`, `runtime.decode_cache`) and `operator()` holds
+a compute slot (`runtime.compute_slots`).
 """
 
 from __future__ import annotations
 
-import operator
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mc2emu.blaze.gemm.block.block_mmad_host import (
-    BlockMmadHost,
-    L1Operand,
-    pair_stamp,
-    read_stamp,
-    read_where,
-    unobserved,
-)
 from mc2emu.blaze.gemm.block.block_mmad_mx_l1_layout import L1_BUF_NUMS, L1BufferOffsets
 from mc2emu.blaze.gemm.block.l0c_buffer import L0CBuffer
 from mc2emu.blaze.gemm.block.split_k_sequence import SplitKSequence
@@ -71,9 +39,9 @@ from mc2emu.blaze.gemm.common_utils import (
     TRIPLE_BUFFER_COUNT,
 )
 from mc2emu.blaze.gemm.dispatch_policy import A_FULL_LOAD_MODE, NONE_FULL_LOAD_MODE, MatmulWithScaleMx
-from mc2emu.blaze.gemm.tile.tile_mmad_mx import b_row_major_same
+from mc2emu.blaze.gemm.tile.tile_mmad_mx import b_row_major_same, dequant_l1
 from mc2emu.blaze.tensor_api.layout import IsTrans, LayoutPtn, NDExtLayoutPtn
-from mc2emu.blaze.tensor_api.tensor import GmTensor
+from mc2emu.blaze.tensor_api.tensor import GmTensor, L1Tensor
 from mc2emu.numerics import ElemFormat, OutDtype, fixpipe_cast
 from mc2emu.numerics.constants import (
     ALIGN_64_BYTES_SHIFT,
@@ -84,8 +52,8 @@ from mc2emu.numerics.constants import (
     MXFP_MULTI_BASE_SIZE,
 )
 from mc2emu.numerics.int_math import Align, Align16, Align64, CeilDiv
+from mc2emu.runtime.compute_slots import holds_compute_slot
 from mc2emu.runtime.events import EventKind
-from mc2emu.runtime.gm import FP4_DTYPES
 from mc2emu.runtime.hazards import CapacityError, ConstraintError, KernelError
 from mc2emu.runtime.local_memory import Position
 
@@ -125,22 +93,13 @@ class L1Chunk:
     iter0: int
     curGmKL1: int
     curPadKL1: int
-    tensorAL1: L1Operand
-    tensorBL1: L1Operand
-    tensorScaleAL1: np.ndarray
-    tensorScaleBL1: np.ndarray
+    tensorAL1: L1Tensor
+    tensorBL1: L1Tensor
+    tensorScaleAL1: L1Tensor
+    tensorScaleBL1: L1Tensor
     scaleL1BufId: int
     scaleKOffset: int
     scaleAKOffset: int
-
-
-# The field getter of L1Chunk, built once (`dataclasses.fields` per chunk measured ~3 % of an AG launch).
-_L1_CHUNK_FIELDS = operator.attrgetter(*(f.name for f in fields(L1Chunk)))
-
-
-def astuple_shallow(chunk: L1Chunk) -> tuple[Any, ...]:
-    """The fields of `chunk` in declaration order, without `dataclasses.astuple`'s deep copy of the arrays."""
-    return tuple(_L1_CHUNK_FIELDS(chunk))
 
 
 @dataclass(frozen=True)
@@ -157,7 +116,6 @@ class BlockMmadMxType:
     LayoutC: type[LayoutPtn] = NDExtLayoutPtn
     BiasType: Any = np.float32
     LayoutBias: type[LayoutPtn] = NDExtLayoutPtn
-    host: BlockMmadHost = field(default_factory=BlockMmadHost, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "AType", ElemFormat.parse(self.AType, "AType"))
@@ -235,16 +193,12 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
         self.enableL0cPingPong_ = False
         self._initialized = False
         self.splitKSequence = SplitKSequence(ctx)
-        self._scaleAL1: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_COUNT
-        self._scaleBL1: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_COUNT
-        self._aL1: list[L1Operand | None] = []
-        self._bL1: list[L1Operand | None] = []
-        self._aFullL1: dict[int, L1Operand] = {}
-        self._scaleAFullL1: np.ndarray | None = None
-        # stamps of the reads that filled the L1 scale buffers (None: a window, or never filled)
-        self._scaleAStamp: list[tuple | None] = [None, None]
-        self._scaleBStamp: list[tuple | None] = [None, None]
-        self._scaleAFullStamp: tuple | None = None
+        self._scaleAL1: list[L1Tensor | None] = [None] * DOUBLE_BUFFER_COUNT
+        self._scaleBL1: list[L1Tensor | None] = [None] * DOUBLE_BUFFER_COUNT
+        self._aL1: list[L1Tensor | None] = []
+        self._bL1: list[L1Tensor | None] = []
+        self._aFullL1: dict[int, L1Tensor] = {}
+        self._scaleAFullL1: L1Tensor | None = None
         self._biasL1: list[np.ndarray | None] = [None] * DOUBLE_BUFFER_COUNT
         self._bt: np.ndarray | None = None
         self._step: np.ndarray | None = None
@@ -317,13 +271,9 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
             raise ConstraintError("splitKNum >= 0", f"splitKNum = {self.splitKNum_}")
 
     # -- operator() ------------------------------------------------------------------------------------------------
+    @holds_compute_slot
     def __call__(self, gmA: GmTensor, gmB: GmTensor, gmScaleA: GmTensor, gmScaleB: GmTensor, gmBias: GmTensor | None,
                  gmC: GmTensor, singleShape: Any, splitKIdx: int = 0) -> None:
-        with self.T.host:
-            self._call(gmA, gmB, gmScaleA, gmScaleB, gmBias, gmC, singleShape, splitKIdx)
-
-    def _call(self, gmA: GmTensor, gmB: GmTensor, gmScaleA: GmTensor, gmScaleB: GmTensor, gmBias: GmTensor | None,
-              gmC: GmTensor, singleShape: Any, splitKIdx: int) -> None:
         if not self._initialized:
             raise KernelError(f"{self.ctx.label}: BlockMmad called before Init")
         curM = int(singleShape[IDX_M_TILEIDX])
@@ -359,9 +309,7 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
                 self._biasL1[scaleL1BufId] = gmBias.load(self.ctx).astype(np.float32)
             # B GM->L1; slice first, then copy (PadMxKBL1 zero-pads to curPadKL1).
             gmBlockB = gmB.Slice((kL1Offset, 0), (curGmKL1, curN))
-            stampB = read_stamp(gmBlockB)
-            tensorBL1 = L1Operand(self._load_stamped(gmBlockB, stampB), read_where(gmBlockB), stampB)
-            self._bL1[l1BufId] = tensorBL1
+            tensorBL1 = self._bL1[l1BufId] = gmBlockB.load_l1(self.ctx)
             scaleKOffset = scaleKIterIdx * scaleKOffsetStride
             scaleAKOffset = scaleKOffset
             if self.DispatchPolicy.FULL_LOAD_MODE == A_FULL_LOAD_MODE:
@@ -381,26 +329,6 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
             if self.enableL0cPingPong_:
                 self.l0cPingPong_ += 1
 
-    def _load_stamped(self, t: GmTensor, stamp: tuple | None) -> np.ndarray:
-        """`t.load(ctx)`. When an earlier load of this launch had the same stamp and storage geometry (the same
-        bytes: `read_stamp`), the read is made on GM with that load's array (`GlobalMemory.read(same_as=)`):
-        the same bytes, events and reports, without the host copy; when nothing can see or report the read
-        (`unobserved`), that array is the read. The array is shared and never written."""
-        rows, cols = t.shape
-        if stamp is None or rows == 0 or cols == 0 or t.ptr.dtype in FP4_DTYPES:
-            return t.load(self.ctx)
-        sshape, bstrides, perm = t._geometry()
-        memo, launch = self.T.host.memo, self.ctx.launch
-        key = (stamp, sshape, bstrides, t.ptr.dtype)
-        kept = memo.stamped_read(launch, key)
-        if kept is not None and unobserved(self.ctx, t.ptr.addr.alloc):
-            raw = kept
-        else:
-            raw = self.ctx.gm_read(t.ptr.addr, t.ptr.dtype, sshape, bstrides, same_as=kept)
-            if kept is None:
-                memo.keep_read(launch, key, raw)
-        return raw if perm is None else raw.transpose(perm).reshape(rows, cols)
-
     def CopyL0C2GM(self, gmC: Any, tensorL0C: np.ndarray, curM: int, curN: int, l0cOffset: int) -> None:
         """C L0C->GM: `Copy(CopyL0C2GM.with(FixpipeParams(FINAL_ACCUMULATION)), gmC, tensorL0C)` (RNE cast to
         CType; adds when the core's atomic mode is set)."""
@@ -419,9 +347,9 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
         return loopCnt & (self.l1BufNum_ - 1)
 
     def CopyScalesInL1(self, gmScaleA: GmTensor, gmScaleB: GmTensor, curM: int, curN: int, scaleL1BufId: int,
-                       kL1Offset: int, scaleGmOffset: int, needCopyScale: bool) -> tuple[np.ndarray, np.ndarray]:
+                       kL1Offset: int, scaleGmOffset: int, needCopyScale: bool) -> tuple[L1Tensor, L1Tensor]:
         """Scales GM -> L1 buffer `scaleL1BufId` when `needCopyScale` (L1 holds scaleKL1 of K; GM supplies the
-        actual length, which may be a tail); returns the L1 (scaleA, scaleB) codes. In A_FULL_LOAD_MODE
+        actual length, which may be a tail); returns the L1 (scaleA, scaleB) tensors. In A_FULL_LOAD_MODE
         scaleA (all of K) is loaded once, with the first chunk of the first tile."""
         if needCopyScale:
             curScaleKL1 = self.scaleKL1_
@@ -430,17 +358,14 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
             curScaleKLen = (Align64(curScaleKL1) >> ALIGN_64_BYTES_SHIFT) * MXFP_MULTI_BASE_SIZE
             if self.DispatchPolicy.FULL_LOAD_MODE == NONE_FULL_LOAD_MODE:
                 gmBlockScaleA = gmScaleA.Slice((0, scaleGmOffset), (curM, curScaleKLen))
-                stamp = self._scaleAStamp[scaleL1BufId] = read_stamp(gmBlockScaleA)
-                self._scaleAL1[scaleL1BufId] = self._load_stamped(gmBlockScaleA, stamp)
+                self._scaleAL1[scaleL1BufId] = gmBlockScaleA.load_l1(self.ctx)
             gmBlockScaleB = gmScaleB.Slice((scaleGmOffset, 0), (curScaleKLen, curN))
-            stamp = self._scaleBStamp[scaleL1BufId] = read_stamp(gmBlockScaleB)
-            self._scaleBL1[scaleL1BufId] = self._load_stamped(gmBlockScaleB, stamp)
+            self._scaleBL1[scaleL1BufId] = gmBlockScaleB.load_l1(self.ctx)
         if self.DispatchPolicy.FULL_LOAD_MODE == NONE_FULL_LOAD_MODE:
             tensorScaleAL1 = self._scaleAL1[scaleL1BufId]
         else:
             if self.abL1LoopCnt_ == 0:
-                self._scaleAFullStamp = read_stamp(gmScaleA)
-                self._scaleAFullL1 = gmScaleA.load(self.ctx)
+                self._scaleAFullL1 = gmScaleA.load_l1(self.ctx)
             tensorScaleAL1 = self._scaleAFullL1
         tensorScaleBL1 = self._scaleBL1[scaleL1BufId]
         if tensorScaleAL1 is None or tensorScaleBL1 is None:
@@ -448,59 +373,47 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
         return tensorScaleAL1, tensorScaleBL1
 
     def CopyAInL1(self, gmA: GmTensor, curM: int, curGmKL1: int, l1BufId: int, kL1Offset: int,
-                  iter0: int) -> L1Operand:
+                  iter0: int) -> L1Tensor:
         """A GM -> L1 (PadMxKAL1 zero-pads K to Align64). In A_FULL_LOAD_MODE only the first tile's K loop
         (`abL1LoopCnt_ < kL1Iter_`) copies; later tiles reuse the resident A."""
         if self.DispatchPolicy.FULL_LOAD_MODE == NONE_FULL_LOAD_MODE:
             gmBlockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
-            stampA = read_stamp(gmBlockA)
-            tensorAL1 = L1Operand(gmBlockA.load(self.ctx), read_where(gmBlockA), stampA)
-            self._aL1[l1BufId] = tensorAL1
+            tensorAL1 = self._aL1[l1BufId] = gmBlockA.load_l1(self.ctx)
             return tensorAL1
         if self.abL1LoopCnt_ < self.kL1Iter_:
             gmBlockA = gmA.Slice((0, kL1Offset), (curM, curGmKL1))
-            stampA = read_stamp(gmBlockA)
-            self._aFullL1[iter0] = L1Operand(gmBlockA.load(self.ctx), read_where(gmBlockA), stampA)
+            self._aFullL1[iter0] = gmBlockA.load_l1(self.ctx)
         resident = self._aFullL1.get(iter0)
         if resident is None:
             raise KernelError(f"{self.ctx.label}: A_FULL_LOAD_MODE chunk {iter0} was never loaded")
-        if resident.codes.shape[0] != curM:
+        if resident.shape[0] != curM:
             # The resident A holds the first tile's rows; the device would read them for this tile too.
             raise KernelError(f"{self.ctx.label}: A_FULL_LOAD_MODE tile M {curM} differs from the resident A "
-                              f"rows {resident.codes.shape[0]} (the scheduler must keep one M block per core)")
+                              f"rows {resident.shape[0]} (the scheduler must keep one M block per core)")
         return resident
-
-    def _dequant(self, operand: str, tensor: L1Operand, scale: np.ndarray, elem: ElemFormat,
-                 k_axis: int, stamp: tuple | None = None) -> np.ndarray:
-        """fp32 operand chunk through the launch-wide memo (reused only for byte-identical codes and scales;
-        equal `stamp`s prove it without comparing)."""
-        key = (operand, *tensor.where, *tensor.codes.shape)
-        return self.T.host.memo.dequant(self.ctx.launch, key, tensor.codes, scale, elem, k_axis, stamp)
 
     def Iterate(self, chunk: L1Chunk, curM: int, curN: int, biasBtOffset: int, isFirstSplitK: bool,
                 isLastSplitK: bool, tensorL0C: np.ndarray, gmC: GmTensor) -> None:
         """One L1 chunk: baseK steps L1 -> L0A/L0B (ping-pong) -> MMAD into the L0C tile. The source passes the
         chunk's fields one by one; `L1Chunk` bundles them under the source's names."""
-        (iter0, curGmKL1, curPadKL1, tensorAL1, tensorBL1, tensorScaleAL1, tensorScaleBL1, scaleL1BufId,
-         scaleKOffset, scaleAKOffset) = astuple_shallow(chunk)
+        iter0, curGmKL1, curPadKL1 = chunk.iter0, chunk.curGmKL1, chunk.curPadKL1
+        tensorAL1, tensorBL1 = chunk.tensorAL1, chunk.tensorBL1
+        tensorScaleAL1, tensorScaleBL1 = chunk.tensorScaleAL1, chunk.tensorScaleBL1
+        scaleL1BufId, scaleKOffset, scaleAKOffset = chunk.scaleL1BufId, chunk.scaleKOffset, chunk.scaleAKOffset
         nb = CeilDiv(curGmKL1, MX_GROUP_SIZE)
-        scaleA = tensorScaleAL1[:, scaleAKOffset:scaleAKOffset + nb]
-        scaleB = tensorScaleBL1[scaleKOffset:scaleKOffset + nb, :]
+        scaleA = tensorScaleAL1.Slice((0, scaleAKOffset), (tensorScaleAL1.shape[0], nb))
+        scaleB = tensorScaleBL1.Slice((scaleKOffset, 0), (nb, tensorScaleBL1.shape[1]))
         if scaleA.shape[1] != nb or scaleB.shape[0] != nb:
             raise KernelError(f"{self.ctx.label}: L1 scale window at {scaleKOffset} holds fewer than the {nb} "
                               f"scales chunk {iter0} needs (scaleKL1 / kL1 bookkeeping broken)")
-        full = self.DispatchPolicy.FULL_LOAD_MODE == A_FULL_LOAD_MODE
-        sAStamp = self._scaleAFullStamp if full else self._scaleAStamp[scaleL1BufId]
-        sBStamp = self._scaleBStamp[scaleL1BufId]
-        aF32 = self._dequant("A", tensorAL1, scaleA, self.T.AType, 1,
-                             pair_stamp(tensorAL1.stamp, sAStamp, scaleAKOffset, nb))
-        bF32 = self._dequant("B", tensorBL1, scaleB, self.T.BType, 0,
-                             pair_stamp(tensorBL1.stamp, sBStamp, scaleKOffset, nb))
+        # A, ScaleA / B, ScaleB L1 -> L0A / L0B (MX LoadData), decoded for the whole chunk at once
+        aF32 = dequant_l1(self.ctx, tensorAL1, scaleA, self.T.AType, 1)
+        bF32 = dequant_l1(self.ctx, tensorBL1, scaleB, self.T.BType, 0)
         baseK = self.baseK_
         hasBias = self.isBias_
         kL0Iter = CeilDiv(curGmKL1, baseK)
         # B decodes row-major; a B stored transposed (DN) keeps its column-major BLAS call where the two differ
-        bCodes = tensorBL1.codes
+        bCodes = tensorBL1.data
         bStoredT = bCodes.flags.f_contiguous and not bCodes.flags.c_contiguous
         aColumnMajor = aF32.flags.f_contiguous and not aF32.flags.c_contiguous
         isLastL1Iter = iter0 + 1 == self.kL1Iter_

@@ -4,7 +4,8 @@ separate kAL1 / kBL1 chunks.
 Emulates ops-transformer `gmm/common/cgmct/block/block_mmad_mx.h`, `Cgmct::Gemm::Block::BlockMmadMx<
 MatmulWithScale<Shape<_0, _0, _0, _0>, 0>, ...>` (cannmirror/ops-transformer 25fb6b92), the BlockMmad that
 `GmmCgmctMxKernel` instantiates. Its loops differ from the QBMM BlockMmad (`block_mmad_mx.py`), so it is its
-own class; it reuses that class's per-core state, MMAD, fixpipe and the launch-wide dequantization memo.
+own class; it reuses that class's per-core state, MMAD and fixpipe; loads and decodes go through the device's
+decode cache (`runtime.decode_cache`).
 Loops: A-major (kAL1 >= kBL1, `IterAL1BL1`) or B-major; per L0 step curKL0 = min(baseK, minPadKL1 +
 kL1Offset - kL0Offset), mmad.k = Align64(curKL0), unitFlag 3 when kL0Offset + baseK >= k else 2.
 
@@ -25,15 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mc2emu.blaze.gemm.block.block_mmad_host import L1Operand, pair_stamp, read_stamp, read_where
 from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, BlockMmadMxType
 from mc2emu.blaze.gemm.common_utils import DOUBLE_BUFFER_COUNT
+from mc2emu.blaze.gemm.tile.tile_mmad_mx import dequant_l1
 from mc2emu.numerics.constants import FLOAT32_BYTES, MX_GROUP_SIZE, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE
 from mc2emu.numerics.int_math import Align, Align16, Align64, CeilDiv
+from mc2emu.runtime.compute_slots import holds_compute_slot
 from mc2emu.runtime.hazards import CapacityError, ConstraintError, KernelError
 
 if TYPE_CHECKING:
-    from mc2emu.blaze.tensor_api.tensor import GmTensor
+    from mc2emu.blaze.tensor_api.tensor import GmTensor, L1Tensor
     from mc2emu.runtime.core import CoreContext
 
 SCALE_BUFFER_NUM = 2  # two L1 scale buffers (SCALE_BUFFER_FLAG_0 / _1)
@@ -74,13 +76,12 @@ class BlockMmadMxCgmctType(BlockMmadMxType):
 
 
 class _ScaleL1:
-    """One L1 scale buffer: the K offset it was loaded at and the (scaleA, scaleB) codes, with read stamps."""
+    """One L1 scale buffer: the K offset it was loaded at and the (scaleA, scaleB) L1 tensors."""
 
-    __slots__ = ("a", "aStamp", "b", "bStamp", "kStart")
+    __slots__ = ("a", "b", "kStart")
 
-    def __init__(self, kStart: int, a: np.ndarray, aStamp: tuple | None, b: np.ndarray,
-                 bStamp: tuple | None) -> None:
-        self.kStart, self.a, self.aStamp, self.b, self.bStamp = kStart, a, aStamp, b, bStamp
+    def __init__(self, kStart: int, a: L1Tensor, b: L1Tensor) -> None:
+        self.kStart, self.a, self.b = kStart, a, b
 
 
 class BlockMmadMxCgmct(BlockMmadMx):
@@ -89,7 +90,7 @@ class BlockMmadMxCgmct(BlockMmadMx):
     template = BlockMmadMxCgmctType
 
     def __init__(self, ctx: CoreContext, T: BlockMmadMxType) -> None:
-        super().__init__(ctx, T)  # L0A / L0B / BT / L0C of the core, the fixpipe, the memo host
+        super().__init__(ctx, T)  # L0A / L0B / BT / L0C of the core, the fixpipe
         self.IS_FP4 = T.AType.is_fp4
         self.m_ = self.n_ = 0
         self.kAL1_ = self.kBL1_ = self.minKL1_ = 1
@@ -97,8 +98,8 @@ class BlockMmadMxCgmct(BlockMmadMx):
         self.bL1LoopCnt_ = 0
         self.biasBufId_ = 0
         self.orderAL1BL1_ = False
-        self._aL1Chunks: list[tuple[int, L1Operand] | None] = [None] * CGMCT_L1_BUF_NUM
-        self._bL1Chunks: list[tuple[int, L1Operand] | None] = [None] * CGMCT_L1_BUF_NUM
+        self._aL1Chunks: list[tuple[int, L1Tensor] | None] = [None] * CGMCT_L1_BUF_NUM
+        self._bL1Chunks: list[tuple[int, L1Tensor] | None] = [None] * CGMCT_L1_BUF_NUM
         self._scaleL1: list[_ScaleL1 | None] = [None] * SCALE_BUFFER_NUM
         self._biasL1C: list[np.ndarray | None] = [None] * SCALE_BUFFER_NUM
 
@@ -160,12 +161,12 @@ class BlockMmadMxCgmct(BlockMmadMx):
         self.m_, self.n_, self.k_ = (int(v) for v in problemShape[:3])
 
     # -- operator() ------------------------------------------------------------------------------------------------
+    @holds_compute_slot
     def __call__(self, gmA: GmTensor, gmB: GmTensor, gmScaleA: GmTensor,  # type: ignore[override]
                  gmScaleB: GmTensor, gmBias: GmTensor | None, gmC: GmTensor, singleShape: Any) -> None:
         if not self._initialized:
             raise KernelError(f"{self.ctx.label}: BlockMmadMx called before Init")
-        with self.T.host:
-            self.run(gmA, gmB, gmScaleA, gmScaleB, gmBias, gmC, singleShape)
+        self.run(gmA, gmB, gmScaleA, gmScaleB, gmBias, gmC, singleShape)
 
     def run(self, gmA: GmTensor, gmB: GmTensor, gmScaleA: GmTensor, gmScaleB: GmTensor, gmBias: GmTensor | None,
             gmC: GmTensor, singleShape: Any) -> None:
@@ -267,19 +268,18 @@ class BlockMmadMxCgmct(BlockMmadMx):
         cols = CeilDiv(curScaleKL1, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
         sA = gmScaleA.Slice((0, col), (tile.curM, cols))
         sB = gmScaleB.Slice((col, 0), (cols, tile.curN))
-        self._scaleL1[scaleL1BufId] = _ScaleL1(kL1Offset, sA.load(self.ctx), read_stamp(sA), sB.load(self.ctx),
-                                               read_stamp(sB))
+        self._scaleL1[scaleL1BufId] = _ScaleL1(kL1Offset, sA.load_l1(self.ctx), sB.load_l1(self.ctx))
 
     def CopyAInL1(self, gmA: GmTensor, tile: TileL1L0Param, l1BufId: int,  # type: ignore[override]
                   kL1Offset: int) -> None:
         """InitA1 (zero pad to 64, not materialized) + CopyInA1 (ND2NZ) of A[:, kL1Offset : +curGmAKL1]."""
         chunk = gmA.Slice((0, kL1Offset), (tile.curM, tile.curGmAKL1))
-        self._aL1Chunks[l1BufId] = (kL1Offset, L1Operand(chunk.load(self.ctx), read_where(chunk), read_stamp(chunk)))
+        self._aL1Chunks[l1BufId] = (kL1Offset, chunk.load_l1(self.ctx))
 
     def CopyBInL1(self, gmB: GmTensor, tile: TileL1L0Param, l1BufId: int, kL1Offset: int) -> None:
         """InitB1 + CopyInB1 (ND2NZ) of B[kL1Offset : +curGmBKL1, :]."""
         chunk = gmB.Slice((kL1Offset, 0), (tile.curGmBKL1, tile.curN))
-        self._bL1Chunks[l1BufId] = (kL1Offset, L1Operand(chunk.load(self.ctx), read_where(chunk), read_stamp(chunk)))
+        self._bL1Chunks[l1BufId] = (kL1Offset, chunk.load_l1(self.ctx))
 
     def CopyInBias(self, gmBias: GmTensor | None, curNL1: int) -> None:
         if gmBias is None:
@@ -298,22 +298,22 @@ class BlockMmadMxCgmct(BlockMmadMx):
                               f"{self.kAL1_}, kBL1 {self.kBL1_}): the device would use wrong scales")
         return buf, (kStart % self.scaleKL1_) // MX_GROUP_SIZE, CeilDiv(kLen, MX_GROUP_SIZE)
 
-    def _chunk_f32(self, operand: str, entry: tuple[int, L1Operand] | None,
+    def _chunk_f32(self, operand: str, entry: tuple[int, L1Tensor] | None,
                    scaleL1BufId: int) -> tuple[int, np.ndarray]:
         if entry is None:
             raise KernelError(f"{self.ctx.label}: L1 {operand} buffer read before any load")
         kStart, op = entry
         k_axis = 1 if operand == "A" else 0
-        kLen = op.codes.shape[k_axis]
+        kLen = op.shape[k_axis]
         buf, col, nb = self._scale_window(scaleL1BufId, kStart, kLen)
         if operand == "A":
-            scale, sStamp, elem = buf.a[:, col:col + nb], buf.aStamp, self.T.AType
+            scale, elem = buf.a.Slice((0, col), (buf.a.shape[0], nb)), self.T.AType
         else:
-            scale, sStamp, elem = buf.b[col:col + nb, :], buf.bStamp, self.T.BType
+            scale, elem = buf.b.Slice((col, 0), (nb, buf.b.shape[1])), self.T.BType
         if scale.shape[k_axis] != nb:
             raise KernelError(f"{self.ctx.label}: L1 scale buffer {scaleL1BufId} holds fewer than the {nb} scales "
                               f"the {operand} chunk at K {kStart} needs")
-        return kStart, self._dequant(operand, op, scale, elem, k_axis, pair_stamp(op.stamp, sStamp, col, nb))
+        return kStart, dequant_l1(self.ctx, op, scale, elem, k_axis)
 
     def Iterate(self, tile: TileL1L0Param, kL1Offset: int, al1BufId: int, bl1BufId: int,  # type: ignore[override]
                 scaleL1BufId: int, tensorL0C: np.ndarray, gmC: GmTensor) -> None:

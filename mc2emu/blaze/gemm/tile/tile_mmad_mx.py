@@ -9,14 +9,14 @@ The emulator decodes a whole L1 chunk at once (vectorized; the device decodes pe
 gives the same float32 operands. Fast path: a pair table `uint16 -> two float32` (512 KiB) halves the
 number of gathers of `numerics.decode_elements`; scales go through `numerics.block_scale`'s
 reshape-broadcast multiply. The test suite checks bit equality with `numerics.decode_elements` +
-`dequant_rows` / `dequant_cols`.
+`dequant_rows` / `dequant_cols`. `dequant_l1` decodes an L1 chunk through the device's decode cache
+(`runtime.decode_cache`), host time only.
 """
 
 from __future__ import annotations
 
-import threading
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +24,10 @@ from mc2emu.numerics import ElemFormat, decode_scales
 from mc2emu.numerics.block_scale import apply_block_scale
 from mc2emu.numerics.constants import MX_GROUP_SIZE
 from mc2emu.numerics.int_math import CeilDiv
+
+if TYPE_CHECKING:
+    from mc2emu.blaze.tensor_api.tensor import L1Tensor
+    from mc2emu.runtime.core import CoreContext
 
 PAIR_TABLE_SIZE = 1 << 16  # one entry per pair of 8-bit codes (a uint16 index)
 BYTE_CODES = 256  # FP8 code space; FP4 codes (< 16) index the same 256-entry row
@@ -110,74 +114,11 @@ def b_row_major_same(m: int, k: int, n: int, a_column_major: bool) -> bool:
     return same
 
 
-WORD = np.dtype(np.uint64)  # full compares run over 8-byte words (2.5x faster than bytes)
-
-
-def same_bytes(a: np.ndarray | None, b: np.ndarray) -> bool:
-    """Byte equality of two arrays (NaN codes compare equal, unlike float ==)."""
-    if a is None or a.shape != b.shape or a.dtype.itemsize != b.dtype.itemsize:
-        return False
-    if a is b:
-        return True
-    if not (a.flags.c_contiguous and b.flags.c_contiguous) and a.flags.f_contiguous and b.flags.f_contiguous:
-        a, b = a.T, b.T  # DN loads are transposed views: compare in memory order, no copy
-    x = a.reshape(-1).view(np.uint8) if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-    y = b.reshape(-1).view(np.uint8) if b.flags.c_contiguous else np.ascontiguousarray(b).reshape(-1).view(np.uint8)
-    if x.size % WORD.itemsize == 0:
-        x, y = x.view(WORD), y.view(WORD)
-    return bool((x == y).all())
-
-
-class DequantMemo:
-    """A memo of `dequant_chunk`, a pure function of the bytes read: an fp32 chunk is reused only when the
-    codes and scale codes just read are byte-identical to the ones it was decoded from.
-
-    One memo serves every core of one launch (entries are keyed by operand and GM location, so cores reading
-    the same rows of A or columns of B share a decode); it resets when a new launch uses it. Results, GM
-    reads, events and hazards are exactly those of decoding on every call; only host time changes."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._launch: object = None
-        self._entries: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]] = {}
-        self._reads: dict[Any, np.ndarray] = {}
-        self.hits = 0
-        self.misses = 0
-
-    def _enter(self, launch: object) -> None:
-        if self._launch is not launch:
-            with self._lock:
-                if self._launch is not launch:
-                    self._entries = {}
-                    self._reads = {}
-                    self._launch = launch
-                    self.hits = self.misses = 0
-
-    def stamped_read(self, launch: object, key: Any) -> np.ndarray | None:
-        """The array an earlier read of this launch with read key `key` returned (a stamp plus the storage
-        geometry: the same bytes), or None. The array is shared: nobody writes into it."""
-        if self._launch is not launch:
-            self._enter(launch)
-        return self._reads.get(key)
-
-    def keep_read(self, launch: object, key: Any, raw: np.ndarray) -> None:
-        if self._launch is not launch:
-            self._enter(launch)
-        raw.flags.writeable = False
-        self._reads[key] = raw
-
-    def dequant(self, launch: object, key: Any, codes: np.ndarray, scale_codes: np.ndarray, elem: ElemFormat,
-                k_axis: int, stamp: tuple | None = None) -> np.ndarray:
-        if self._launch is not launch:
-            self._enter(launch)
-        entries = self._entries
-        entry = entries.get(key)  # dict get / set are atomic under the GIL; entries are immutable tuples
-        if entry is not None and (
-                (stamp is not None and entry[3] == stamp)
-                or (same_bytes(entry[0], codes) and same_bytes(entry[1], scale_codes))):
-            self.hits += 1
-            return entry[2]
-        self.misses += 1
-        f32 = dequant_chunk(codes, scale_codes, elem, k_axis)
-        entries[key] = (codes, np.array(scale_codes, copy=True), f32, stamp)
-        return f32
+def dequant_l1(ctx: CoreContext, tensorL1: L1Tensor, scaleL1: L1Tensor, elem: ElemFormat, k_axis: int) -> np.ndarray:
+    """The fp32 operand the MX LoadData of L1 chunk `tensorL1` with scales `scaleL1` gives (`dequant_chunk`),
+    through the device's decode cache: a chunk from the same place decoded earlier in the launch from
+    byte-identical codes and scales is reused (equal stamps of both reads prove it without comparing)."""
+    stamp = None if tensorL1.stamp is None or scaleL1.stamp is None else (tensorL1.stamp, scaleL1.stamp)
+    key = (k_axis, elem, *tensorL1.where, *tensorL1.data.shape)
+    return ctx.device.decode_cache.decoded(key, stamp, tensorL1.data, scaleL1.data,
+                                           lambda codes, scales: dequant_chunk(codes, scales, elem, k_axis))
