@@ -1,32 +1,20 @@
-"""AllGatherQbmmMxKernel — the AIC side of all_gather_quant_matmul.
+"""AllGatherQbmmMxKernel — the AIC side of all_gather_quant_matmul (seed 000 §7.1, SPEC §7.1).
 
 Emulates ops-transformer `mc2/common/op_kernel/apace/kernel/matmul/quant_batch_matmul/all_gather_qbmm_mx_kernel.h`
-(commit 5778144076; earlier `QmmMxKernelAgUdma`, `kernel/all_gather_quant_matmul/qmm_mx_kernel_ag_udma.h`);
-seed 000 §7.1, SPEC §7.1. Regions: HEAD (own rows, dep 0), MAIN round r (dep r + 1), TAIL (dep commTurn);
-`SetL2Cache` per tile with the tile's extents (SPEC §5 "AG").
-
-Wait orders: "mask" is the source up to f241800c4 (`qmm_mx_kernel_ag_udma.h`, `waitedMask`: each dep once, then
-a drain of 0..commTurn); "in_order" follows 42f69c50f (08-12, "fix hang when the communication rounds exceed
-32": an explicit flag-0 wait, then in-order waits and an in-order drain).
-
-Slot ring (`enableBufferReuse = true` with `UrmaBufferSync`, hicann/ops-transformer 67a83540d75e): rounds in
-order; before acquiring round r + 1 the AIC releases round r's slot when r < commTurn - slotNum; MAIN reads A
-and scaleA at the slot offset, TAIL is addressed by hand; `MAX_RANK_SIZE = 16U` per-rank arrays (R <= 16) and
-`params.isBias`: the (1, N) fp32 bias slice of the tile's columns goes to every mmad (added once, on the first K
-step). The seed kernel (5778144076) has `[8]` arrays and `mmadFrag.Init(..., false, ...)` with a null bias.
-
-Flag ids past 15: the seed kernel signals round r with id r + 1 whatever commTurn is, so from commTurn 16 on
-the ids wrap to 4 bits (SPEC §2: FLAG_ID_TRUNCATED). In order, every Wait still consumes the Set of its own round.
-The mask kernel waits each dependTileIdx once as its tiles need it: a core whose first wait on a wrapped id is a
-late round's (no tile of the earlier round on that id before) consumes the earlier round's Set, and reads the late
-round's window rows before they are proven written: READ_BEFORE_WAIT (happens-before check); the drain's wait
-on the earlier id then consumes the late Set, so the counts still pair.
-
-Hazard variants (`AgKernelVariant`): SKIP_FLAG0_WAIT leaves the AIV's pre-set flag 0 unconsumed
-(UNCONSUMED_FLAG; no source version did this); UPDATE_ADDR_BEFORE_WAIT builds the MAIN fragment addresses
-before the round's wait (seed 000 §7 constraint 2): ADDR_LIST_UPDATED_EARLY (copies are synchronous here, so
-only the report shows it). A block straddling two regions is resolved by its first row, as the source does;
-its rows past the region's fragments are FRAGMENT_OUT_OF_RANGE and those C rows are never written.
+(commit 5778144076). Regions: HEAD (own rows, dep 0), MAIN round r (dep r + 1), TAIL (dep commTurn); `SetL2Cache`
+per tile with the tile's extents (SPEC §5 "AG").
+- Wait orders: "mask" is the source up to f241800c4 (`qmm_mx_kernel_ag_udma.h`, `waitedMask`: each dep once, then
+  a drain of 0..commTurn); "in_order" follows 42f69c50f (a flag-0 wait, in-order waits, an in-order drain).
+- Slot ring (`enableBufferReuse`, `UrmaBufferSync`, hicann 67a83540d75e): rounds in order, round r's slot released
+  before round r + 1 is acquired when r < commTurn - slotNum; `MAX_RANK_SIZE = 16U` (R <= 16) and `isBias` (the
+  (1, N) fp32 bias slice of the tile's columns, added on the first K step). The seed kernel has `[8]` arrays and
+  no bias.
+- Ids past 15 wrap to 4 bits (SPEC §2, FLAG_ID_TRUNCATED). In order every Wait still consumes its own round's
+  Set; the mask kernel's first wait on a wrapped id can consume an earlier round's Set and read the late round's
+  rows unproven (READ_BEFORE_WAIT), from commTurn 16 on.
+- Variants (`AgKernelVariant`): SKIP_FLAG0_WAIT (UNCONSUMED_FLAG; no source version did this);
+  UPDATE_ADDR_BEFORE_WAIT (seed 000 §7 constraint 2, ADDR_LIST_UPDATED_EARLY). A block straddling two regions is
+  resolved by its first row, as the source does: its rows past the region's fragments are FRAGMENT_OUT_OF_RANGE.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
     mm = ag_matmul_tiling(ct, R, n, problem.elem, DAV_3510, block_dim)
     # block_dim None: as the all-to-all host, a tiny problem still launches R blocks (AIV block r serves peer r);
     # the extra AICs find no tile and only drain their waits. A given block_dim is launched as given, as the ST
-    # launcher launches usedCoreNum with no check against R: below R the impls report AG_PEER_UNSERVED.
+    # launcher launches usedCoreNum with no check against R: below R the impls report PEER_NOT_SERVED.
     used = mm.usedCoreNum if block_dim is not None else max(mm.usedCoreNum, R)
     violations = ag_constraint_violations(m, k, n, R, slot_ring=problem.protocol.value == "slot_ring")
     if violations:

@@ -1,29 +1,17 @@
 """Host tiling of all_gather_quant_matmul: the ST host's communication tiles, the SWAT matmul tiling of the
-logical M, and the operator's constraints.
-
-Sources (ops-transformer, commit 5778144076):
-- `mc2/common/op_kernel/apace/tests/st/all_gather_quant_matmul/src/main.cpp` (`RunAllGatherQuantMatmul`):
-  tileM = min(TILE_M = 512, m), tileCnt = m / tileM, tailM = m % tileM, tailCnt = (tailM > 0),
-  paddedTailM = align16(tailM), totalLogicalM = R * (tileCnt * tileM + tailCnt * paddedTailM); the matmul
-  tiling is `QuantMatmulTilingSwat` with `SetOptimizeEnable(false)` (which switches off only
-  `OptimizeEdgeBasicBlock`: `AdjustBasicBlock` still runs) and `SetMTailAlignEnable(true)`; `ParseArgs`
-  refuses K % 32 != 0 and an odd CeilDiv(K, 64).
-- `all_gather_mx_matmul_udma_impl.h`: commTurn = tileCnt + tailCnt, headRows = tileCnt * tileM, kPaddingLength 16.
-- `all_gather_qbmm_mx_kernel.h`: `cFragAddrs_[8]`, `winDataRankBase_[8]` (R <= 8); flag ids 0..commTurn carry
-  the rounds. No commTurn limit: ids >= 16 are truncated to 4 bits (SPEC §2) and the in-order waits still pair
-  every Set with its Wait; the older mask kernel (f241800c4 `qmm_mx_kernel_ag_udma.h`, `waitedMask`) aliases
-  ids from commTurn 16 on, reproduced and reported (READ_BEFORE_WAIT), not refused.
-- slot ring, hicann/ops-transformer 67a83540d75e `all_gather_qbmm_mx_kernel.h`: `MAX_RANK_SIZE = 16U` ("与 tiling
-  rank_size 上限一致") sizes the per-rank arrays (R <= 16); `buffer_channel.h` flag id `slot % 11 + 1`.
-
-Launch blocks: the ST launcher (main.cpp:239) launches `mmTile.usedCoreNum` and nothing checks it against R;
-AIV block r serves peer r (`GetBlockIdx() < rankSize_`), so with fewer blocks than R some peers never receive
-this rank's rows: not refused here, reproduced and reported by the impls (AG_PEER_UNSERVED, `ag_unserved_peers`).
-
-The logical M the AIC schedules is HEAD (own rows, headRows) + MAIN (tileCnt rounds of (R - 1) * tileM
-rows: the other ranks) + TAIL (R * paddedTailM rows). With m >= 512 and baseM = 256 no block straddles two
-regions; small m or few blocks (AdjustBasicBlock re-balances baseM) can give straddling blocks, which the
-kernel runs as the source does (FRAGMENT_OUT_OF_RANGE for their reads past the region's fragments).
+logical M, and the operator's constraints (ops-transformer, commit 5778144076).
+- ST `main.cpp` (`RunAllGatherQuantMatmul`): tileM = min(512, m), tileCnt = m / tileM, tailM = m % tileM,
+  paddedTailM = align16(tailM), totalLogicalM = R * (tileCnt * tileM + tailCnt * paddedTailM); matmul tiling
+  `QuantMatmulTilingSwat` with `SetOptimizeEnable(false)` (only `OptimizeEdgeBasicBlock` off) and
+  `SetMTailAlignEnable(true)`; `ParseArgs` refuses K % 32 != 0 and an odd CeilDiv(K, 64).
+- `all_gather_mx_matmul_udma_impl.h`: commTurn = tileCnt + tailCnt, headRows = tileCnt * tileM, padding 16.
+- Rank limits: the seed kernel's `cFragAddrs_[8]` (R <= 8); the slot ring's `MAX_RANK_SIZE = 16U` (hicann
+  67a83540d75e, R <= 16; flag id `slot % 11 + 1`). No commTurn limit: ids >= 16 wrap (SPEC §2), in-order waits
+  still pair; the mask kernel's aliasing from commTurn 16 is reported (READ_BEFORE_WAIT), not refused.
+- Launch blocks: the launcher (main.cpp:239) launches `usedCoreNum` unchecked against R; AIV block r serves peer
+  r, so with fewer blocks some peers are never served: reported by the impls (PEER_NOT_SERVED), not refused.
+- Logical M = HEAD (own rows) + MAIN (tileCnt rounds of (R - 1) * tileM rows) + TAIL (R * paddedTailM rows).
+  Small m or few blocks can give blocks straddling two regions, run as the source does (FRAGMENT_OUT_OF_RANGE).
 """
 
 from __future__ import annotations
