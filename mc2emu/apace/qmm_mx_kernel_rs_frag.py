@@ -177,7 +177,7 @@ class QmmMxKernelRsFrag:
                 remoteFlagSet = True
             if not remoteFlagSet:
                 before += 1
-            self.SetL2Cache(problemShape, curMtile, gmB, gmScaleB, mmT.baseN)
+            self.SetL2Cache(problemShape, curMtile, gmB, gmScaleB, curNtile)
             blockA = fragA.Slice((mPos, 0), (curMtile, Ki))
             blockScaleA = fragScaleA.Slice((mPos, 0), (curMtile, scaleKLen))
             blockC = fragC.Slice((mPos, nPos), (curMtile, curNtile))
@@ -192,9 +192,10 @@ class QmmMxKernelRsFrag:
 
     def SetL2Cache(self, problemShape: tuple[int, int, int, int], curM: int, gmB: Any, gmScaleB: Any,
                    baseN: int) -> None:
-        """development.md §5.8 keeps the AllGather kernel's rule (fullMBlock + 128-byte alignment): B (DN)
-        streams when the tile covers all of M and K is 128-byte aligned; scaleB when it covers all of M and
-        N * 2 and baseN * 2 are 128-byte aligned."""
+        """development.md §5.8 keeps the AllGather kernel's `SetL2Cache` (fullMBlock + 128-byte alignment) and
+        the AG kernel passes the tile's own extents (`curMtile`, `curNtile`; G `all_gather_qbmm_mx_kernel.h`
+        :375): B (DN) streams when the tile covers all of M and K is 128-byte aligned; scaleB when it covers
+        all of M and N * 2 and curNtile * 2 (the `baseN` argument) are 128-byte aligned."""
         M, N, K, _ = problemShape
         fullMBlock = curM >= M
         mask = FP8_CACHE_LINE_ALIGN_MASK

@@ -6,7 +6,8 @@ public ops-transformer source implements it. AIC: per round t, `QmmMxKernelRsFra
 fragment), then flagB. AIV, per round: wait flagA, SyncAll, the last R cores PUT their staging segment into
 slot rankId of the target's window and drain, the compute cores reduce round t - 1, SyncAll / CrossDevice /
 SyncAll, wait flagB; after the loop the last ReduceSum. ReduceSum (§5.2, seed 000 §4.8): rows split over the
-compute cores, j = 0 .. R - 1 ascending, bf16 -> fp32 adds, fp32 -> bf16 (CAST_RINT), DataCopyPad to y.
+compute cores, j = 0 .. R - 1 ascending, bf16 -> fp32 adds, fp32 -> bf16 (CAST_RINT), DataCopyPad to y, in
+batches of redUbM rows x redUbN columns from the §5.4 UB budget (18 B an element; N segmented past it).
 
 Departures: design.md §3.4 / §5.11 has the comm cores wait flagA and the reduce cores flagB, but a mode-2 Set
 only reaches its own AIC's AIVs, so here every AIV waits both flags and the SyncAll after makes them
@@ -46,8 +47,17 @@ if TYPE_CHECKING:
 BF16 = np.dtype(ml_dtypes.bfloat16)
 # The UB / MTE block granule: a DataCopy moves whole 32-byte blocks (DataCopyPad moves exact bytes).
 UB_BLOCK_BYTES = 32
-# development.md §5.4: UB bytes per element of a reduction batch (bf16 src, fp32 src, fp32 acc, bf16 dst).
-REDUCE_BYTES_PER_ELEM = 2 + 4 + 4 + 2
+# development.md §5.4, the 6-slot layout: UB bytes per element of a reduction batch, perElemBytes =
+# 2 * sizeof(CType) (srcBuf ping-pong) + 2 * sizeof(float) (srcFP32 ping-pong) + sizeof(float) (acc) +
+# sizeof(CType) (dst) = 18 for a bf16 output.
+REDUCE_BYTES_PER_ELEM = 2 * 2 + 2 * 4 + 4 + 2
+# The bf16 buffers (two src, one dst) each get one 32-byte block of slack: the rounded DataCopy variant.
+REDUCE_BF16_SLOTS = 3
+# development.md §5.4 / fusion.md §6.2.6 rule 3 (plan A): with N segmented (a strided 2D DataCopyPad),
+# redUbM <= 32, past which the hardware silently drops rows.
+STRIDED_MAX_ROWS = 32
+# redUbN granule: whole 32-byte blocks of bf16.
+REDUCE_N_ALIGN = UB_BLOCK_BYTES // 2
 # The TeamBarrier job that runs CrossDevice (development.md §5.1a: totalJobs = 1).
 BARRIER_JOB = 0
 
@@ -103,6 +113,18 @@ def SplitToCore(curSendCnt: int, curUseCoreNum: int, coreId: int) -> tuple[int, 
     else:
         startId += remainderNum
     return startId, startId + sendNum, sendNum
+
+
+def ReduceUbTiling(rowNum: int, n: int, availableUB: int) -> tuple[int, int]:
+    """(redUbM, redUbN) of development.md §5.4: maxElements = availableUB / perElemBytes; redUbN = N when a row
+    fits, else the largest 16-element multiple that does (the N segmentation of fusion.md §6.2.6 rule 4);
+    redUbM = min(rows, maxElements / redUbN), and <= 32 when N is segmented."""
+    maxElements = availableUB // REDUCE_BYTES_PER_ELEM
+    redUbN = n if n <= maxElements else maxElements // REDUCE_N_ALIGN * REDUCE_N_ALIGN
+    redUbM = max(1, min(rowNum, maxElements // redUbN))
+    if redUbN < n:
+        redUbM = min(redUbM, STRIDED_MAX_ROWS)
+    return redUbM, redUbN
 
 
 class QuantMatmulReduceScatterRoundsImpl:
@@ -193,7 +215,8 @@ class QuantMatmulReduceScatterRoundsImpl:
         a.shmem.quiet(ctx)
 
     def ReduceSum(self, t: int, blockIdx: int, rsCoreNum: int) -> None:
-        """One compute core's rows of round t (module docstring)."""
+        """One compute core's rows of round t (module docstring), in batches of redUbM rows x redUbN columns
+        (development.md §5.2 / §5.4: N segments when a row does not fit the UB budget)."""
         ctx, a = self.ctx, self.args
         ct = a.comm
         curTileM, rowOff = ct.tile_m(t), ct.tile_m_offset(t)
@@ -201,29 +224,42 @@ class QuantMatmulReduceScatterRoundsImpl:
         if rowNum == 0:
             return
         n = a.n
-        ubBytes = ctx.device.platform.ub_usable_size
-        redUbM = max(1, min(rowNum, ubBytes // (n * REDUCE_BYTES_PER_ELEM + UB_BLOCK_BYTES)))
-        # UB regions (development.md §5.4, one src buffer: copies here are synchronous)
+        availableUB = ctx.device.platform.ub_usable_size - REDUCE_BF16_SLOTS * UB_BLOCK_BYTES
+        redUbM, redUbN = ReduceUbTiling(rowNum, n, availableUB)
+        # the 6 UB slots (development.md §5.4): srcBuf[2], srcFP32[2] ping-pong (slot j % 2), acc, dst
         padElems = UB_BLOCK_BYTES // BF16.itemsize
-        srcBuf = ctx.local.allocate(Position.VECCALC, "rs_src", redUbM * n + padElems, BF16)
-        srcFP32 = ctx.local.allocate(Position.VECCALC, "rs_src_fp32", redUbM * n, np.float32)
-        accFP32 = ctx.local.allocate(Position.VECCALC, "rs_acc", redUbM * n, np.float32)
-        dstBuf = ctx.local.allocate(Position.VECCALC, "rs_dst", redUbM * n + padElems, BF16)
+        elems = redUbM * redUbN
+        srcBuf = [ctx.local.allocate(Position.VECCALC, f"rs_src{i}", elems + padElems, BF16) for i in range(2)]
+        srcFP32 = [ctx.local.allocate(Position.VECCALC, f"rs_src_fp32{i}", elems, np.float32) for i in range(2)]
+        accFP32 = ctx.local.allocate(Position.VECCALC, "rs_acc", elems, np.float32)
+        dstBuf = ctx.local.allocate(Position.VECCALC, "rs_dst", elems + padElems, BF16)
         for b0 in range(0, rowNum, redUbM):
             rows = min(redUbM, rowNum - b0)
             segRow = rowOff + startRowId + b0        # row inside every rank segment
-            cnt = rows * n
-            accFP32[:cnt] = 0.0
-            for j in range(a.rankSize):
-                if j == a.rankId:
-                    src = a.stagingGm + (a.rankId * ct.mSeg + segRow) * a.cBytesPerM
-                else:
-                    src = a.winData + j * a.chunkBytes + segRow * a.cBytesPerM
-                ctx.gm_read(src, BF16, (cnt,), out=srcBuf[:cnt])                   # DataCopyPad, exact bytes
-                srcFP32[:cnt] = srcBuf[:cnt]                                       # Cast CAST_NONE
-                np.add(accFP32[:cnt], srcFP32[:cnt], out=accFP32[:cnt])            # Add (fp32, RNE)
-            dstBuf[:cnt] = accFP32[:cnt]                                           # Cast CAST_RINT
-            self.CopyOut(a.yGm + segRow * a.cBytesPerM, dstBuf, cnt, t)
+            for n0 in range(0, n, redUbN):
+                cols = min(redUbN, n - n0)
+                cnt = rows * cols
+                strides = None if cols == n else (a.cBytesPerM, BF16.itemsize)
+                accFP32[:cnt] = 0.0
+                for j in range(a.rankSize):
+                    slot = j % 2
+                    if j == a.rankId:
+                        src = a.stagingGm + (a.rankId * ct.mSeg + segRow) * a.cBytesPerM + n0 * BF16.itemsize
+                    else:
+                        src = a.winData + j * a.chunkBytes + segRow * a.cBytesPerM + n0 * BF16.itemsize
+                    ctx.gm_read(src, BF16, (rows, cols), strides,
+                                out=srcBuf[slot][:cnt].reshape(rows, cols))              # DataCopyPad, exact bytes
+                    srcFP32[slot][:cnt] = srcBuf[slot][:cnt]                             # Cast CAST_NONE
+                    np.add(accFP32[:cnt], srcFP32[slot][:cnt], out=accFP32[:cnt])        # Add (fp32, RNE)
+                dstBuf[:cnt] = accFP32[:cnt]                                             # Cast CAST_RINT
+                dst = a.yGm + segRow * a.cBytesPerM + n0 * BF16.itemsize
+                if cols == n:
+                    self.CopyOut(dst, dstBuf, cnt, t)
+                elif a.variant is not RsKernelVariant.TAIL_COPY_ROUNDED:     # a strided 2D DataCopyPad
+                    ctx.gm_write(dst, dstBuf[:cnt].reshape(rows, cols), (a.cBytesPerM, BF16.itemsize))
+                else:                                # the rounded DataCopy: each row of the block on its own
+                    for r in range(rows):
+                        self.CopyOut(dst + r * a.cBytesPerM, dstBuf[r * cols:], cols, t)
 
     def CopyOut(self, dst: GmAddr, dstBuf: np.ndarray, cnt: int, t: int) -> None:
         """DataCopyPad UB -> y of exactly cnt elements; TAIL_COPY_ROUNDED: a DataCopy of whole 32-byte blocks."""

@@ -8,8 +8,8 @@ the epilogue splits a block at segment boundaries either way). MIX_AIC_1_2 with 
 `impl="rounds"` (the design-spec kernel): GM holds x1 (M, K), x1_scale, x2 (N, K), x2_scale, the bf16
 staging [M, N] (the workspace the AIC writes and the PUTs read: development.md §5.7 `stagingSize`) and y
 (M/R, N); the data window holds R slots of chunkBytes = mSeg * N * 2 (slot j: rank j's rows for this rank),
-the TeamBarrier a window of its own. The launch is MIX_AIC_1_1 with block_dim = max(usedCoreNum of the full
-(M, N, K) SWAT tiling, R + 1) unless given (development.md §5.7 `coreNum`; §3.1 #3 and #9).
+the TeamBarrier a window of its own. The launch is MIX_AIC_1_1 with block_dim = usedCoreNum of the full
+(M, N, K) SWAT tiling unless given (development.md §5.7 `coreNum`), refused below R + 1 (§3.1 #3, #9).
 """
 
 from __future__ import annotations
@@ -157,9 +157,9 @@ def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: 
     R, rank = problem.rank_size, problem.rank
     m, k, n = problem.m, problem.k, problem.n
     # Tiling before any collective set-up: a refused tiling is refused on every rank (same shapes).
-    ct = make_rs_comm_tiling(m, R, problem.head_m_size)
+    ct = make_rs_comm_tiling(m, R, problem.head_m_size, n)
     full = rs_round_tiling(m, n, k, problem.elem, problem.b_elem, DAV_3510, block_dim)
-    used = block_dim if block_dim is not None else max(full.usedCoreNum, R + 1)
+    used = block_dim if block_dim is not None else full.usedCoreNum
     violations = rounds_violations(ct, n, R, used, DAV_3510)
     if violations:
         rule, reason = violations[0]

@@ -123,7 +123,7 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         shape_errs = [(r.replace("QMRS-3 ceil(K/64) even", "QMRS-TP ceil(k/R/64) even"), s) for r, s in shape_errs]
     errs += shape_errs
     if not errs and imp is QmrsImpl.ROUNDS:
-        errs += rounds_violations(make_rs_comm_tiling(m, rank_size, head_m_size), n, rank_size, None)
+        errs += rounds_violations(make_rs_comm_tiling(m, rank_size, head_m_size, n), n, rank_size, None)
     if errs:
         return None, errs
     assert out is not None and variant is not None and imp is not None and spl is not None

@@ -2,22 +2,25 @@
 and the operator's constraints.
 
 Sources:
-- the cannbot MC2 skill, scenario `compute-first-reduce-scatter` (`design.md` §3.3 T derivation, §3.4 flags;
-  `development.md` §3.1 the nine host checks, §3.2 T derivation, §5.6 headMSize calibration, §5.7 tiling
-  fields). Read through the public code index (file ids 67045480779 and 60671537757: two versions of
-  design.md; 60509613752: development.md); the index does not name their repository or commit.
+- the cannbot MC2 skill, scenario `compute-first-reduce-scatter`, hicann/cannbot-skills aa55f948ed86,
+  `ops/ascendc-mc2-best-practice/references/foundations/apace/scenarios/compute-first-reduce-scatter/`
+  `design.md` (§3.3 T derivation, §3.4 flags) and `development.md` (§3.1 the nine host checks, §3.2 T
+  derivation, §5.4 reduction UB budget, §5.6 headMSize calibration, §5.7 tiling fields); `../../fundamentals/
+  fusion.md` §6.2.7 (the strategy-B search) and §6.2.10 (limits).
 - the shipped ST host `mc2/common/op_kernel/apace/tests/st/quant_matmul_reduce_scatter/ubmem/src/main.cpp`
   (hicann/ops-transformer 0f2296ba3e): M % R == 0, K % 32 == 0, CeilDiv(K, 64) even; the SWAT tiling of
   (M, N, K) with `SetOptimizeEnable(false)`, `SetMTailAlignEnable(true)`.
 
 Rounds (`impl="rounds"`): mSeg = M / R rows per rank segment; T = headCnt + tailCnt rounds of headMSize rows
-(one tail round of mSeg % headMSize rows, 16-aligned, allowed). Round t covers rows [t * headMSize, + curTileM)
-of every rank segment, so the AIC's FragmentTensor problem of round t is R * curTileM rows.
-headMSize default (development.md §5.6, an example calibration the doc says to re-tune): 512 for R <= 2, 128
-for R >= 4 (256 for R = 3, between the two), capped at mSeg, raised to >= ceil(mSeg / 15) (T <= 15) and to
->= ceil(mSeg / floor(32 / R)) (R * T <= 32), rounded up to 16.
+(one tail round of mSeg % headMSize rows, 16-aligned, when the user gives a headMSize that leaves one: the
+spec's strategy A). Round t covers rows [t * headMSize, + curTileM) of every rank segment, so the AIC's
+FragmentTensor problem of round t is R * curTileM rows.
+headMSize default: development.md §3.2's search (strategy B, fusion.md §6.2.7): the base is maxTileM =
+512 KiB / (N * 2) (check #7); T0 = max(1, ceil(mSeg / maxTileM)); the smallest T in [T0, min(15, 32 / R)]
+(checks #5, #8) with T | mSeg (no tail, R10) and, for T > 1, mSeg / T a multiple of 16 (§5.6). The smallest
+such T is the largest tile (§5.6: fewer SyncAlls; the example calibration 512 / 128 is not used). When no T
+fits, the call is refused naming every rule that binds (RS-11).
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,10 +50,8 @@ BIAS_TABLE_SLOTS = 2
 ROW_ALIGN = 16
 # development.md §3.1 #7: one round's chunk to one peer must stay <= 512 KiB (UDMA intermittent FAIL above).
 MAX_ROUND_CHUNK_BYTES = 512 * 1024
-# development.md §5.6 example calibration: large tiles for few ranks, small tiles for many.
-HEAD_M_FEW_RANKS = 512
-HEAD_M_THREE_RANKS = 256
-HEAD_M_MANY_RANKS = 128
+# development.md §3.1 #2: "K%32, N%16 等" (fixpipe / window rows of whole 32-byte blocks: N * 2 % 32 == 0).
+N_ALIGN = 16
 # The shipped kernel (comm_resource_builder.h): HCCL_MTE_MAX_RANK_NUM.
 MAX_RANKS = 64
 # bf16 staging / output (the only CType of both kernels).
@@ -66,6 +67,8 @@ class RsCommTiling:
     headCnt: int
     tailMSize: int
     tailCnt: int
+    # The default search found no tiling: (rule, reason) of every rule that binds (RS-11); empty otherwise.
+    unfit: tuple[tuple[str, str], ...] = ()
 
     @property
     def commTurn(self) -> int:
@@ -80,19 +83,70 @@ class RsCommTiling:
         return t * self.headMSize if t < self.headCnt else self.headCnt * self.headMSize
 
 
-def default_head_m_size(m_seg: int, rank_size: int) -> int:
-    """The host choice of headMSize (module docstring)."""
-    base = HEAD_M_FEW_RANKS if rank_size <= 2 else HEAD_M_THREE_RANKS if rank_size == 3 else HEAD_M_MANY_RANKS
-    head = min(base, m_seg)
-    head = max(head, CeilDiv(m_seg, MAX_ROUNDS), CeilDiv(m_seg, max(1, MAX_RANK_ROUNDS // rank_size)))
-    if head >= m_seg:
-        return m_seg
-    return min(m_seg, CeilDiv(head, ROW_ALIGN) * ROW_ALIGN)
+def max_tile_m(n: int) -> int:
+    """development.md §3.2 / #7: the largest round (rows of one rank segment) whose chunk to one peer fits."""
+    return MAX_ROUND_CHUNK_BYTES // (n * C_BYTES)
 
 
-def make_rs_comm_tiling(m: int, rank_size: int, head_m_size: int | None) -> RsCommTiling:
+def max_rounds(rank_size: int) -> int:
+    """development.md §3.2: T <= min(15, 32 / R) (#5 flag counter, #8 MAX_FRAGMENT_COUNT)."""
+    return min(MAX_ROUNDS, MAX_RANK_ROUNDS // rank_size)
+
+
+def _fits(m_seg: int, T: int) -> bool:
+    """No tail (design.md §3.3, R10: T | mSeg) and, with several rounds, 16-row rounds (development.md §5.6)."""
+    return m_seg % T == 0 and (T == 1 or (m_seg // T) % ROW_ALIGN == 0)
+
+
+def search_rounds(m_seg: int, n: int, rank_size: int) -> int | None:
+    """development.md §3.2 / fusion.md §6.2.7 strategy B: the smallest T in [T0, min(15, 32 / R)] with T | mSeg
+    and 16-row rounds, T0 = max(1, ceil(mSeg / maxTileM)); None when there is none."""
+    T0 = max(1, CeilDiv(m_seg, max(1, max_tile_m(n))))
+    for T in range(T0, max_rounds(rank_size) + 1):
+        if _fits(m_seg, T):
+            return T
+    return None
+
+
+def _binding_rules(m_seg: int, n: int, rank_size: int) -> tuple[tuple[str, str], ...]:
+    """Why no T fits, as the rules that bind: the lower bound of #7, every upper bound below the first T that
+    the other rules allow, and the no-tail / 16-row rules when they remove every T in between."""
+    tile = max_tile_m(n)
+    T0 = max(1, CeilDiv(m_seg, max(1, tile)))
+    chunk = ("RS-6 tileM * N * 2 <= 512 KiB",
+             f"development.md §3.1 #7: tileM <= 512 KiB / (N * 2) = {tile} rows for N = {n}, so T >= "
+             f"ceil(mSeg / {tile}) = {T0}")
+    upper = [(MAX_ROUNDS, ("RS-4 T <= 15", f"development.md §3.1 #5: the flag counter holds {MAX_ROUNDS} "
+                                            f"pending Sets, T <= {MAX_ROUNDS}")),
+             (MAX_RANK_ROUNDS // rank_size, ("RS-5 R * T <= 32", f"development.md §3.1 #8: R * T <= "
+                                                                 f"{MAX_RANK_ROUNDS} (MAX_FRAGMENT_COUNT), T <= "
+                                                                 f"{MAX_RANK_ROUNDS // rank_size} at R = {rank_size}"))]
+    # the first T the divisibility / alignment rules allow at or above T0 (T = mSeg / 16 always does when
+    # mSeg % 16 == 0), and the bounds that cut it off
+    first = next((T for T in range(T0, max(T0, m_seg) + 1) if _fits(m_seg, T)), None)
+    out = [chunk]
+    if first is None or any(first > b and T0 <= b for b, _ in upper):
+        out.append(("RS-13 T | mSeg, 16-row rounds",
+                    f"design.md §3.3 / development.md §3.2 (R10): no tail by default and rounds of whole 16-row "
+                    f"blocks (§5.6); the T in [{T0}, {min(b for b, _ in upper)}] do not divide mSeg = {m_seg} "
+                    f"into 16-aligned rounds"
+                    + ("" if first is None else f" (the first that does is T = {first})")))
+    out += [rule for b, rule in upper if first is not None and first > b]
+    return tuple(sorted(out, key=lambda r: int(r[0].split()[0].split("-")[1])))
+
+
+def make_rs_comm_tiling(m: int, rank_size: int, head_m_size: int | None, n: int | None = None) -> RsCommTiling:
+    """`commTilingData` of M rows at R ranks: the given headMSize (a tail round allowed), or the default search
+    over N's chunk bound (`n` then required; module docstring)."""
     m_seg = m // rank_size
-    head = default_head_m_size(m_seg, rank_size) if head_m_size is None else int(head_m_size)
+    if head_m_size is None:
+        if n is None:
+            raise ValueError("the default headMSize is searched over N's chunk bound: pass n")
+        T = search_rounds(m_seg, n, rank_size)
+        if T is None:
+            return RsCommTiling(m_seg, m_seg, 1, 0, 0, _binding_rules(m_seg, n, rank_size))
+        return RsCommTiling(m_seg, m_seg // T, T, 0, 0)
+    head = int(head_m_size)
     if head <= 0:
         return RsCommTiling(m_seg, head, 0, 0, 0)
     head = min(head, m_seg)
@@ -129,8 +183,14 @@ def qmrs_shape_violations(m: int, k: int, n: int, rank_size: int) -> list[tuple[
 
 def rounds_violations(ct: RsCommTiling, n: int, rank_size: int, used: int | None,
                       platform: PlatformSpec = DAV_3510) -> list[tuple[str, str]]:
-    """The design-spec kernel's host checks (development.md §3.1) on a derived tiling."""
+    """The design-spec kernel's host checks (development.md §3.1) on a derived tiling; `used` is the launch's
+    usedCoreNum (None: not yet known)."""
     out: list[tuple[str, str]] = []
+    if ct.unfit:
+        names = ", ".join(rule for rule, _ in ct.unfit)
+        return [(f"RS-11 no rounds tiling ({names})",
+                 f"no T rounds of mSeg = {ct.mSeg} rows at N = {n}, R = {rank_size} meet development.md §3.2's "
+                 f"joint constraints; binding: " + "; ".join(f"{rule}: {reason}" for rule, reason in ct.unfit))]
     if ct.headMSize <= 0:
         return [("RS-1 head_m_size > 0", f"head_m_size = {ct.headMSize}")]
     if ct.commTurn > 1 and ct.headMSize % ROW_ALIGN:
@@ -141,22 +201,39 @@ def rounds_violations(ct: RsCommTiling, n: int, rank_size: int, used: int | None
                                            f"tail round's rows must be 16-aligned (development.md §5.6)"))
     if ct.commTurn > MAX_ROUNDS:
         out.append(("RS-4 T <= 15", f"T = {ct.commTurn} rounds: the AIC may run T flag Sets ahead of its AIV and a "
-                                    f"counter holds {MAX_ROUNDS}; use headMSize >= ceil(mSeg / 15) = "
-                                    f"{CeilDiv(ct.mSeg, MAX_ROUNDS)}"))
+                                    f"counter holds {MAX_ROUNDS} (development.md §3.1 #5); use headMSize >= "
+                                    f"ceil(mSeg / 15) = {CeilDiv(ct.mSeg, MAX_ROUNDS)}"))
     if rank_size * ct.commTurn > MAX_RANK_ROUNDS:
         out.append(("RS-5 R * T <= 32", f"R = {rank_size} x T = {ct.commTurn} > {MAX_RANK_ROUNDS} "
-                                        f"(MAX_FRAGMENT_COUNT)"))
+                                        f"(MAX_FRAGMENT_COUNT, development.md §3.1 #8)"))
     chunk = ct.headMSize * n * C_BYTES
     if chunk > MAX_ROUND_CHUNK_BYTES:
         out.append(("RS-6 tileM * N * 2 <= 512 KiB", f"one round's chunk to one peer is {ct.headMSize} x {n} x 2 = "
-                                                      f"{chunk} B > {MAX_ROUND_CHUNK_BYTES} B"))
+                                                      f"{chunk} B > {MAX_ROUND_CHUNK_BYTES} B (development.md "
+                                                      f"§3.1 #7)"))
     if used is not None:
-        if used < rank_size + 1:
-            out.append(("RS-7 block_dim >= R + 1", f"block_dim {used} with R = {rank_size}: the last R AIVs "
-                                                   f"communicate and at least one more must reduce"))
+        if used < rank_size:
+            out.append(("RS-10 usedCoreNum >= R", f"usedCoreNum (block_dim) {used} < R = {rank_size}: the last R "
+                                                  f"AIVs communicate, one per target, so the TeamBarrier rendezvous "
+                                                  f"never completes (development.md §3.1 #3; #9 fails too)"))
+        elif used < rank_size + 1:
+            out.append(("RS-7 usedCoreNum - R >= 1", f"usedCoreNum (block_dim) {used} with R = {rank_size}: the last "
+                                                     f"R AIVs communicate and none is left to reduce "
+                                                     f"(development.md §3.1 #9)"))
         if used > platform.aic_count:
             out.append(("RS-8 block_dim <= AIC count", f"block_dim {used} > {platform.aic_count} AICs"))
     return out
+
+
+def rounds_alignment_violations(n: int) -> list[tuple[str, str]]:
+    """development.md §3.1 #2 ("K%32、N%16 等", else "跨卡 Win 槽污染": the cross-rank window slots are
+    corrupted): N % 16 == 0, so that a row of the bf16 staging, window and y is whole 32-byte blocks. K % 32 is
+    QMRS-2. Not yet enforced by the operator: it would refuse the ragged-N cases (see the module's caller)."""
+    if n % N_ALIGN:
+        return [("RS-12 N % 16 == 0", f"N = {n}: a bf16 row of {n * C_BYTES} B is not whole 32-byte blocks; the "
+                                      f"design spec's host refuses it (development.md §3.1 #2: the cross-rank "
+                                      f"window slots are corrupted otherwise)")]
+    return []
 
 
 class _RoundL1Map(L1BufferOffsets):

@@ -275,13 +275,73 @@ def test_bad_input_is_refused_on_every_rank(shape, kwargs, rule):
 
 
 @pytest.mark.mpi(min_size=2)
-def test_too_few_cores_for_a_reduce_core_is_refused():
+@pytest.mark.parametrize(("cores", "rule"), [(0, "RS-7 usedCoreNum - R >= 1"), (-1, "RS-10 usedCoreNum >= R")])
+def test_too_few_cores_is_refused_not_raised(cores, rule):
+    """development.md §3.1 #9 (a reduce core at least) and #3 (one comm core per rank, else the TeamBarrier
+    rendezvous hangs): refused naming the rule; the host no longer raises block_dim to R + 1."""
     comm = world()
     R = comm.Get_size()
     inp = gen_qmrs_st_inputs(R * 16, 128, 32, comm.Get_rank())
     with pytest.raises(ConstraintError) as info:
-        run(inp, block_dim=R)
-    assert info.value.rule == "RS-7 block_dim >= R + 1"
+        run(inp, block_dim=R + cores)
+    assert info.value.rule == rule
+    assert "development.md §3.1" in str(info.value)
+
+
+# (seg, n): the issue's shapes at K 128 (K does not enter the round search): M 1024 N 1024 R 2 (2 rounds of
+# 256), M 2048 N 4096 R 4 (8 rounds of 64), M 4000 N 256 R 4 (one round of 1000 rows); the example values of
+# development.md §5.6 (512, or 128 from R 4) refused all three (RS-6, RS-6, RS-3).
+SEARCHED = {(512, 1024): (256, 2), (512, 4096): (64, 8), (1000, 256): (1000, 1)}
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize(("seg", "n"), list(SEARCHED))
+def test_default_head_m_size_is_searched_and_runs(seg, n):
+    comm = world()
+    R = comm.Get_size()
+    head, T = SEARCHED[(seg, n)]
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, comm.Get_rank())
+    if R * T > 32:       # 8 rounds of 64 rows need R <= 4; past it no T fits (RS-5 with RS-6)
+        with pytest.raises(ConstraintError) as info:
+            run(inp)
+        assert info.value.rule.startswith("RS-11 no rounds tiling") and "RS-6" in info.value.rule
+        return
+    stats = {}
+    y = run(inp, stats=stats)
+    ct = stats["launch"].comm_tiling
+    assert (ct.headMSize, ct.commTurn, ct.tailCnt) == (head, T, 0)
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), f"seg {seg} n {n}: bit-exact")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_shape_no_tiling_fits_is_refused_naming_every_rule():
+    """M 4096 N 2048 at R 2: tileM <= 128 for the 512 KiB chunk rule, so T >= 16 > 15 (RS-4 and RS-6 bind;
+    at R >= 4, R * T <= 32 binds too)."""
+    comm = world()
+    R = comm.Get_size()
+    inp = gen_qmrs_st_inputs(R * 2048, 128, 2048, comm.Get_rank())
+    with pytest.raises(ConstraintError) as info:
+        run(inp)
+    rules = ["RS-4 T <= 15", "RS-6 tileM * N * 2 <= 512 KiB"]
+    if R >= 4:
+        rules.insert(1, "RS-5 R * T <= 32")
+    assert info.value.rule == f"RS-11 no rounds tiling ({', '.join(rules)})"
+
+
+@pytest.mark.mpi(min_size=2)
+def test_reduction_segments_n_past_the_ub_budget():
+    """development.md §5.4: 18 B an element, 248 KiB of UB: 14 103 elements, so N = 24 576 runs in two column
+    segments of at most 14 096 (redUbM 1; <= 32 when segmented) instead of a UB CapacityError. 10 rows a rank
+    segment: one round of 10 x 24 576 x 2 <= 512 KiB."""
+    from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import ReduceUbTiling
+
+    comm = world()
+    R = comm.Get_size()
+    seg, n = 10, 24576
+    assert ReduceUbTiling(5, n, 248 * 1024 - 96) == (1, 14096)
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, comm.Get_rank())
+    y = run(inp)
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), "segmented reduction: bit-exact")
 
 
 @pytest.mark.mpi(min_size=2)

@@ -9,27 +9,60 @@ from mc2emu.arch.platform import DAV_3510
 from mc2emu.numerics import ElemFormat
 from mc2emu.ops.quant_matmul_reduce_scatter_golden import golden_reduce_scatter
 from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
-    default_head_m_size,
     make_rs_comm_tiling,
+    max_rounds,
+    max_tile_m,
     rounds_bias_violations,
+    rounds_alignment_violations,
     rounds_violations,
     rs_round_tiling,
+    search_rounds,
 )
 
 
-@pytest.mark.parametrize(("m_seg", "R", "head"), [
-    (4096, 2, 512),     # R <= 2: 512-row rounds, T = 8
-    (1024, 4, 128),     # R >= 4: 128-row rounds, T = 8 (R * T = 32)
-    (2048, 4, 256),     # 128 would give T = 16 > 15 and R * T > 32: raised to ceil(2048 / 8) = 256
-    (512, 8, 128),      # R = 8: R * T <= 32 -> T <= 4 -> 128
-    (100, 2, 100),      # one round when mSeg fits
-    (6000, 2, 512),     # ceil(6000 / 15) = 400 -> 512 stays (T = 11 + tail)
-    (10000, 2, 672),    # ceil(10000 / 15) = 667 -> 672 (R * T <= 32 alone would allow 640: T = 16)
+@pytest.mark.parametrize(("m", "n", "R", "head", "T"), [
+    (1024, 1024, 2, 256, 2),      # maxTileM 256: T0 = 2 divides mSeg 512 (the example's 512 gave RS-6)
+    (2048, 4096, 4, 64, 8),       # maxTileM 64: T0 = 8 = 32 / R (the example's 128 gave RS-6)
+    (4000, 256, 4, 1000, 1),      # one round of 1000 rows: 512 000 B <= 512 KiB (the example's 128 gave RS-3)
+    (2 * 4096, 512, 2, 512, 8),   # maxTileM 512: T0 = 8
+    (2 * 96, 4096, 2, 48, 2),     # maxTileM 64: T0 = 2, 96 / 2 = 48 rows (16-aligned)
+    (2 * 160, 4096, 2, 32, 5),    # T0 = 3, 4 do not divide 160 into 16-row rounds: T = 5
+    (2 * 100, 48, 2, 100, 1),     # one round when mSeg fits: no 16-row rule for T = 1
 ])
-def test_default_head_m_size(m_seg, R, head):
-    assert default_head_m_size(m_seg, R) == head
-    ct = make_rs_comm_tiling(m_seg * R, R, None)
-    assert ct.commTurn <= 15 and R * ct.commTurn <= 32
+def test_default_head_m_size_is_the_spec_search(m, n, R, head, T):
+    """development.md §3.2 / fusion.md §6.2.7: the smallest T >= ceil(mSeg / maxTileM) within min(15, 32 / R)
+    with T | mSeg and 16-row rounds; no tail by default."""
+    ct = make_rs_comm_tiling(m, R, None, n)
+    assert (ct.headMSize, ct.commTurn, ct.tailCnt, ct.unfit) == (head, T, 0, ())
+    assert search_rounds(m // R, n, R) == T
+    assert head <= max_tile_m(n) and T <= max_rounds(R)
+    assert rounds_violations(ct, n, R, R + 1) == []
+
+
+@pytest.mark.parametrize(("m", "n", "R", "rules"), [
+    # tileM <= 128 for the 512 KiB chunk rule, so T >= 16 > 15 (R * T = 32 would still fit)
+    (4096, 2048, 2, ["RS-4 T <= 15", "RS-6 tileM * N * 2 <= 512 KiB"]),
+    # T >= 32: both round bounds bind
+    (8192, 2048, 2, ["RS-4 T <= 15", "RS-5 R * T <= 32", "RS-6 tileM * N * 2 <= 512 KiB"]),
+    # mSeg 1000 has no 16-row division and one round is 544 000 B > 512 KiB
+    (4000, 272, 4, ["RS-6 tileM * N * 2 <= 512 KiB", "RS-13 T | mSeg, 16-row rounds"]),
+    # mSeg 272 = 17 x 16: T = 17 is the first division, past both bounds
+    (2 * 272, 4096, 2, ["RS-4 T <= 15", "RS-5 R * T <= 32", "RS-6 tileM * N * 2 <= 512 KiB",
+                        "RS-13 T | mSeg, 16-row rounds"]),
+])
+def test_no_tiling_is_refused_naming_every_binding_rule(m, n, R, rules):
+    ct = make_rs_comm_tiling(m, R, None, n)
+    assert [rule for rule, _ in ct.unfit] == rules
+    errs = rounds_violations(ct, n, R, None)
+    assert len(errs) == 1
+    rule, reason = errs[0]
+    assert rule == f"RS-11 no rounds tiling ({', '.join(rules)})"
+    assert all(r in reason for r in rules) and "development.md §3.2" in reason
+
+
+def test_default_search_needs_n():
+    with pytest.raises(ValueError, match="pass n"):
+        make_rs_comm_tiling(64, 2, None)
 
 
 def test_rounds_and_tail():
@@ -45,12 +78,20 @@ def test_rounds_and_tail():
     (2 * 256, 2, 16, 32, 4, "RS-4 T <= 15"),
     (4 * 160, 4, 16, 32, 6, "RS-5 R * T <= 32"),
     (2 * 512, 2, 512, 1024, 4, "RS-6 tileM * N * 2 <= 512 KiB"),
-    (2 * 32, 2, 16, 32, 2, "RS-7 block_dim >= R + 1"),
+    (2 * 32, 2, 16, 32, 2, "RS-7 usedCoreNum - R >= 1"),
+    (4 * 32, 4, 16, 32, 3, "RS-10 usedCoreNum >= R"),
     (2 * 32, 2, 16, 32, 33, "RS-8 block_dim <= AIC count"),
 ])
 def test_rounds_violations_name_the_rule(m, R, head, n, used, rule):
     errs = rounds_violations(make_rs_comm_tiling(m, R, head), n, R, used)
     assert errs and errs[0][0] == rule
+
+
+@pytest.mark.parametrize(("n", "ok"), [(16, True), (48, True), (4096, True), (40, False), (8, False), (300, False)])
+def test_n_alignment_rule(n, ok):
+    """development.md §3.1 #2: N % 16 == 0 (a bf16 row of whole 32-byte blocks)."""
+    errs = rounds_alignment_violations(n)
+    assert errs == [] if ok else [rule for rule, _ in errs] == ["RS-12 N % 16 == 0"]
 
 
 @pytest.mark.parametrize(("rows", "n", "k", "used", "refused"), [
