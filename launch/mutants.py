@@ -46,6 +46,7 @@ AG_KERNEL = "mc2emu/apace/all_gather_qbmm_mx_kernel.py"
 AG_URMA = "mc2emu/apace/all_gather_mx_matmul_urma_impl.py"
 QMRS_MPI = "tests/apace/test_quant_matmul_reduce_scatter_mpi.py"
 QMRS_TILING = "tests/tiling/test_quant_matmul_reduce_scatter_tiling.py"
+QMRS_TILING_SRC = "mc2emu/tiling/quant_matmul_reduce_scatter_tiling.py"
 QMRS_ROUNDS = "mc2emu/apace/quant_matmul_reduce_scatter_rounds_impl.py"
 QMRS_GOLDEN = "mc2emu/ops/quant_matmul_reduce_scatter_golden.py"
 QMRS_EPILOGUE = "mc2emu/apace/block_epilogue_all_to_all.py"
@@ -511,7 +512,7 @@ MUTANTS: list[Mutant] = [
            mpi=("tests/comm/test_comm_shmem.py",)),
     # -- quant_matmul_reduce_scatter (rounds and per_block kernels) ------------------------------------------
     Mutant("QMRS: rounds reduction sums the ranks descending", QMRS_ROUNDS,
-           "            for j in range(a.rankSize):", "            for j in reversed(range(a.rankSize)):",
+           "                for j in range(a.rankSize):", "                for j in reversed(range(a.rankSize)):",
            mpi=(QMRS_MPI,), ranks=4, why="FP32 addition of two terms commutes: the order shows from 3 ranks"),
     Mutant("QMRS: rounds Commit lands in the target's slot", QMRS_ROUNDS,
            "        dst = a.winData + a.rankId * a.chunkBytes + rowOff * a.cBytesPerM",
@@ -594,10 +595,26 @@ MUTANTS: list[Mutant] = [
     Mutant("ordering: ancestors without the predecessor itself", "mc2emu/predict/ordering.py",
            "            acc |= anc[p] | (1 << p)", "            acc |= anc[p]",
            serial=("tests/predict/test_ordering.py",)),
-    Mutant("QMRS: default headMSize ignores the T <= 15 bound", "mc2emu/tiling/quant_matmul_reduce_scatter_tiling.py",
-           "    head = max(head, CeilDiv(m_seg, MAX_ROUNDS), CeilDiv(m_seg, max(1, MAX_RANK_ROUNDS // rank_size)))",
-           "    head = max(head, CeilDiv(m_seg, max(1, MAX_RANK_ROUNDS // rank_size)))",
+    Mutant("QMRS: default headMSize search ignores the T <= 15 bound", QMRS_TILING_SRC,
+           "    return min(MAX_ROUNDS, MAX_RANK_ROUNDS // rank_size)", "    return MAX_RANK_ROUNDS // rank_size",
            serial=(QMRS_TILING,)),
+    Mutant("QMRS: default headMSize search accepts a T that leaves a tail", QMRS_TILING_SRC,
+           "    return m_seg % T == 0 and (T == 1 or (m_seg // T) % ROW_ALIGN == 0)",
+           "    return T == 1 or (m_seg // T) % ROW_ALIGN == 0",
+           serial=(QMRS_TILING,)),
+    Mutant("QMRS: a shape no rounds tiling fits runs the T = 1 fallback", QMRS_TILING_SRC,
+           "    if ct.unfit:\n", "    if False:\n",
+           serial=(QMRS_TILING,)),
+    Mutant("QMRS: block_dim below R reported as the reduce-core rule only", QMRS_TILING_SRC,
+           "        if used < rank_size:\n", "        if False:\n",
+           serial=(QMRS_TILING,)),
+    Mutant("QMRS: N % 16 rule accepts any N", QMRS_TILING_SRC,
+           "    if n % N_ALIGN:\n", "    if False:\n",
+           serial=(QMRS_TILING,)),
+    Mutant("QMRS: rounds reduction never segments N", QMRS_ROUNDS,
+           "    redUbN = n if n <= maxElements else maxElements // REDUCE_N_ALIGN * REDUCE_N_ALIGN",
+           "    redUbN = n",
+           serial=(QMRS_TILING,), mpi=(QMRS_MPI + "::test_reduction_segments_n_past_the_ub_budget",)),
     # -- diagnoses -------------------------------------------------------------------------------------------
     Mutant("deadlock report loses the wait lines", "mc2emu/check/deadlock.py",
            '            lines.append(f"    {line}")', "            pass",

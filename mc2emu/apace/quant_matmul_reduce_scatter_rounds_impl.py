@@ -53,9 +53,6 @@ UB_BLOCK_BYTES = 32
 REDUCE_BYTES_PER_ELEM = 2 * 2 + 2 * 4 + 4 + 2
 # The bf16 buffers (two src, one dst) each get one 32-byte block of slack: the rounded DataCopy variant.
 REDUCE_BF16_SLOTS = 3
-# development.md §5.4 / fusion.md §6.2.6 rule 3 (plan A): with N segmented (a strided 2D DataCopyPad),
-# redUbM <= 32, past which the hardware silently drops rows.
-STRIDED_MAX_ROWS = 32
 # redUbN granule: whole 32-byte blocks of bf16.
 REDUCE_N_ALIGN = UB_BLOCK_BYTES // 2
 # The TeamBarrier job that runs CrossDevice (development.md §5.1a: totalJobs = 1).
@@ -117,13 +114,13 @@ def SplitToCore(curSendCnt: int, curUseCoreNum: int, coreId: int) -> tuple[int, 
 
 def ReduceUbTiling(rowNum: int, n: int, availableUB: int) -> tuple[int, int]:
     """(redUbM, redUbN) of development.md §5.4: maxElements = availableUB / perElemBytes; redUbN = N when a row
-    fits, else the largest 16-element multiple that does (the N segmentation of fusion.md §6.2.6 rule 4);
-    redUbM = min(rows, maxElements / redUbN), and <= 32 when N is segmented."""
+    fits, else the largest 16-element multiple that does (the N segmentation of fusion.md §6.2.6 rule 4; the
+    spec names no other column limit); redUbM = min(rows, maxElements / redUbN). The spec's redUbM <= 32 when N
+    is segmented (a strided DataCopyPad silently drops rows past it: fusion.md §6.2.6 rule 3) holds: redUbM is
+    1 then."""
     maxElements = availableUB // REDUCE_BYTES_PER_ELEM
     redUbN = n if n <= maxElements else maxElements // REDUCE_N_ALIGN * REDUCE_N_ALIGN
     redUbM = max(1, min(rowNum, maxElements // redUbN))
-    if redUbN < n:
-        redUbM = min(redUbM, STRIDED_MAX_ROWS)
     return redUbM, redUbN
 
 

@@ -46,6 +46,8 @@ def test_default_head_m_size_is_the_spec_search(m, n, R, head, T):
     (8192, 2048, 2, ["RS-4 T <= 15", "RS-5 R * T <= 32", "RS-6 tileM * N * 2 <= 512 KiB"]),
     # mSeg 1000 has no 16-row division and one round is 544 000 B > 512 KiB
     (4000, 272, 4, ["RS-6 tileM * N * 2 <= 512 KiB", "RS-13 T | mSeg, 16-row rounds"]),
+    # mSeg 100: T in [2, 15] divides it (2, 4, 5, 10) only into rows that are not 16-aligned
+    (2 * 100, 2688, 2, ["RS-6 tileM * N * 2 <= 512 KiB", "RS-13 T | mSeg, 16-row rounds"]),
     # mSeg 272 = 17 x 16: T = 17 is the first division, past both bounds
     (2 * 272, 4096, 2, ["RS-4 T <= 15", "RS-5 R * T <= 32", "RS-6 tileM * N * 2 <= 512 KiB",
                         "RS-13 T | mSeg, 16-row rounds"]),
@@ -85,6 +87,21 @@ def test_rounds_and_tail():
 def test_rounds_violations_name_the_rule(m, R, head, n, used, rule):
     errs = rounds_violations(make_rs_comm_tiling(m, R, head), n, R, used)
     assert errs and errs[0][0] == rule
+
+
+@pytest.mark.parametrize(("rows", "n", "redUbM", "redUbN"), [
+    (40, 1024, 13, 1024),        # 253 856 B / 18 = 14 103 elements: 13 rows of 1024
+    (5, 1024, 5, 1024),          # capped at the core's rows
+    (40, 14096, 1, 14096),       # one row still fits
+    (40, 24576, 1, 14096),       # N segmented: 14 096 + 10 480 (was a UB CapacityError at 12 B an element)
+])
+def test_reduction_ub_tiling(rows, n, redUbM, redUbN):
+    """development.md §5.4: 18 B an element (srcBuf[2] bf16, srcFP32[2], acc fp32, dst bf16) of the usable UB
+    less the three bf16 slots' 32-byte slack; N segmented in 16-element multiples when a row does not fit."""
+    from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import REDUCE_BYTES_PER_ELEM, ReduceUbTiling
+
+    assert REDUCE_BYTES_PER_ELEM == 18
+    assert ReduceUbTiling(rows, n, DAV_3510.ub_usable_size - 3 * 32) == (redUbM, redUbN)
 
 
 @pytest.mark.parametrize(("n", "ok"), [(16, True), (48, True), (4096, True), (40, False), (8, False), (300, False)])
