@@ -502,3 +502,36 @@ def test_per_block_bias_is_added_once_per_rank_before_the_bf16_staging():
     with pytest.raises(ConstraintError) as info:
         run(inp, impl="per_block", block_dim=pb_block_dim(R), bias=bias[:-1])
     assert info.value.rule == "bias" and "(300,)" in str(info.value)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_l2_hints_use_the_tiles_own_n_extent():
+    """development.md §5.8 keeps the AllGather kernel's SetL2Cache, which the AG kernel calls with the tile's
+    own extents: scaleB streams (DISABLE) iff the tile covers all of the round's M and both N * 2 and
+    curNtile * 2 are 128-byte aligned. N 704 at 32 rows a segment: baseN 80 (160 B) with a 64-column tile
+    (128 B) that covers the 64-row round at R 2, where the tiling's baseN would keep NORMAL."""
+    from mc2emu.runtime import EventKind, EventRecorder
+
+    comm = world()
+    R = comm.Get_size()
+    seg, n = 32, 704
+    inp = gen_qmrs_st_inputs(R * seg, 128, n, comm.Get_rank())
+    rec, stats = EventRecorder(), {}
+    run(inp, head_m_size=seg, block_dim=R + 8, observers=(rec,), stats=stats)
+    M = R * seg
+    base_n = stats["launch"].round_tilings[0].baseN
+    pending, tiles, distinguishing = {}, 0, 0
+    for e in rec.events:
+        if e.kind is EventKind.L2_HINT and e.core.startswith("AIC"):
+            pending.setdefault(e.core, []).append(e)
+        elif e.kind is EventKind.FIXPIPE:
+            cur_m, cur_n = e.value[-2:]
+            hints = {h.obj: h.value for h in pending.pop(e.core, [])}
+            full = cur_m >= M
+            stream = full and (n * 2) % 128 == 0 and (cur_n * 2) % 128 == 0
+            assert hints["scaleB"] == ("CACHE_MODE_DISABLE" if stream else "CACHE_MODE_NORMAL"), (e.core, cur_n)
+            distinguishing += full and ((cur_n * 2) % 128 == 0) != ((base_n * 2) % 128 == 0)
+            tiles += 1
+    assert tiles == stats["launch"].tiles and not pending
+    if R == 2:
+        assert distinguishing > 0, "no tile whose own N extent and baseN disagree on the alignment"
