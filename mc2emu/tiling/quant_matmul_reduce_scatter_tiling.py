@@ -125,7 +125,7 @@ def _binding_rules(m_seg: int, n: int, rank_size: int) -> tuple[tuple[str, str],
     # mSeg % 16 == 0), and the bounds that cut it off
     first = next((T for T in range(T0, max(T0, m_seg) + 1) if _fits(m_seg, T)), None)
     out = [chunk]
-    if first is None or any(first > b and T0 <= b for b, _ in upper):
+    if first is None or any(first > b and b >= T0 for b, _ in upper):
         out.append(("RS-13 T | mSeg, 16-row rounds",
                     f"design.md §3.3 / development.md §3.2 (R10): no tail by default and rounds of whole 16-row "
                     f"blocks (§5.6); the T in [{T0}, {min(b for b, _ in upper)}] do not divide mSeg = {m_seg} "
