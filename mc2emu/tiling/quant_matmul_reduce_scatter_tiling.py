@@ -115,7 +115,7 @@ def _binding_rules(m_seg: int, n: int, rank_size: int) -> tuple[tuple[str, str],
     T0 = max(1, CeilDiv(m_seg, max(1, tile)))
     chunk = ("RS-6 tileM * N * 2 <= 512 KiB",
              f"development.md §3.1 #7: tileM <= 512 KiB / (N * 2) = {tile} rows for N = {n}, so T >= "
-             f"ceil(mSeg / {tile}) = {T0}")
+             f"ceil(mSeg / {max(1, tile)}) = {T0}")
     upper = [(MAX_ROUNDS, ("RS-4 T <= 15", f"development.md §3.1 #5: the flag counter holds {MAX_ROUNDS} "
                                             f"pending Sets, T <= {MAX_ROUNDS}")),
              (MAX_RANK_ROUNDS // rank_size, ("RS-5 R * T <= 32", f"development.md §3.1 #8: R * T <= "
@@ -192,10 +192,12 @@ def rounds_violations(ct: RsCommTiling, n: int, rank_size: int, used: int | None
                  f"no T rounds of mSeg = {ct.mSeg} rows at N = {n}, R = {rank_size} meet development.md §3.2's "
                  f"joint constraints; binding: " + "; ".join(f"{rule}: {reason}" for rule, reason in ct.unfit))]
     if ct.headMSize <= 0:
-        return [("RS-1 head_m_size > 0", f"head_m_size = {ct.headMSize}")]
+        return [("RS-1 head_m_size > 0", f"head_m_size = {ct.headMSize}: a round has rows (development.md §5.7 "
+                                         f"commTilingData)")]
     if ct.commTurn > 1 and ct.headMSize % ROW_ALIGN:
         out.append(("RS-2 head_m_size % 16 == 0", f"headMSize = {ct.headMSize} rows with T = {ct.commTurn} rounds: "
-                                                  f"a round's rows must be whole 16-row blocks"))
+                                                  f"a round's rows must be whole 16-row blocks (development.md "
+                                                  f"§5.6)"))
     if ct.tailCnt and ct.tailMSize % ROW_ALIGN:
         out.append(("RS-3 tail % 16 == 0", f"mSeg = {ct.mSeg} = {ct.headCnt} x {ct.headMSize} + {ct.tailMSize}: the "
                                            f"tail round's rows must be 16-aligned (development.md §5.6)"))
@@ -221,7 +223,8 @@ def rounds_violations(ct: RsCommTiling, n: int, rank_size: int, used: int | None
                                                      f"R AIVs communicate and none is left to reduce "
                                                      f"(development.md §3.1 #9)"))
         if used > platform.aic_count:
-            out.append(("RS-8 block_dim <= AIC count", f"block_dim {used} > {platform.aic_count} AICs"))
+            out.append(("RS-8 block_dim <= AIC count", f"block_dim {used} > {platform.aic_count} AICs (MIX_AIC_1_1: "
+                                                       f"one AIC a block)"))
     return out
 
 
@@ -271,12 +274,14 @@ def rounds_bias_violations(tilings: tuple[QuantMatmulTilingData, ...], elem: Ele
         l1 = _RoundL1Map(tiling, elem, platform)
         end = l1.end(True)
         if end > platform.l1_size:
-            return [("RS-9 bias L1/BT budget", f"round {t}: with a bias the L1 buffers of baseM {tiling.baseM}, "
+            return [("RS-9 bias L1/BT budget", f"development.md §3.1 #6, round {t}: with a bias the L1 buffers of "
+                                              f"baseM {tiling.baseM}, "
                                               f"baseN {tiling.baseN}, kL1 {l1.kL1_}, scaleKL1 {tiling.scaleKL1} end "
                                               f"at {end} B > L1 {platform.l1_size} B (without it at {l1.end(False)})")]
         bt = BIAS_TABLE_SLOTS * tiling.baseN * BIAS_BYTES
         if bt > platform.bias_table_size:
-            return [("RS-9 bias L1/BT budget", f"round {t}: two (1, {tiling.baseN}) float bias slots need {bt} B > "
+            return [("RS-9 bias L1/BT budget", f"development.md §3.1 #6, round {t}: two (1, {tiling.baseN}) float "
+                                              f"bias slots need {bt} B > "
                                               f"the {platform.bias_table_size} B bias table")]
     return []
 
