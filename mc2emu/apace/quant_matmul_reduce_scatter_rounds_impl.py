@@ -51,8 +51,11 @@ UB_BLOCK_BYTES = 32
 # 2 * sizeof(CType) (srcBuf ping-pong) + 2 * sizeof(float) (srcFP32 ping-pong) + sizeof(float) (acc) +
 # sizeof(CType) (dst) = 18 for a bf16 output.
 REDUCE_BYTES_PER_ELEM = 2 * 2 + 2 * 4 + 4 + 2
-# The bf16 buffers (two src, one dst) each get one 32-byte block of slack: the rounded DataCopy variant.
+# UB the 6 slots cannot use for elements: the bf16 buffers (two src, one dst) each get one 32-byte block of
+# slack (the rounded DataCopy variant), and each of the 6 slots starts 32-byte aligned in the one UB.
 REDUCE_BF16_SLOTS = 3
+REDUCE_SLOTS = 6
+REDUCE_UB_SLACK = (REDUCE_BF16_SLOTS + REDUCE_SLOTS) * UB_BLOCK_BYTES
 # redUbN granule: whole 32-byte blocks of bf16.
 REDUCE_N_ALIGN = UB_BLOCK_BYTES // 2
 # The TeamBarrier job that runs CrossDevice (development.md §5.1a: totalJobs = 1).
@@ -221,8 +224,9 @@ class QuantMatmulReduceScatterRoundsImpl:
         if rowNum == 0:
             return
         n = a.n
-        availableUB = ctx.device.platform.ub_usable_size - REDUCE_BF16_SLOTS * UB_BLOCK_BYTES
-        redUbM, redUbN = ReduceUbTiling(rowNum, n, availableUB)
+        availableUB = ctx.device.platform.ub_usable_size - REDUCE_UB_SLACK
+        # slots sized once for the largest share of any round (the head's), so every round reuses them
+        redUbM, redUbN = ReduceUbTiling(CeilDiv(ct.headMSize, rsCoreNum), n, availableUB)
         # the 6 UB slots (development.md §5.4): srcBuf[2], srcFP32[2] ping-pong (slot j % 2), acc, dst
         padElems = UB_BLOCK_BYTES // BF16.itemsize
         elems = redUbM * redUbN

@@ -330,15 +330,15 @@ def test_a_shape_no_tiling_fits_is_refused_naming_every_rule():
 
 @pytest.mark.mpi(min_size=2)
 def test_reduction_segments_n_past_the_ub_budget():
-    """development.md §5.4: 18 B an element, 248 KiB of UB: 14 103 elements, so N = 24 576 runs in two column
-    segments of at most 14 096 (redUbM 1; <= 32 when segmented) instead of a UB CapacityError. 10 rows a rank
-    segment: one round of 10 x 24 576 x 2 <= 512 KiB."""
-    from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import ReduceUbTiling
+    """development.md §5.4: 18 B an element, 248 KiB of UB less 288 B of slack: 14 092 elements, so N = 24 576
+    runs in two column segments of at most 14 080 (redUbM 1; <= 32 when segmented) instead of a UB
+    CapacityError. 10 rows a rank segment: one round of 10 x 24 576 x 2 <= 512 KiB."""
+    from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import REDUCE_UB_SLACK, ReduceUbTiling
 
     comm = world()
     R = comm.Get_size()
     seg, n = 10, 24576
-    assert ReduceUbTiling(5, n, 248 * 1024 - 96) == (1, 14096)
+    assert ReduceUbTiling(5, n, 248 * 1024 - REDUCE_UB_SLACK) == (1, 14080)
     inp = gen_qmrs_st_inputs(R * seg, 128, n, comm.Get_rank())
     y = run(inp)
     assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), "segmented reduction: bit-exact")

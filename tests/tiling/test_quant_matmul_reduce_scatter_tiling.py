@@ -90,18 +90,23 @@ def test_rounds_violations_name_the_rule(m, R, head, n, used, rule):
 
 
 @pytest.mark.parametrize(("rows", "n", "redUbM", "redUbN"), [
-    (40, 1024, 13, 1024),        # 253 856 B / 18 = 14 103 elements: 13 rows of 1024
+    (40, 1024, 13, 1024),        # 253 664 B / 18 = 14 092 elements: 13 rows of 1024
     (5, 1024, 5, 1024),          # capped at the core's rows
-    (40, 14096, 1, 14096),       # one row still fits
-    (40, 24576, 1, 14096),       # N segmented: 14 096 + 10 480 (was a UB CapacityError at 12 B an element)
+    (40, 14080, 1, 14080),       # one row still fits
+    (40, 24576, 1, 14080),       # N segmented: 14 080 + 10 496 (was a UB CapacityError at 12 B an element)
 ])
 def test_reduction_ub_tiling(rows, n, redUbM, redUbN):
     """development.md §5.4: 18 B an element (srcBuf[2] bf16, srcFP32[2], acc fp32, dst bf16) of the usable UB
-    less the three bf16 slots' 32-byte slack; N segmented in 16-element multiples when a row does not fit."""
-    from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import REDUCE_BYTES_PER_ELEM, ReduceUbTiling
+    less the slack (the three bf16 slots' extra 32-byte block, the six slots' 32-byte alignment); N segmented
+    in 16-element multiples when a row does not fit."""
+    from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import (
+        REDUCE_BYTES_PER_ELEM,
+        REDUCE_UB_SLACK,
+        ReduceUbTiling,
+    )
 
-    assert REDUCE_BYTES_PER_ELEM == 18
-    assert ReduceUbTiling(rows, n, DAV_3510.ub_usable_size - 3 * 32) == (redUbM, redUbN)
+    assert REDUCE_BYTES_PER_ELEM == 18 and REDUCE_UB_SLACK == 9 * 32
+    assert ReduceUbTiling(rows, n, DAV_3510.ub_usable_size - REDUCE_UB_SLACK) == (redUbM, redUbN)
 
 
 @pytest.mark.parametrize(("n", "ok"), [(16, True), (48, True), (4096, True), (40, False), (8, False), (300, False)])
