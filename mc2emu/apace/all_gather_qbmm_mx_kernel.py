@@ -39,7 +39,7 @@ from mc2emu.blaze.tensor_api.layout import (
 from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
 from mc2emu.numerics.constants import C0_SIZE_B8, SCALE_C0
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import FaultFired
 from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import Hazard
 
@@ -242,7 +242,7 @@ class AllGatherQbmmMxKernel:
         ctx = self.ctx
         faults = ctx.device.faults
         if faults is not None and faults.fires(FaultHook.WAIT_TILE, ctx.rank, ctx.label):
-            ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", flagId)
+            ctx.emit(FaultFired, fault=faults.fault, at=flagId)
             return faults.fault is Fault.SKIP_WAIT_TILE
         return False
 

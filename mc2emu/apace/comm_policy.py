@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mc2emu.arch.errors import ConstraintError
 from mc2emu.arch.platform import Pipe
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import FaultFired
 from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import KernelError
 
@@ -157,7 +157,7 @@ class FaultInjectingCommPolicy:
         ctx, st, t = self.ctx, self.state, tileIdx
         faults = ctx.device.faults
         if faults is not None and faults.fires(FaultHook.WAIT_TILE, ctx.rank, ctx.label):
-            ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", t)
+            ctx.emit(FaultFired, fault=faults.fault, at=t)
             if faults.fault is Fault.SKIP_WAIT_TILE:
                 return
             if faults.fault is Fault.SWAP_WAIT_ORDER and t + 1 < self.totalTiles and not (st.waitedMask >> (t + 1)) & 1:

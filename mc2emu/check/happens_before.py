@@ -25,15 +25,29 @@ import math
 import threading
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from mc2emu.comm.hccl import HcclCall
 from mc2emu.comm.hccl_server import SERVER_CORE
 from mc2emu.comm.hccl_task import HCCL_SUCCESS
-from mc2emu.comm.shmem import SignalOp, SignalRole
-from mc2emu.runtime.events import Event, EventKind
+from mc2emu.comm.shmem import SignalOp
+from mc2emu.runtime.events import (
+    BarrierObserve,
+    BarrierStore,
+    Event,
+    FlagConsume,
+    FlagRaise,
+    FlagSet,
+    GmAccess,
+    GmRead,
+    GmWrite,
+    HcclWait,
+    Put,
+    Quiet,
+    SignalPost,
+    SignalWait,
+)
 from mc2emu.runtime.gm import POISON_BYTE
 from mc2emu.runtime.hazards import Hazard
 
@@ -46,12 +60,11 @@ if TYPE_CHECKING:
 MAX_REPORTS = 8
 WINDOW_PREFIX = "win:"
 SERVER_CORES = (SERVER_CORE,)   # puts of the HCCL server: checked by the hcomm policy instead
-# The kinds `__call__` records (the checker is subscribed to these only: MMAD, VECTOR, ... never reach it).
-RECORDED_KINDS = frozenset({EventKind.GM_READ, EventKind.GM_WRITE, EventKind.HCCL, EventKind.FLAG_SET,
-                            EventKind.FLAG_RAISE, EventKind.PUT, EventKind.QUIET, EventKind.SIGNAL,
-                            EventKind.BARRIER})
+# The classes `__call__` records (the checker is subscribed to these only: Mmad, Vector, ... never reach it).
+RECORDED_KINDS: tuple[type[Event], ...] = (GmRead, GmWrite, HcclWait, FlagSet, FlagRaise, FlagConsume, Put, Quiet,
+                                           SignalPost, SignalWait, BarrierStore, BarrierObserve)
 # GM accesses are recorded for windows only (reads of other GM cannot race a put; only windows are poisoned).
-WINDOW_ACCESSES = {EventKind.GM_READ: WINDOW_PREFIX, EventKind.GM_WRITE: WINDOW_PREFIX}
+WINDOW_ACCESSES: dict[type[GmAccess], str] = {GmAccess: WINDOW_PREFIX}
 
 
 @dataclass
@@ -85,72 +98,52 @@ class HappensBeforeChecker:
 
     # -- recording -----------------------------------------------------------------------------------
     def __call__(self, e: Event) -> None:
-        k = e.kind
-        if k is EventKind.GM_READ:
-            if not e.obj.startswith(WINDOW_PREFIX):
+        if isinstance(e, GmRead):
+            if not e.buffer.startswith(WINDOW_PREFIX):
                 return
-            lo, hi = e.value
             log = self._logs[e.core]
-            window = e.obj[len(WINDOW_PREFIX):]
-            self._windows[window] = e.extra.get("alloc")
-            log.reads.append((len(log.sync), window, int(lo), int(hi), self._contents.of(window, e)))
-            x = e.extra
-            alloc: Any = x.get("alloc")
-            if getattr(alloc, "poisoned", False):
+            window = e.buffer[len(WINDOW_PREFIX):]
+            alloc = e.alloc
+            self._windows[window] = alloc
+            log.reads.append((len(log.sync), window, e.lo, e.hi, self._contents.of(window, e)))
+            if alloc is not None and alloc.poisoned:
                 self._cover(window, alloc.nbytes)
-            log.exact.append((window, int(x["addr"].offset), tuple(x["shape"]), tuple(x["strides"]),
-                              int(x["item"]), len(log.hwaits)))
-        elif k is EventKind.GM_WRITE:
-            if e.obj.startswith(WINDOW_PREFIX):
-                lo, hi = e.value
+            log.exact.append((window, e.offset, e.shape, e.strides, e.item, len(log.hwaits)))
+        elif isinstance(e, GmWrite):
+            window = e.buffer[len(WINDOW_PREFIX):]
+            if e.buffer.startswith(WINDOW_PREFIX):
                 with self._lock:
-                    self._local_writes[e.obj[len(WINDOW_PREFIX):]].append((int(lo), int(hi)))
-            alloc_w: Any = e.extra.get("alloc")
-            if getattr(alloc_w, "poisoned", False):
-                self._cover(e.obj[len(WINDOW_PREFIX):], alloc_w.nbytes).append(
-                    ("write", int(e.extra["addr"].offset), tuple(e.extra["shape"]), tuple(e.extra["strides"]),
-                     int(e.extra["item"])))
-        elif k is EventKind.HCCL and e.value is HcclCall.WAIT:
-            x = e.extra
-            if x.get("rc") == HCCL_SUCCESS:
-                self._logs[e.core].hwaits.append((int(e.obj.split()[-1]), int(x["waits"]), int(x["total"]),
-                                                  bool(x["follows_working"])))
-        elif k is EventKind.FLAG_SET:
-            self._logs[e.core].sync.append(("set", e.extra["set_id"]))
-        elif k is EventKind.FLAG_RAISE:
-            if e.extra.get("consumed"):
-                self._logs[e.core].sync.append(("acq", e.extra.get("token")))
-            else:
-                with self._lock:
-                    self._tokens[e.extra["token"]] = tuple(e.extra.get("sources", ()))
-        elif k is EventKind.PUT:
-            x = e.extra
+                    self._local_writes[window].append((e.lo, e.hi))
+            if e.alloc is not None and e.alloc.poisoned:
+                self._cover(window, e.alloc.nbytes).append(("write", e.offset, e.shape, e.strides, e.item))
+        elif isinstance(e, HcclWait):
+            if e.rc == HCCL_SUCCESS:
+                self._logs[e.core].hwaits.append((e.handle, int(cast(int, e.waits)), int(cast(int, e.total)),
+                                                  e.follows_working))
+        elif isinstance(e, FlagSet):
+            self._logs[e.core].sync.append(("set", e.set_id))
+        elif isinstance(e, FlagConsume):
+            self._logs[e.core].sync.append(("acq", e.token))
+        elif isinstance(e, FlagRaise):
+            with self._lock:
+                self._tokens[e.token] = e.sources
+        elif isinstance(e, Put):
             if e.core in SERVER_CORES:
                 # An HCCL task's repeat: checked against the reading core's HCCL Waits (not a sync record).
-                self._logs[e.core].sync.append(("hput", x["pe"], x["window"], int(x["offset"]),
-                                                int(x["offset"]) + int(x["nbytes"]), int(x["handle"]),
-                                                int(x["repeat"])))
+                self._logs[e.core].sync.append(("hput", e.pe, e.window, e.offset, e.offset + e.nbytes,
+                                                cast(int, e.handle), cast(int, e.repeat)))
                 return
-            self._logs[e.core].sync.append(("put", x["pe"], x["window"], int(x["offset"]),
-                                            int(x["offset"]) + int(x["nbytes"])))
-        elif k is EventKind.QUIET:
+            self._logs[e.core].sync.append(("put", e.pe, e.window, e.offset, e.offset + e.nbytes))
+        elif isinstance(e, Quiet):
             self._logs[e.core].sync.append(("quiet",))
-        elif k is EventKind.SIGNAL:
-            x = e.extra
-            role = getattr(x.get("role"), "value", x.get("role"))
-            if role == SignalRole.POST.value:
-                op = getattr(x.get("op"), "value", x.get("op"))
-                self._logs[e.core].sync.append(("post", x["pe"], x["window"], int(x["offset"]), op,
-                                                int(x["signal"])))
-            elif role == SignalRole.WAIT.value:
-                self._logs[e.core].sync.append(("sigwait", x["window"], int(x["offset"]), int(x["observed"])))
-        elif k is EventKind.BARRIER and "store" in e.extra:
-            x = e.extra
-            self._logs[e.core].sync.append(("store", x["barrier"], int(x["slot"]), int(x["store"])))
-        elif k is EventKind.BARRIER and "observed" in e.extra:
-            x = e.extra
-            self._logs[e.core].sync.append(("observe", x["barrier"], int(x["peer"]), int(x["slot"]),
-                                            int(x["observed"])))
+        elif isinstance(e, SignalPost):
+            self._logs[e.core].sync.append(("post", e.pe, e.window, e.offset, e.op.value, e.signal))
+        elif isinstance(e, SignalWait):
+            self._logs[e.core].sync.append(("sigwait", e.window, e.offset, e.observed))
+        elif isinstance(e, BarrierStore):
+            self._logs[e.core].sync.append(("store", e.barrier, e.slot, e.value))
+        elif isinstance(e, BarrierObserve):
+            self._logs[e.core].sync.append(("observe", e.barrier, e.peer, e.slot, e.value))
 
     def _cover(self, window: str, nbytes: int) -> list[tuple]:
         """Local writes into a poisoned window (kept across launches: a window lives longer than one)."""
@@ -687,20 +680,19 @@ class _ReadContents:
     def __init__(self) -> None:
         self._last: dict[tuple, ReadContent] = {}
 
-    def of(self, window: str, e: Event) -> ReadContent | None:
-        x = e.extra
-        data, addr = x.get("data"), x.get("addr")
-        if data is None or addr is None:
+    def of(self, window: str, e: GmRead) -> ReadContent | None:
+        data = e.data
+        if data is None:
             return None
-        shape, strides, item = tuple(x["shape"]), tuple(x["strides"]), int(x["item"])
+        shape, strides, item = e.shape, e.strides, e.item
         raw = np.ascontiguousarray(data).view(np.uint8)
         if raw.size != math.prod(shape) * item:
             return None
-        key = (window, int(addr.offset), shape, strides, item)
+        key = (window, e.offset, shape, strides, item)
         last = self._last.get(key)   # dict get / set are atomic under the GIL; a lost race only costs a copy
         if last is not None and last.same_bytes(raw):
             return last
-        content = ReadContent(int(addr.offset), shape, strides, item, raw.reshape(*shape, item).copy())
+        content = ReadContent(e.offset, shape, strides, item, raw.reshape(*shape, item).copy())
         self._last[key] = content
         return content
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mc2emu.runtime.events import Event, EventKind
+from mc2emu.runtime.events import Event, GmWrite
 from mc2emu.runtime.hazards import Hazard
 
 if TYPE_CHECKING:
@@ -40,17 +40,16 @@ class WriteCountChecker:
         self._counts = np.zeros(self.nbytes, dtype=np.uint8)  # per byte; an element's count is its first byte's
         self._writes: list[tuple[str, int, int]] = []
         self._lock = threading.Lock()
-        self._unsubscribe = device.events.subscribe(self, (EventKind.GM_WRITE,))
+        self._unsubscribe = device.events.subscribe(self, (GmWrite,))
 
     def __call__(self, ev: Event) -> None:
-        if ev.kind is not EventKind.GM_WRITE or ev.extra.get("alloc") is not self.addr.alloc:
+        if not isinstance(ev, GmWrite) or ev.alloc is not self.addr.alloc:
             return
-        waddr = ev.extra["addr"]
-        off = waddr.offset - self.addr.offset
-        lo, hi = ev.value
+        off = ev.offset - self.addr.offset
+        lo, hi = ev.lo, ev.hi
         if hi <= self.addr.offset or lo >= self.addr.offset + self.nbytes:
             return
-        shape, strides, item = ev.extra["shape"], ev.extra["strides"], ev.extra["item"]
+        shape, strides, item = ev.shape, ev.strides, ev.item
         with self._lock:
             view = np.ndarray((*shape, item), dtype=np.uint8, buffer=self._counts, offset=off, strides=(*strides, 1))
             np.add(view, 1, out=view, casting="unsafe")

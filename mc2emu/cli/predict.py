@@ -28,7 +28,7 @@ from mc2emu.cli.options import OptionError
 from mc2emu.cli.scenarios import Case, ExecContext, Knob, OperatorSpec, Shape, check_mode_options, operator_options
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.predict import DEFAULT_COST_MODEL, CostModel, Prediction, PredictRecorder, gather_records, replay
-from mc2emu.trace.chrome_trace import TraceRecord
+from mc2emu.runtime.events import Event
 
 US = 1e6
 # Critical-path categories named in the table (the largest first), at most this many.
@@ -63,7 +63,7 @@ class PredictTable:
     rows: list[PredictRow]
     # rank 0 only, with keep_records: the replay and the records of each row (None for refused rows)
     predictions: list[Prediction | None] = field(default_factory=list, repr=False)
-    records: list[dict[int, tuple[int, list[TraceRecord]]] | None] = field(default_factory=list, repr=False)
+    records: list[dict[int, tuple[int, list[Event]]] | None] = field(default_factory=list, repr=False)
 
     def best(self) -> int | None:
         """Index of the row with the shortest predicted time (the first of equals), None if none ran."""
@@ -93,7 +93,7 @@ def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtyp
     dt = dtype if dtype is not None else (spec.dtypes[0] if spec.dtypes else None)
     rows: list[PredictRow] = []
     preds: list[Prediction | None] = []
-    kept: list[dict[int, tuple[int, list[TraceRecord]]] | None] = []
+    kept: list[dict[int, tuple[int, list[Event]]] | None] = []
     for knob in knobs:
         case = Case(spec.name, knob.mode, shape, dt, seed, timeout=timeout)
         reasons = spec.validate(case, size)

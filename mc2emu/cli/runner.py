@@ -56,19 +56,18 @@ from mc2emu.cli.scenarios import (
 from mc2emu.cli.stats import derive_stats
 from mc2emu.launcher import idle_barrier
 from mc2emu.numerics.formats import ElemFormat
-from mc2emu.runtime.events import Event, EventKind
+from mc2emu.runtime.events import Event, HazardReported
 from mc2emu.runtime.hazards import (
     EXIT_HAZARD,
     ConstraintError,
     DeadlockError,
-    Hazard,
     HazardError,
     Mc2EmuError,
     Severity,
 )
 from mc2emu.runtime.perturb import PerturbPolicy
 from mc2emu.runtime.waiting import DEFAULT_TIMEOUT_S
-from mc2emu.trace.chrome_trace import ChromeTraceRecorder, TraceRecord, clock_offset_ns, merge_traces, write_trace
+from mc2emu.trace.chrome_trace import ChromeTraceRecorder, clock_offset_ns, merge_traces, write_trace
 
 # Polling of non-blocking barriers: start short (a barrier usually completes in microseconds), back off
 # to a sleep that leaves the CPU to ranks still computing.
@@ -199,7 +198,7 @@ def plan_replay(registry: Registry, opts: RunOptions, size: int) -> list[Planned
 @dataclass
 class SuiteState:
     reports: list[CaseReport] = field(default_factory=list)
-    trace_records: list[TraceRecord] = field(default_factory=list)
+    trace_records: list[Event] = field(default_factory=list)
 
 
 def _raised_of(exc: BaseException) -> Raised:
@@ -223,17 +222,9 @@ def _hazard_reports(reports: list[Any]) -> tuple[tuple[str, int, str], ...]:
 
 
 def _hazard_events(events: list[Event]) -> set[str]:
-    """Error-severity hazard names published as HAZARD events (they survive a DeadlockError, which carries
-    none). The runtime publishes (obj=hazard name, value=severity); warnings do not fail a case."""
-    names = {h.value for h in Hazard}
-    out = set()
-    for e in events:
-        if e.kind is EventKind.HAZARD and e.value != Severity.WARNING.value:
-            for cand in (e.obj, getattr(e.value, "value", e.value), e.extra.get("hazard")):
-                cand = getattr(cand, "value", cand)
-                if isinstance(cand, str) and cand in names:
-                    out.add(cand)
-    return out
+    """Error-severity hazard names published as `HazardReported` events (they survive a DeadlockError, which
+    carries none); warnings do not fail a case."""
+    return {e.hazard.value for e in events if isinstance(e, HazardReported) and e.severity is not Severity.WARNING}
 
 
 def _message(exc: BaseException) -> str:

@@ -1,19 +1,16 @@
 """Per-case statistics derived from the event stream of one rank, and their combination across ranks.
 
-Pure functions over `Event`s; robust to missing fields (an event without `nbytes` moves 0 bytes, a
-point event without `dur_ns` / `t0_ns` lasts 0 ns).
+Pure functions over `Event`s (a span event without `t0_ns` lasts 0 ns).
 
-- tiles: output tiles written (FIXPIPE events); without fixpipe events, MMAD events.
-- mmads: MMAD events (one per `mmad` call, i.e. per K pass of a tile).
-- waits: blocking waits (WAIT_BEGIN matched by WAIT_END on the same core and object), and their time.
-- puts / bytes: PUT events and the bytes of PUT, GET and HCCL events (`extra["nbytes"]`, or `value`
-  when it is an int on PUT / GET).
+- tiles: output tiles written (`Fixpipe` events); without fixpipe events, `Mmad` events.
+- mmads: `Mmad` events (one per `mmad` call, i.e. per K pass of a tile).
+- waits: blocking waits (`WaitBegin` matched by `WaitEnd` on the same core and object), and their time.
+- puts / bytes: `Put` events and the bytes of `Put` and `Get` events.
 - hidden share: |communication ∩ compute| / |communication| over time on this rank, where
-  communication = the spans of PUT / GET / signal-post events and of HCCL events that moved bytes, that
-  carry a duration, or, when none does, the window from the first to the last such event; and
-  compute = MMAD / FIXPIPE spans with a duration, or, when none has one, each AIC's kernel span
-  (CORE_BEGIN..CORE_END) minus its blocking waits. 1.0 means every moment of communication had a cube
-  core computing.
+  communication = the spans of `Put` / `Get` / `SignalPost` events that carry a duration, or, when none
+  does, the window from the first to the last such event; and compute = `Mmad` / `Fixpipe` spans with a
+  duration, or, when none has one, each AIC's kernel span (`CoreBegin`..`CoreEnd`) minus its blocking waits.
+  1.0 means every moment of communication had a cube core computing.
 """
 
 from __future__ import annotations
@@ -22,14 +19,27 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from mc2emu.runtime.events import Event, EventKind
-from mc2emu.trace.chrome_trace import event_duration_ns
+from mc2emu.runtime.events import (
+    CoreBegin,
+    CoreEnd,
+    Event,
+    Fixpipe,
+    Get,
+    HazardReported,
+    Mmad,
+    Put,
+    SignalPost,
+    Span,
+    WaitBegin,
+    WaitEnd,
+)
 
 Interval = tuple[int, int]
 
-COMM_KINDS = frozenset({EventKind.PUT, EventKind.GET, EventKind.HCCL})
-BYTE_KINDS = frozenset({EventKind.PUT, EventKind.GET, EventKind.HCCL})
-COMPUTE_KINDS = frozenset({EventKind.MMAD, EventKind.FIXPIPE})
+# Communication moves bytes: puts, gets, signal posts (the HCCL client's calls move none; the server's work
+# shows as its puts).
+DATA_MOVEMENT = (Put, Get, SignalPost)
+COMPUTE = (Mmad, Fixpipe)
 COMPUTE_CORE_PREFIX = "AIC"
 
 
@@ -106,69 +116,47 @@ def subtract(xs: Sequence[Interval], ys: Sequence[Interval]) -> list[Interval]:
 
 
 def _span(e: Event) -> Interval:
-    return e.t_ns - event_duration_ns(e.extra, e.t_ns), e.t_ns
+    return e.t_ns - (e.duration_ns if isinstance(e, Span) else 0), e.t_ns
 
 
-def _nbytes(e: Event) -> int:
-    n = e.extra.get("nbytes")
-    if n is None and e.kind in (EventKind.PUT, EventKind.GET) and isinstance(e.value, int):
-        n = e.value
-    try:
-        return max(0, int(n)) if n is not None else 0
-    except (TypeError, ValueError):
-        return 0
-
-
-def _is_signal_post(e: Event) -> bool:
-    role = e.extra.get("role")
-    return e.kind is EventKind.SIGNAL and str(getattr(role, "name", role)).upper() == "POST"
-
-
-def _is_data_movement(e: Event) -> bool:
-    """Puts, gets, signal posts, and HCCL events that moved bytes (the server's work, not the client's
-    Prepare / Commit / Wait calls, which would stretch the communication window over the whole kernel)."""
-    if e.kind is EventKind.HCCL:
-        return _nbytes(e) > 0
-    return e.kind in COMM_KINDS or _is_signal_post(e)
-
-
-def _paired(events: Sequence[Event], begin: EventKind, end: EventKind, key_obj: bool = True
+def _paired(events: Sequence[Event], begin: type[WaitBegin | CoreBegin], end: type[WaitEnd | CoreEnd]
             ) -> dict[str, list[Interval]]:
-    """BEGIN/END pairs per core (matched LIFO on (core, obj))."""
+    """BEGIN/END pairs per core (waits matched LIFO on (core, what waited on); kernels on the core)."""
     open_: dict[tuple[str, str], list[int]] = defaultdict(list)
     out: dict[str, list[Interval]] = defaultdict(list)
     for e in events:
-        k = (e.core, e.obj if key_obj else "")
-        if e.kind is begin:
-            open_[k].append(e.t_ns)
-        elif e.kind is end and open_[k]:
-            out[e.core].append((open_[k].pop(), e.t_ns))
+        if isinstance(e, begin | end):
+            k = (e.core, e.what if isinstance(e, WaitBegin | WaitEnd) else "")
+            if isinstance(e, begin):
+                open_[k].append(e.t_ns)
+            elif open_[k]:
+                out[e.core].append((open_[k].pop(), e.t_ns))
     return out
 
 
 def derive_stats(events: Iterable[Event]) -> CaseStats:
     """Statistics of one rank's events (any order)."""
     evs = sorted(events, key=lambda e: (e.t_ns, e.seq))
-    counts: dict[EventKind, int] = defaultdict(int)
+    counts: dict[type[Event], int] = defaultdict(int)
     bytes_moved = 0
     comm_spans: list[Interval] = []
     comm_points: list[int] = []
     compute_spans: list[Interval] = []
     for e in evs:
-        counts[e.kind] += 1
-        if e.kind in BYTE_KINDS:
-            bytes_moved += _nbytes(e)
-        if _is_data_movement(e):
+        counts[type(e)] += 1
+        if isinstance(e, Put | Get):
+            bytes_moved += max(0, e.nbytes)
+        if isinstance(e, DATA_MOVEMENT):
             a, b = _span(e)
             comm_points.append(e.t_ns)
             if b > a:
                 comm_spans.append((a, b))
-        elif e.kind in COMPUTE_KINDS:
+        elif isinstance(e, COMPUTE):
             a, b = _span(e)
             if b > a:
                 compute_spans.append((a, b))
 
-    waits = _paired(evs, EventKind.WAIT_BEGIN, EventKind.WAIT_END)
+    waits = _paired(evs, WaitBegin, WaitEnd)
     wait_ns = sum(b - a for lst in waits.values() for a, b in lst)
     n_waits = sum(len(lst) for lst in waits.values())
 
@@ -177,7 +165,7 @@ def derive_stats(events: Iterable[Event]) -> CaseStats:
         comm = [(min(comm_points), max(comm_points))]
     compute = union(compute_spans)
     if not compute:
-        cores = _paired(evs, EventKind.CORE_BEGIN, EventKind.CORE_END, key_obj=False)
+        cores = _paired(evs, CoreBegin, CoreEnd)
         busy: list[Interval] = []
         for core, spans in cores.items():
             if core.startswith(COMPUTE_CORE_PREFIX):
@@ -185,11 +173,11 @@ def derive_stats(events: Iterable[Event]) -> CaseStats:
         compute = union(busy)
     comm_ns = length(comm)
     hidden_ns = length(intersect(comm, compute))
-    fixpipes = counts[EventKind.FIXPIPE]
-    mmads = counts[EventKind.MMAD]
+    fixpipes = counts[Fixpipe]
+    mmads = counts[Mmad]
     return CaseStats(tiles=fixpipes or mmads, mmads=mmads, waits=n_waits, wait_ns=wait_ns,
-                     puts=counts[EventKind.PUT], bytes_moved=bytes_moved, comm_ns=comm_ns, hidden_ns=hidden_ns,
-                     hazards=counts[EventKind.HAZARD], events=len(evs))
+                     puts=counts[Put], bytes_moved=bytes_moved, comm_ns=comm_ns, hidden_ns=hidden_ns,
+                     hazards=counts[HazardReported], events=len(evs))
 
 
 def combine(per_rank: Iterable[CaseStats]) -> CaseStats:

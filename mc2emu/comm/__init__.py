@@ -17,7 +17,7 @@ from mc2emu.comm.hccl_task import (
     HcclReduceOp,
     HcclServerType,
 )
-from mc2emu.comm.shmem import Cmp, Shmem, SignalOp, SignalRead, SignalRole
+from mc2emu.comm.shmem import Cmp, Shmem, SignalOp, SignalRead
 from mc2emu.comm.team_barrier import BarrierMode, TeamBarrier
 from mc2emu.comm.window import RemoteAddr, Window
 from mc2emu.comm.world import CommWorld
@@ -26,5 +26,5 @@ __all__ = [
     "HCCL_FAILED", "HCCL_MAX_HANDLE_ID", "HCCL_SUCCESS", "INVALID_HANDLE_ID", "BarrierMode", "Cmp",
     "CommClosedError", "CommWorld", "Hccl", "HcclCMDType", "HcclCall", "HcclReduceOp", "HcclServer",
     "HcclServerType", "HcclSessionFailed", "HostBarrierFailed", "RemoteAddr", "Shmem", "SignalOp", "SignalRead",
-    "SignalRole", "SymmetryError", "TeamBarrier", "Window", "WindowError",
+    "SymmetryError", "TeamBarrier", "Window", "WindowError",
 ]

@@ -22,8 +22,9 @@ locally. `Prepare<commit=true>` commits every repeat at once. A hang is caught b
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, cast
 
 import numpy as np
 
@@ -40,8 +41,18 @@ from mc2emu.comm.hccl_task import (
     HcclTask,
     hccl_dtype,
 )
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import (
+    HcclCommit,
+    HcclEvent,
+    HcclFinalize,
+    HcclInit,
+    HcclPrepare,
+    HcclQuery,
+    HcclWait,
+)
 from mc2emu.runtime.hazards import ConstraintError, Hazard, HazardLog, KernelError
+
+P = ParamSpec("P")
 
 if TYPE_CHECKING:
     from mc2emu.comm.hccl_server import HcclServer
@@ -52,7 +63,7 @@ if TYPE_CHECKING:
 
 
 class HcclCall(enum.Enum):
-    """The client API call an EventKind.HCCL event records."""
+    """A client API call (the HCCL events are one class per call: `HcclInit`, `HcclWait`, ...)."""
 
     INIT = "Init"
     PREPARE = "Prepare"
@@ -103,9 +114,10 @@ class Hccl:
     def _report(self, hazard: Hazard, message: str, **details: Any) -> None:
         self.device.hazards.report(hazard, self.label, f"HCCL: {message}", **details)
 
-    def _emit(self, call: HcclCall, handle: int, **extra: Any) -> None:
+    def _emit(self, cls: Callable[Concatenate[int, str, int, int, P], HcclEvent], /, *args: P.args,
+              **fields: P.kwargs) -> None:
         if self.device.events.active:
-            self.ctx.emit(EventKind.HCCL, f"handle {handle}", call, handle=handle, **extra)
+            self.ctx.emit(cls, *args, **fields)
         else:
             self.device.waiter.progress.bump()
 
@@ -142,7 +154,7 @@ class Hccl:
             s.clients[self.label] = self
         self._bell = s.new_bell()
         self.session = s
-        self._emit(HcclCall.INIT, INVALID_HANDLE_ID, session=s.number)
+        self._emit(HcclInit, handle=INVALID_HANDLE_ID, session=s.number)
 
     def Finalize(self, reset: bool = True) -> None:
         """`Hccl::Finalize<reset>`: the working block tells the server no more tasks follow and waits
@@ -165,7 +177,7 @@ class Hccl:
                 if s.model is HcclServerType.AICPU and reset:
                     s.reset = True
             s.ring_all()
-        self._emit(HcclCall.FINALIZE, INVALID_HANDLE_ID, reset=reset)
+        self._emit(HcclFinalize, handle=INVALID_HANDLE_ID, reset=reset)
 
     def report_unwaited(self, hazards: HazardLog) -> None:
         """File HCCL_UNWAITED_COMMIT for every handle this core committed more often than it waited."""
@@ -260,7 +272,7 @@ class Hccl:
         self.handles.append(_Handle(h, op, int(repeat)))
         if self.working and owner:
             self._send_task(s, HcclTask(h, op, send, recv, int(count), dt, int(stride), int(repeat), reduce_op))
-        self._emit(HcclCall.PREPARE, h, op=op, count=int(count), repeat=int(repeat), session=s.number)
+        self._emit(HcclPrepare, handle=h, op=op, count=int(count), repeat=int(repeat), session=s.number)
         if commit:
             for _ in range(int(repeat)):
                 self.Commit(h)
@@ -294,7 +306,7 @@ class Hccl:
         lh.commits += 1
         if self.working:
             self.server.submit_commit(s, lh.handle)
-        self._emit(HcclCall.COMMIT, lh.handle, commits=lh.commits)
+        self._emit(HcclCommit, handle=lh.handle, commits=lh.commits)
 
     def Wait(self, handleId: int) -> int:
         """`Hccl::Wait(handleId)`: block until the next committed repeat of the task is finished. Returns
@@ -316,7 +328,7 @@ class Hccl:
                          f"{lh.commits} Commit(s)" + (": returns -1" if s.model is HcclServerType.AICPU
                                                       else ": the CCU never completes it (hang)"), handle=h)
             if s.model is HcclServerType.AICPU:
-                self._emit(HcclCall.WAIT, h, rc=HCCL_FAILED)
+                self._emit(HcclWait, handle=h, rc=HCCL_FAILED)
                 return HCCL_FAILED
             self._block(s, lambda: s.check_failure() or False, obj=f"HCCL handle {h} repeat {lh.waits} "
                         f"(never committed)", expected="a Commit that cannot come", poll=False)
@@ -358,7 +370,7 @@ class Hccl:
         # What this Wait proves (the happens-before checker): AICPU, or the CCU working block, repeats
         # < waits of h finished on this rank; a CCU non-working core, whatever the working block's first
         # `total` Waits proved.
-        self._emit(HcclCall.WAIT, h, rc=HCCL_SUCCESS, waits=lh.waits, total=self.total_waits,
+        self._emit(HcclWait, handle=h, rc=HCCL_SUCCESS, waits=lh.waits, total=self.total_waits,
                    follows_working=s.model is HcclServerType.CCU and not self.working, session=s.number)
         return HCCL_SUCCESS
 
@@ -384,5 +396,5 @@ class Hccl:
         if lh is None or not self._owner_ok(s, HcclCall.QUERY):
             return HCCL_FAILED
         done = s.finished(lh.handle)
-        self._emit(HcclCall.QUERY, lh.handle, done=done)
+        self._emit(HcclQuery, handle=lh.handle, done=done)
         return done

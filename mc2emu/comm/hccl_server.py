@@ -31,7 +31,7 @@ from mpi4py import MPI
 from mc2emu.arch.platform import CoreType
 from mc2emu.comm.hccl_session import HcclSession, tag
 from mc2emu.comm.hccl_task import HCCL_MAX_HANDLE_ID, HcclReduceOp, HcclServerType, HcclTask
-from mc2emu.runtime.events import HCCL_EXECUTED, EventKind
+from mc2emu.runtime.events import HcclExecuted, Put
 from mc2emu.runtime.hazards import ConstraintError, Hazard
 from mc2emu.runtime.waiting import Doorbell
 
@@ -221,9 +221,8 @@ class HcclServer:
                 dst_win.win.Put(data, j, dst_off)
                 dst_win.win.Flush(j)
             if self.device.events.active:
-                self.device.events.emit(EventKind.PUT, SERVER_CORE, dst_win.name, nbytes, src_rank=me, pe=j,
-                                        window=dst_win.name, offset=dst_off, nbytes=nbytes, handle=h,
-                                        repeat=r, session=s.number)
+                self.device.events.emit(Put, SERVER_CORE, window=dst_win.name, offset=dst_off, nbytes=nbytes,
+                                        src_rank=me, pe=j, op_seq=0, handle=h, repeat=r, session=s.number)
         signal = np.array([tag(s.number, r + 1)], dtype=np.uint64)
         slot = s.slot_offset(h, me)
         for j in range(ranks):
@@ -233,8 +232,7 @@ class HcclServer:
             s.sent[h] = r + 1
         self.device.waiter.progress.bump()
         if self.device.events.active:
-            self.device.events.emit(EventKind.HCCL, SERVER_CORE, f"handle {h}", HCCL_EXECUTED, handle=h, repeat=r,
-                                    op=task.op, session=s.number)
+            self.device.events.emit(HcclExecuted, SERVER_CORE, handle=h, repeat=r, op=task.op, session=s.number)
         if task.op.reduces:
             self._reduce(s, task, r)
         s.ring_all()

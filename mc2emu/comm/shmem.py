@@ -34,7 +34,7 @@ from mpi4py import MPI
 
 from mc2emu.comm.errors import WindowError
 from mc2emu.comm.window import SIGNAL_BYTES
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import BarrierAll, FaultFired, Get, Put, Quiet, SignalPost, SignalWait
 from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.hazards import GmError, KernelError
 from mc2emu.runtime.waiting import ANY_CORE, Doorbell
@@ -79,13 +79,6 @@ _CMP_FUNCS: dict[Cmp, Callable[[int, int], bool]] = {
     Cmp.EQ: operator.eq, Cmp.NE: operator.ne, Cmp.GT: operator.gt,
     Cmp.GE: operator.ge, Cmp.LT: operator.lt, Cmp.LE: operator.le,
 }
-
-
-class SignalRole(enum.Enum):
-    """Which side of a signal an EventKind.SIGNAL event describes."""
-
-    POST = "post"
-    WAIT = "wait"
 
 
 class SignalRead(enum.Enum):
@@ -184,11 +177,15 @@ class Shmem:
             with bell.guard:
                 bell.ring()
 
-    def _event(self, ctx: CoreContext, kind: EventKind, window: Window, offset: int, nbytes: int, pe: int,
-               **extra: Any) -> None:
-        """Publish one event (only called when the bus is active; `ctx.emit` also counts progress)."""
-        ctx.emit(kind, window.name, nbytes, src_rank=self.rank, pe=pe, window=window.name, offset=offset,
-                 nbytes=nbytes, seq=self._next_seq(ctx.label), **extra)
+    def _put_event(self, ctx: CoreContext, window: Window, offset: int, nbytes: int, pe: int, t0_ns: int = 0) -> None:
+        """Publish one PUT (only called when the bus is active; `ctx.emit` also counts progress)."""
+        ctx.emit(Put, window=window.name, offset=offset, nbytes=nbytes, src_rank=self.rank, pe=pe,
+                 op_seq=self._next_seq(ctx.label), t0_ns=t0_ns)
+
+    def _post_event(self, ctx: CoreContext, window: Window, offset: int, pe: int, sig_op: SignalOp,
+                    signal: int) -> None:
+        ctx.emit(SignalPost, window=window.name, offset=offset, nbytes=SIGNAL_BYTES, src_rank=self.rank, pe=pe,
+                 op_seq=self._next_seq(ctx.label), op=sig_op, signal=signal)
 
     # -- puts and gets ---------------------------------------------------------------------------------
     def put_nbi(self, ctx: CoreContext, dst: GmAddr, src: GmAddr, nbytes: int, pe: int) -> None:
@@ -201,7 +198,7 @@ class Shmem:
         t0 = time.perf_counter_ns()
         self._put(ctx, window, off, src, nbytes, pe)
         if self.device.events.active:
-            self._event(ctx, EventKind.PUT, window, off, nbytes, pe, t0_ns=t0)
+            self._put_event(ctx, window, off, nbytes, pe, t0)
         else:
             self.device.waiter.progress.bump()
 
@@ -219,7 +216,7 @@ class Shmem:
             window.win.Put(origin, pe, off)
             window.win.Flush(pe)     # `origin` stays alive until the put completes (MPI-4.1 §12.3)
         if self.device.events.active:
-            self._event(ctx, EventKind.PUT, window, off, nbytes, pe, t0_ns=t0)
+            self._put_event(ctx, window, off, nbytes, pe, t0)
         else:
             self.device.waiter.progress.bump()
 
@@ -245,7 +242,7 @@ class Shmem:
             window.win.Flush(pe)     # `origin` stays alive until the put completes (MPI-4.1 §12.3)
         if self.device.events.active:
             for i in range(count):
-                self._event(ctx, EventKind.PUT, window, off + i * stride, rowBytes, pe, t0_ns=t0)
+                self._put_event(ctx, window, off + i * stride, rowBytes, pe, t0)
         else:
             self.device.waiter.progress.bump()
 
@@ -271,7 +268,8 @@ class Shmem:
             window.win.Flush(pe)
             self.device.gm.write(dst, tmp, core=ctx.label)
         if self.device.events.active:
-            self._event(ctx, EventKind.GET, window, off, nbytes, pe)
+            ctx.emit(Get, window=window.name, offset=off, nbytes=nbytes, src_rank=self.rank, pe=pe,
+                     op_seq=self._next_seq(ctx.label))
         else:
             self.device.waiter.progress.bump()
 
@@ -289,18 +287,17 @@ class Shmem:
         if faults is not None and nbytes and faults.fires(FaultHook.PUT_SIGNAL, self.rank, ctx.label):
             # Fault injection: a transport that lets the signal overtake the data (the bytes land at the
             # next barrier_all, after every rank passed it): the content check must report the read.
-            ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", nbytes)
+            ctx.emit(FaultFired, fault=faults.fault, at=nbytes)
             self._late_puts.append((window, off, self._source(ctx, src, nbytes).copy(), pe))
         else:
             self._put(ctx, window, off, src, nbytes, pe)
         active = self.device.events.active
         if active:
-            self._event(ctx, EventKind.PUT, window, off, nbytes, pe)
+            self._put_event(ctx, window, off, nbytes, pe)
         ctx.checkpoint("signal")
         self._signal(swin, soff, signal, sig_op, pe)
         if active:
-            self._event(ctx, EventKind.SIGNAL, swin, soff, SIGNAL_BYTES, pe, role=SignalRole.POST, op=sig_op,
-                        signal=signal)
+            self._post_event(ctx, swin, soff, pe, sig_op, signal)
         else:
             self.device.waiter.progress.bump()
 
@@ -314,8 +311,7 @@ class Shmem:
         ctx.checkpoint("signal")
         self._signal(window, off, signal, sig_op, pe)
         if self.device.events.active:
-            self._event(ctx, EventKind.SIGNAL, window, off, SIGNAL_BYTES, pe, role=SignalRole.POST, op=sig_op,
-                        signal=signal)
+            self._post_event(ctx, window, off, pe, sig_op, signal)
         else:
             self.device.waiter.progress.bump()
 
@@ -334,7 +330,7 @@ class Shmem:
             if not window.freed:
                 window.win.Flush_all()
         if self.device.events.active:
-            ctx.emit(EventKind.QUIET, "quiet", None, src_rank=self.rank, seq=self._next_seq(ctx.label))
+            ctx.emit(Quiet, src_rank=self.rank, op_seq=self._next_seq(ctx.label))
         else:
             self.device.waiter.progress.bump()
 
@@ -395,9 +391,8 @@ class Shmem:
                 waits_for=() if from_pe is None else ((from_pe, ANY_CORE),))
         self.world.sync_windows()
         if self.device.events.active:
-            ctx.emit(EventKind.SIGNAL, window.name, observed[0], src_rank=self.rank, pe=self.rank,
-                     window=window.name, offset=off, nbytes=SIGNAL_BYTES, seq=self._next_seq(ctx.label),
-                     role=SignalRole.WAIT, cmp=cmp, expected=value, observed=observed[0])
+            ctx.emit(SignalWait, window=window.name, offset=off, nbytes=SIGNAL_BYTES, src_rank=self.rank,
+                     pe=self.rank, op_seq=self._next_seq(ctx.label), cmp=cmp, expected=value, observed=observed[0])
         else:
             self.device.waiter.progress.bump()
         return observed[0]
@@ -425,6 +420,6 @@ class Shmem:
         finally:
             self._barrier_lock.release()
         if self.device.events.active:
-            ctx.emit(EventKind.BARRIER, "barrier_all", None, src_rank=self.rank, seq=self._next_seq(ctx.label))
+            ctx.emit(BarrierAll, src_rank=self.rank, op_seq=self._next_seq(ctx.label))
         else:
             self.device.waiter.progress.bump()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from mpi4py import MPI
 
-from mc2emu.runtime.events import CROSS_DEVICE_STEP, EventKind
+from mc2emu.runtime.events import BarrierObserve, BarrierStore, CrossCore, CrossDevice
 from mc2emu.runtime.hazards import ConstraintError, KernelError
 from mc2emu.runtime.waiting import Doorbell
 
@@ -115,8 +115,7 @@ class TeamBarrier:
         for i in range(job, self.ranks, self.step):
             self._publish(i, cnt)             # an atomic, so remote Fetch_and_op readers see it
             if events.active:                 # happens-before edges: this store -> rank i's observation
-                events.emit(EventKind.BARRIER, ctx.label, f"TeamBarrier.store({i})", cnt,
-                            barrier=self.window.name, slot=i, store=cnt)
+                events.emit(BarrierStore, ctx.label, barrier=self.window.name, slot=i, value=cnt)
             if i != me:
                 seen = [0]
 
@@ -132,11 +131,11 @@ class TeamBarrier:
                     current=functools.partial(self._remote_slot, i), poll=True,
                     waits_for=((i, f"AIV{me % self.step}"),))
                 if events.active:
-                    events.emit(EventKind.BARRIER, ctx.label, f"TeamBarrier.observe({i})", seen[0],
-                                barrier=self.window.name, peer=i, slot=me, observed=seen[0])
+                    events.emit(BarrierObserve, ctx.label, barrier=self.window.name, peer=i, slot=me,
+                                value=seen[0])
         self._epoch[job] = cnt
         self.world.sync_windows()             # what peers put before their barrier is visible to loads
-        ctx.emit(EventKind.BARRIER, f"TeamBarrier.CrossDevice({job})", cnt, step=CROSS_DEVICE_STEP, job=job)
+        ctx.emit(CrossDevice, job=job, count=cnt)
 
     def CrossCore(self, ctx: CoreContext, job: int) -> None:
         """Barrier across the `jobs` cores of this rank."""
@@ -153,7 +152,7 @@ class TeamBarrier:
             core=ctx.label, obj=f"TeamBarrier {self.window.name} cross-core flags", expected=f"all >= {cnt}",
             setter=f"CrossCore of all {self.jobs} jobs",
             current=lambda: [int(v) for v in flags])
-        ctx.emit(EventKind.BARRIER, f"TeamBarrier.CrossCore({job})", cnt)
+        ctx.emit(CrossCore, job=job, count=cnt)
 
     # -- inspection ----------------------------------------------------------------------------------------
     def epoch(self, job: int) -> int:

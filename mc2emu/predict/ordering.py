@@ -25,18 +25,18 @@ from dataclasses import dataclass
 
 from mc2emu.predict.cost_model import DEFAULT_COST_MODEL
 from mc2emu.predict.replay import Cat, ReplayError, _Builder
-from mc2emu.trace.chrome_trace import TraceRecord
+from mc2emu.runtime.events import Event
 
 
 @dataclass
 class EventOrder:
     """Happens-before between the recorded events of one run (module docstring)."""
 
-    records: list[TraceRecord]          # every rank's records, each rank's in program (seq) order
+    records: list[Event]          # every rank's records, each rank's in program (seq) order
     node_of: dict[int, int]             # record position in `records` -> graph node
     ancestors: list[int]                # per node: bit set of the nodes that happen before it
 
-    def index(self, rank: int, rec: TraceRecord) -> int | None:
+    def index(self, rank: int, rec: Event) -> int | None:
         """The graph node of record `rec` of `rank` (None: no node), found by identity then equality."""
         for pos, r in enumerate(self.records):
             if r.rank == rank and (r is rec or r == rec):
@@ -52,7 +52,7 @@ class EventOrder:
         return a != b and not self.before(a, b) and not self.before(b, a)
 
 
-def event_order(per_rank: Mapping[int, tuple[int, Sequence[TraceRecord]] | Sequence[TraceRecord]]) -> EventOrder:
+def event_order(per_rank: Mapping[int, tuple[int, Sequence[Event]] | Sequence[Event]]) -> EventOrder:
     """The happens-before relation of a recorded run; `per_rank` as `replay` takes it."""
     if not per_rank:
         raise ReplayError("no records to order")

@@ -38,12 +38,38 @@ from mc2emu.predict.analysis import (
     union_of,
 )
 from mc2emu.predict.cost_model import DEFAULT_COST_MODEL, CostModel
-from mc2emu.trace.chrome_trace import TraceRecord
+from mc2emu.runtime.events import (
+    BarrierAll,
+    BarrierObserve,
+    BarrierStore,
+    CoreBegin,
+    CoreEnd,
+    CrossCore,
+    Event,
+    Fixpipe,
+    FlagConsume,
+    FlagRaise,
+    FlagSet,
+    Get,
+    GmRead,
+    GmWrite,
+    HcclCommit,
+    HcclEvent,
+    HcclInit,
+    HcclPrepare,
+    HcclWait,
+    LaunchBegin,
+    LaunchEnd,
+    Mmad,
+    Put,
+    Quiet,
+    SignalPost,
+    SignalWait,
+    SyncAllEnd,
+)
 
 # L1 buffers the MTE2 loads of an AIC rotate through (the apace / Blaze tilings' nBufferNum = 2).
 L1_BUFFER_DEPTH = 2
-# HCCL client calls by name (`HcclCall` members; mc2emu.comm imports MPI, the replay does not).
-HCCL_INIT, HCCL_PREPARE, HCCL_COMMIT, HCCL_WAIT = "INIT", "PREPARE", "COMMIT", "WAIT"
 HCCL_SUCCESS = 0   # mc2emu.comm.hccl_task.HCCL_SUCCESS
 # The HCCL working block: block 0 of the calling core type (label "AIC0" / "AIV0").
 _WORKING = re.compile(r"^(AIC|AIV)0$")
@@ -83,7 +109,7 @@ class Prediction:
     node_counts: dict[str, int] = field(default_factory=dict)
     # With `timeline=True`: every node's modelled times, and the records in the order `Span.rec` indexes.
     timeline: list[Span] = field(default_factory=list, repr=False)
-    records: list[TraceRecord] = field(default_factory=list, repr=False)
+    records: list[Event] = field(default_factory=list, repr=False)
 
     @property
     def hidden_share(self) -> float | None:
@@ -146,13 +172,12 @@ def _pipe(name: Any) -> str:
     return s[len(_PIPE_PREFIX):] if s.startswith(_PIPE_PREFIX) else s
 
 
-def _fold_put_reads(recs: Sequence[TraceRecord]) -> set[int]:
+def _fold_put_reads(recs: Sequence[Event]) -> set[int]:
     """Indices (into `recs`, one core's records in order) of GM reads that are a put's source."""
     out = set()
     for i in range(len(recs) - 1):
         r, nxt = recs[i], recs[i + 1]
-        if r.kind == "gm_read" and nxt.kind in ("put", "get") and \
-                int(r.extra.get("nbytes", 0)) == int(nxt.extra.get("nbytes", nxt.value or 0) or 0):
+        if isinstance(r, GmRead) and isinstance(nxt, Put | Get) and r.nbytes == nxt.nbytes:
             out.add(i)
     return out
 
@@ -161,7 +186,7 @@ class _Builder:
     def __init__(self, model: CostModel) -> None:
         self.m = model
         self.g = _Graph()
-        self.records: list[TraceRecord] = []
+        self.records: list[Event] = []
         self.wall: list[int] = []
         self.egress_last: dict[int, int] = {}
         self.ingress: dict[int, list[tuple[int, int]]] = defaultdict(list)   # dst -> (wall, node)
@@ -172,7 +197,7 @@ class _Builder:
         self.active: dict[str, int] = {}
 
     # -- one rank -----------------------------------------------------------------------------------------
-    def rank(self, rank: int, offset_ns: int, recs: Sequence[TraceRecord]) -> None:
+    def rank(self, rank: int, offset_ns: int, recs: Sequence[Event]) -> None:
         m, g = self.m, self.g
         ordered = sorted(recs, key=lambda r: r.seq)
         by_core: dict[str, list[int]] = defaultdict(list)
@@ -195,18 +220,18 @@ class _Builder:
         self.records.extend(ordered)
         self.wall.extend(r.t_ns + offset_ns for r in ordered)
         for i, r in enumerate(ordered):
-            kind, core, x = r.kind, r.core, r.extra
+            core = r.core
             ri = base + i
             self.n_events += 1
             if core == "host":
-                if kind == "launch_begin":
+                if isinstance(r, LaunchBegin):
                     j = g.join(("launch", launch_no), m.barrier_latency_s, rank, "launch barrier")
                     g.edge(prev_launch_end, j)
-                    launch_begin = g.add(0.0, Cat.MARK, rank, core, f"launch {r.obj}", ri, [(j, 0.0)])
+                    launch_begin = g.add(0.0, Cat.MARK, rank, core, f"launch {r.launch}", ri, [(j, 0.0)])
                     launch_no += 1
                     core_ends = []
-                elif kind == "launch_end":
-                    end = g.add(0.0, Cat.MARK, rank, core, f"launch end {r.obj}", ri,
+                elif isinstance(r, LaunchEnd):
+                    end = g.add(0.0, Cat.MARK, rank, core, f"launch end {r.launch}", ri,
                                 [(launch_begin, 0.0)] + [(e, 0.0) for e in core_ends])
                     self.launches.append((rank, launch_begin, end))
                     prev_launch_end = end
@@ -215,8 +240,8 @@ class _Builder:
                 continue
             c = cores[core]
             add = g.add
-            if kind == "gm_read":
-                nb = int(x.get("nbytes", 0))
+            if isinstance(r, GmRead):
+                nb = r.nbytes
                 preds = [(c.frontier, 0.0), (c.pipes.get("MTE2", -1), 0.0)]
                 if core.startswith("AIC"):
                     if not c.in_load_group:
@@ -227,111 +252,107 @@ class _Builder:
                     if len(c.groups_done) >= L1_BUFFER_DEPTH:
                         preds.append((c.groups_done[-L1_BUFFER_DEPTH], 0.0))
                 n = add(m.mte_s(nb, act_aic if core.startswith("AIC") else act_aiv), Cat.MTE2, rank, core,
-                        f"load {r.obj} {nb} B", ri, preds)
+                        f"load {r.buffer} {nb} B", ri, preds)
                 c.pipes["MTE2"] = n
-            elif kind == "gm_write":
+            elif isinstance(r, GmWrite):
                 if core.startswith("AIC"):
-                    continue   # the fixpipe's own store (its FIXPIPE event carries the cost)
-                nb = int(x.get("nbytes", 0))
-                n = add(m.mte_s(nb, act_aiv), Cat.MTE3, rank, core, f"store {r.obj} {nb} B", ri,
+                    continue   # the fixpipe's own store (its Fixpipe event carries the cost)
+                nb = r.nbytes
+                n = add(m.mte_s(nb, act_aiv), Cat.MTE3, rank, core, f"store {r.buffer} {nb} B", ri,
                         [(c.frontier, 0.0), (c.pipes.get("MTE3", -1), 0.0), (c.pipes.get("MTE2", -1), 0.0)])
                 c.pipes["MTE3"] = n
-            elif kind == "mmad":
-                mm, nn, kk = (int(v) for v in r.value[:3])
-                n = add(m.mmad_s(mm, nn, kk, x.get("aType")), Cat.MMAD, rank, core, f"mmad {mm}x{nn}x{kk}", ri,
+            elif isinstance(r, Mmad):
+                mm, nn, kk = r.m, r.n, r.k
+                n = add(m.mmad_s(mm, nn, kk, r.aType), Cat.MMAD, rank, core, f"mmad {mm}x{nn}x{kk}", ri,
                         [(c.frontier, 0.0), (c.pipes.get("M", -1), 0.0), (c.pipes.get("MTE2", -1), 0.0)])
                 c.pipes["M"] = n
                 c.last_mmad = n
                 c.in_load_group = False
-            elif kind == "fixpipe":
-                mm, nn = (int(v) for v in r.value[-2:])
-                n = add(m.fixpipe_s(mm, nn, x.get("dtype"), act_aic), Cat.FIXPIPE, rank, core, f"fixpipe {mm}x{nn}",
+            elif isinstance(r, Fixpipe):
+                mm, nn = r.m, r.n
+                n = add(m.fixpipe_s(mm, nn, r.dtype, act_aic), Cat.FIXPIPE, rank, core, f"fixpipe {mm}x{nn}",
                         ri,
                         [(c.frontier, 0.0), (c.pipes.get("FIX", -1), 0.0), (c.pipes.get("M", -1), 0.0)])
                 c.pipes["FIX"] = n
-            elif kind == "flag_set":
-                p = _pipe(x.get("pipe"))
-                n = add(0.0, Cat.SYNC, rank, core, f"set {r.obj}", ri, [(c.frontier, 0.0), (c.pipes.get(p, -1), 0.0)])
-                g.keyed[("set", rank, x.get("set_id"))].append(n)
-            elif kind == "flag_raise":
-                if x.get("consumed"):
-                    n = add(0.0, Cat.WAIT, rank, core, f"wait {r.obj}", ri, [(c.frontier, 0.0)])
-                    if x.get("token") is not None:
-                        g.pending.append((n, ("tok", rank, x["token"]), 0.0))
-                    c.frontier = n
-                else:
-                    n = add(m.flag_latency_s, Cat.SYNC, rank, core, f"raise {r.obj}", ri)
-                    for src in x.get("sources") or ():
-                        g.pending.append((n, ("set", rank, src[1]), 0.0))
-                    g.keyed[("tok", rank, x.get("token"))].append(n)
+            elif isinstance(r, FlagSet):
+                p = _pipe(r.pipe)
+                n = add(0.0, Cat.SYNC, rank, core, f"set {r.subject}", ri,
+                        [(c.frontier, 0.0), (c.pipes.get(p, -1), 0.0)])
+                g.keyed[("set", rank, r.set_id)].append(n)
+            elif isinstance(r, FlagConsume):
+                n = add(0.0, Cat.WAIT, rank, core, f"wait {r.subject}", ri, [(c.frontier, 0.0)])
+                if r.token is not None:
+                    g.pending.append((n, ("tok", rank, r.token), 0.0))
+                c.frontier = n
                 continue
-            elif kind == "sync_all_end" and r.obj == "SyncAll(soft)":
+            elif isinstance(r, FlagRaise):
+                n = add(m.flag_latency_s, Cat.SYNC, rank, core, f"raise {r.subject}", ri)
+                for src in r.sources:
+                    g.pending.append((n, ("set", rank, src[1]), 0.0))
+                g.keyed[("tok", rank, r.token)].append(n)
+                continue
+            elif isinstance(r, SyncAllEnd) and r.soft:
                 c.soft_syncs += 1
                 j = g.join(("soft", rank, _DIGITS.sub("", core), c.soft_syncs), m.barrier_latency_s, rank,
                            "soft SyncAll")
                 g.edge(c.frontier, j)
                 c.frontier = add(0.0, Cat.WAIT, rank, core, "SyncAll(soft)", ri, [(j, 0.0)])
-            elif kind in ("put", "get"):
+            elif isinstance(r, Put | Get):
                 self._put(rank, c, core, r, ri)
-            elif kind == "quiet":
+            elif isinstance(r, Quiet):
                 n = add(0.0, Cat.WAIT, rank, core, "quiet", ri,
                         [(c.frontier, 0.0)] + [(t, m.put_latency_s) for t in c.outstanding])
                 c.outstanding = []
                 c.frontier = n
-            elif kind == "signal":
+            elif isinstance(r, SignalPost | SignalWait):
                 self._signal(rank, c, core, r, ri)
-            elif kind == "barrier":
-                obj = r.obj
-                if obj.startswith("TeamBarrier.store("):
-                    c.cnt = int(x.get("store", r.value or 0))
-                    n = add(0.0, Cat.SYNC, rank, core, obj, ri, [(c.frontier, 0.0)])
-                    g.keyed[("tb", rank, x.get("barrier"), x.get("slot"), c.cnt)].append(n)
-                    c.frontier = n
-                elif obj.startswith("TeamBarrier.observe("):
-                    n = add(0.0, Cat.WAIT, rank, core, obj, ri, [(c.frontier, 0.0)])
-                    g.pending.append((n, ("tb", x.get("peer"), x.get("barrier"), x.get("slot"), c.cnt),
-                                      m.put_latency_s))
-                    c.frontier = n
-                elif obj.startswith("TeamBarrier.CrossCore("):
-                    j = g.join(("crosscore", rank, r.value), m.barrier_latency_s, rank, obj)
-                    g.edge(c.frontier, j)
-                    c.frontier = add(0.0, Cat.WAIT, rank, core, obj, ri, [(j, 0.0)])
-                elif obj == "barrier_all":
-                    balls += 1
-                    j = g.join(("barrier_all", balls), m.barrier_latency_s, rank, "barrier_all")
-                    g.edge(c.frontier, j)
-                    for t in c.outstanding:
-                        g.edge(t, j, m.put_latency_s)
-                    c.outstanding = []
-                    c.frontier = add(0.0, Cat.WAIT, rank, core, obj, ri, [(j, 0.0)])
-            elif kind == "hccl":
+            elif isinstance(r, BarrierStore):
+                c.cnt = r.value
+                n = add(0.0, Cat.SYNC, rank, core, r.subject, ri, [(c.frontier, 0.0)])
+                g.keyed[("tb", rank, r.barrier, r.slot, c.cnt)].append(n)
+                c.frontier = n
+            elif isinstance(r, BarrierObserve):
+                n = add(0.0, Cat.WAIT, rank, core, r.subject, ri, [(c.frontier, 0.0)])
+                g.pending.append((n, ("tb", r.peer, r.barrier, r.slot, c.cnt), m.put_latency_s))
+                c.frontier = n
+            elif isinstance(r, CrossCore):
+                j = g.join(("crosscore", rank, r.count), m.barrier_latency_s, rank, r.subject)
+                g.edge(c.frontier, j)
+                c.frontier = add(0.0, Cat.WAIT, rank, core, r.subject, ri, [(j, 0.0)])
+            elif isinstance(r, BarrierAll):
+                balls += 1
+                j = g.join(("barrier_all", balls), m.barrier_latency_s, rank, "barrier_all")
+                g.edge(c.frontier, j)
+                for t in c.outstanding:
+                    g.edge(t, j, m.put_latency_s)
+                c.outstanding = []
+                c.frontier = add(0.0, Cat.WAIT, rank, core, r.subject, ri, [(j, 0.0)])
+            elif isinstance(r, HcclEvent):
                 self._hccl(rank, c, core, r, ri)
-            elif kind == "core_begin":
-                c.frontier = add(0.0, Cat.MARK, rank, core, f"kernel {r.obj}", ri, [(launch_begin, 0.0)])
+            elif isinstance(r, CoreBegin):
+                c.frontier = add(0.0, Cat.MARK, rank, core, f"kernel {r.launch}", ri, [(launch_begin, 0.0)])
                 c.pipes = {}
                 c.groups_done = []
                 c.in_load_group = False
                 c.last_mmad = -1
                 c.nodes = []
-            elif kind == "core_end":
-                n = add(0.0, Cat.MARK, rank, core, f"kernel end {r.obj}", ri,
+            elif isinstance(r, CoreEnd):
+                n = add(0.0, Cat.MARK, rank, core, f"kernel end {r.launch}", ri,
                         [(c.frontier, 0.0)] + [(p, 0.0) for p in c.pipes.values()]
                         + [(t, m.put_latency_s) for t in c.outstanding])
                 c.outstanding = []
                 core_ends.append(n)
                 c.frontier = n
 
-    def _put(self, rank: int, c: _Core, core: str, r: TraceRecord, ri: int) -> None:
-        m, g, x = self.m, self.g, r.extra
-        nb = int(x.get("nbytes", r.value or 0) or 0)
-        pe = int(x.get("pe", rank))
-        server = x.get("handle") is not None and x.get("repeat") is not None
+    def _put(self, rank: int, c: _Core, core: str, r: Put | Get, ri: int) -> None:
+        m, g = self.m, self.g
+        nb = r.nbytes
+        pe = r.pe
         issue = g.add(m.put_issue_s, Cat.ISSUE, rank, core, f"{r.kind} issue -> {pe}", ri, [(c.frontier, 0.0)])
-        if server:
-            g.pending.append((issue, ("commit", rank, x.get("session"), x.get("handle"), int(x["repeat"]) + 1),
-                              m.hccl_commit_latency_s))
+        if isinstance(r, Put) and r.handle is not None and r.repeat is not None:
+            g.pending.append((issue, ("commit", rank, r.session, r.handle, r.repeat + 1), m.hccl_commit_latency_s))
         c.frontier = issue
-        src, dst = (pe, rank) if r.kind == "get" else (rank, pe)
+        src, dst = (pe, rank) if isinstance(r, Get) else (rank, pe)
         if pe == rank:
             t = g.add(m.local_copy_s(nb, self.active.get("AIV") or None), Cat.MTE2, rank, core, f"local copy {nb} B",
                       ri, [(issue, 0.0)])
@@ -340,41 +361,38 @@ class _Builder:
                       [(issue, 0.0), (self.egress_last.get(src, -1), 0.0)])
             self.egress_last[src] = t
             self.ingress[dst].append((self.wall[ri], t))
-        if server:
-            g.keyed[("hput", pe, x.get("session"), x.get("handle"), int(x["repeat"]))].append(t)
+        if isinstance(r, Put) and r.handle is not None and r.repeat is not None:
+            g.keyed[("hput", pe, r.session, r.handle, r.repeat)].append(t)
         else:
             c.outstanding.append(t)
 
-    def _signal(self, rank: int, c: _Core, core: str, r: TraceRecord, ri: int) -> None:
-        m, g, x = self.m, self.g, r.extra
-        window, offset = x.get("window"), x.get("offset")
-        if str(x.get("role", "")).upper() == "WAIT":
-            n = g.add(0.0, Cat.WAIT, rank, core, f"signal wait {r.obj}", ri, [(c.frontier, 0.0)])
-            self.sig_waits.append((self.wall[ri], (rank, window, offset), n))
+    def _signal(self, rank: int, c: _Core, core: str, r: SignalPost | SignalWait, ri: int) -> None:
+        m, g = self.m, self.g
+        if isinstance(r, SignalWait):
+            n = g.add(0.0, Cat.WAIT, rank, core, f"signal wait {r.window}", ri, [(c.frontier, 0.0)])
+            self.sig_waits.append((self.wall[ri], (rank, r.window, r.offset), n))
         else:
-            n = g.add(m.put_issue_s, Cat.ISSUE, rank, core, f"signal post {r.obj}", ri,
+            n = g.add(m.put_issue_s, Cat.ISSUE, rank, core, f"signal post {r.window}", ri,
                       [(c.frontier, 0.0)] + [(t, m.put_latency_s) for t in c.outstanding])
-            self.posts[(x.get("pe"), window, offset)].append((self.wall[ri], n))
+            self.posts[(r.pe, r.window, r.offset)].append((self.wall[ri], n))
         c.frontier = n
 
-    def _hccl(self, rank: int, c: _Core, core: str, r: TraceRecord, ri: int) -> None:
-        m, g, x = self.m, self.g, r.extra
-        call = str(r.value).upper()
+    def _hccl(self, rank: int, c: _Core, core: str, r: HcclEvent, ri: int) -> None:
+        m, g = self.m, self.g
         if core.startswith("AIC") or core.startswith("AIV"):
-            if "session" in x:
-                c.session = x["session"]
-            n = g.add(m.hccl_call_s, Cat.ISSUE, rank, core, f"hccl {call} {r.obj}", ri, [(c.frontier, 0.0)])
-            if call == HCCL_COMMIT and _WORKING.match(core):
-                g.keyed[("commit", rank, c.session, x.get("handle"), x.get("commits"))].append(n)
-            elif call == HCCL_WAIT and x.get("rc", HCCL_SUCCESS) == HCCL_SUCCESS and x.get("waits") is not None:
-                n = g.add(0.0, Cat.WAIT, rank, core, f"hccl wait {r.obj}", ri, [(n, 0.0)])
-                if x.get("follows_working"):
-                    g.pending.append((n, ("hwait", rank, c.session, x.get("total")), 0.0))
+            if isinstance(r, HcclInit | HcclPrepare | HcclWait) and r.session is not None:
+                c.session = r.session
+            n = g.add(m.hccl_call_s, Cat.ISSUE, rank, core, f"hccl {r.call} {r.subject}", ri, [(c.frontier, 0.0)])
+            if isinstance(r, HcclCommit) and _WORKING.match(core):
+                g.keyed[("commit", rank, c.session, r.handle, r.commits)].append(n)
+            elif isinstance(r, HcclWait) and r.rc == HCCL_SUCCESS and r.waits is not None:
+                n = g.add(0.0, Cat.WAIT, rank, core, f"hccl wait {r.subject}", ri, [(n, 0.0)])
+                if r.follows_working:
+                    g.pending.append((n, ("hwait", rank, c.session, r.total), 0.0))
                 else:
-                    g.pending.append((n, ("hput", rank, c.session, x.get("handle"), int(x["waits"]) - 1),
-                                      m.put_latency_s))
+                    g.pending.append((n, ("hput", rank, c.session, r.handle, r.waits - 1), m.put_latency_s))
                     if _WORKING.match(core):
-                        g.keyed[("hwait", rank, c.session, x.get("total"))].append(n)
+                        g.keyed[("hwait", rank, c.session, r.total)].append(n)
             c.frontier = n
 
     # -- cross-rank edges, then timing ---------------------------------------------------------------------
@@ -398,7 +416,7 @@ class _Builder:
                 g.edge(src, n, w)
 
 
-def replay(per_rank: Mapping[int, tuple[int, Sequence[TraceRecord]] | Sequence[TraceRecord]],
+def replay(per_rank: Mapping[int, tuple[int, Sequence[Event]] | Sequence[Event]],
            model: CostModel = DEFAULT_COST_MODEL, *, timeline: bool = False) -> Prediction:
     """Predict the device time of the recorded run. `per_rank[r]` is rank r's records, or (its clock offset
     in ns, its records) as `mc2emu.predict.records.gather_records` returns them. `timeline=True` keeps

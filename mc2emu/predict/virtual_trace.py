@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from mc2emu.predict.replay import Cat, Prediction
-from mc2emu.trace.chrome_trace import TraceRecord, merge_traces, track_tid, write_trace
+from mc2emu.runtime.events import Event, GmAccess
+from mc2emu.trace.chrome_trace import merge_traces, track_tid, write_trace
 
 WALL_PID_BASE = 1000
 CRITICAL_TRACK = "critical path"
@@ -26,7 +27,7 @@ _US = 1e6
 # Zero-length nodes shown (waits, flag rounds, marks) get this width so Perfetto can draw them.
 MIN_SPAN_US = 0.001
 # Wall-time records that are not spans there (MTE loads are too many for a trace).
-_WALL_SKIP = frozenset({"gm_read", "gm_write"})
+_WALL_SKIP = GmAccess
 
 
 def _track(core: str, cat: str) -> str:
@@ -37,7 +38,7 @@ def _track(core: str, cat: str) -> str:
     return core
 
 
-def virtual_trace(pred: Prediction, records: Mapping[int, tuple[int, Sequence[TraceRecord]]] | None = None,
+def virtual_trace(pred: Prediction, records: Mapping[int, tuple[int, Sequence[Event]]] | None = None,
                   title: str = "") -> dict[str, Any]:
     """The Chrome trace dict (see the module docstring). `pred` must come from `replay(..., timeline=True)`;
     `records` (rank -> (clock offset, records)) adds the wall-time view."""
@@ -80,7 +81,7 @@ def virtual_trace(pred: Prediction, records: Mapping[int, tuple[int, Sequence[Tr
     other: dict[str, Any] = {"generator": "mc2emu.predict.virtual_trace", "title": title,
                              "predicted_us": pred.total_s * _US, "summary": pred.summary()}
     if records:
-        wall = merge_traces({r: [x for x in recs if x.kind not in _WALL_SKIP] for r, (_, recs) in records.items()},
+        wall = merge_traces({r: [x for x in recs if not isinstance(x, _WALL_SKIP)] for r, (_, recs) in records.items()},
                             {r: off for r, (off, _) in records.items()})
         for e in wall["traceEvents"]:
             e = dict(e)
@@ -95,6 +96,6 @@ def virtual_trace(pred: Prediction, records: Mapping[int, tuple[int, Sequence[Tr
 
 
 def write_virtual_trace(path: str | Path, pred: Prediction,
-                        records: Mapping[int, tuple[int, Sequence[TraceRecord]]] | None = None,
+                        records: Mapping[int, tuple[int, Sequence[Event]]] | None = None,
                         title: str = "") -> Path:
     return write_trace(path, virtual_trace(pred, records, title))

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 import numpy as np
 
 from mc2emu.arch.platform import CoreType, FlagMode, Pipe
 from mc2emu.runtime import sync_all
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import AtomicMode, Event, PerturbDelay, SetOvertaken
 from mc2emu.runtime.faults import DELAY_RANK_S, KILLED_EXIT_CODE, Fault, FaultHook
 from mc2emu.runtime.hazards import LaunchAborted
 from mc2emu.runtime.local_memory import LocalMemory
+
+P = ParamSpec("P")
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core_view import DeviceView
@@ -98,12 +101,12 @@ class CoreContext:
         """`SetAtomicAdd<T>()`: this core's GM write-outs add in T until `SetAtomicNone()`."""
         self.atomic_dtype = np.dtype(dtype)
         if self.device.events.active:
-            self.device.events.emit(EventKind.ATOMIC_MODE, self.label, "atomic", str(self.atomic_dtype))
+            self.device.events.emit(AtomicMode, self.label, dtype=str(self.atomic_dtype))
 
     def SetAtomicNone(self) -> None:
         self.atomic_dtype = None
         if self.device.events.active:
-            self.device.events.emit(EventKind.ATOMIC_MODE, self.label, "atomic", None)
+            self.device.events.emit(AtomicMode, self.label, dtype=None)
 
     # -- GM access on behalf of this core -----------------------------------------------------------------
     def gm_read(self, addr: GmAddr, dtype: Any, shape: Any, strides: Any = None, out: Any = None,
@@ -116,11 +119,12 @@ class CoreContext:
         self.device.gm.write(addr, value, strides, core=self.label, atomic=self.atomic_dtype)
 
     # -- plumbing ----------------------------------------------------------------------------------------------
-    def emit(self, kind: EventKind, obj: str = "", value: Any = None, **extra: Any) -> None:
-        """Publish an event and count it as progress."""
+    def emit(self, cls: Callable[Concatenate[int, str, int, int, P], Event], /, *args: P.args,
+             **fields: P.kwargs) -> None:
+        """Publish an event of this core (`cls(..., **fields)`) and count it as progress."""
         self.device.waiter.progress.bump()
         if self.device.events.active:
-            self.device.events.emit(kind, self.label, obj, value, **extra)
+            self.device.events.emit(cls, self.label, *args, **fields)
 
     def checkpoint(self, point: str) -> None:
         """Where a core notices that its launch was aborted, and where seeded perturbation delays it."""
@@ -132,7 +136,7 @@ class CoreContext:
             if perturb is None or point not in perturb.set_overtaken_by:
                 self.device.flags.flush_deferred(self)   # a held Set completes before the core blocks or syncs
             elif point in ("put", "signal"):
-                self.emit(EventKind.PERTURB, f"Set overtaken by {point}", self.deferred_set[2])
+                self.emit(SetOvertaken, fid=self.deferred_set[2], by_point=point)
         faults = self.device.faults
         if faults is not None and faults.fires(FaultHook.CHECKPOINT, self.rank, self.label):
             if faults.fault is Fault.KILL_RANK:
@@ -146,7 +150,7 @@ class CoreContext:
             delay = perturb.delay(point, self.rank, self.label)
             if delay > 0:
                 if self.device.events.active:
-                    self.device.events.emit(EventKind.PERTURB, self.label, point, delay)
+                    self.device.events.emit(PerturbDelay, self.label, point=point, delay_s=delay)
                 abort.wait(delay)
 
     def __repr__(self) -> str:

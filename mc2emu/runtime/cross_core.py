@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mc2emu.arch.platform import CoreType, FlagMode, Pipe
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import FaultFired, FlagConsume, FlagRaise, FlagSet, SetOvertaken
 from mc2emu.runtime.faults import Fault, FaultHook
 from mc2emu.runtime.hazards import FlagOverflowError, Hazard, KernelError, Severity
 from mc2emu.runtime.kernel_type import KernelType
@@ -107,9 +107,8 @@ class CrossCoreFlags:
         c.tokens.append(self._token)
         self.device.core_bell(target).ring()
         if self.device.events.active:
-            self.device.events.emit(EventKind.FLAG_RAISE, ctx.label, f"{target}.flag{fid}",
-                                    c.value, mode=int(mode), mode4=mode4, token=self._token, target=target,
-                                    sources=sources or ((ctx.label, self._set_id),))
+            self.device.events.emit(FlagRaise, ctx.label, target=target, fid=fid, count=c.value, mode=int(mode),
+                                    mode4=mode4, token=self._token, sources=sources or ((ctx.label, self._set_id),))
 
     def _check_mode(self, ctx: CoreView, fid: int, mode: FlagMode, core: CoreKey | None = None) -> None:
         """Modes 0-2 share a core's counters: using id `fid` of `core` (default: the caller) in `mode` while
@@ -192,7 +191,7 @@ class CrossCoreFlags:
         repeat = 1
         faults = self.device.faults
         if not internal and faults is not None and faults.fires(FaultHook.SET_FLAG, ctx.rank, ctx.label):
-            ctx.emit(EventKind.PERTURB, f"fault {faults.fault.value}", fid_eff)
+            ctx.emit(FaultFired, fault=faults.fault, at=fid_eff)
             if faults.fault is Fault.DROP_SET_FLAG:
                 return
             repeat = 2
@@ -215,7 +214,7 @@ class CrossCoreFlags:
         ctx.deferred_set = None
         first, second = (op, held) if perturb.swap(ctx.rank, ctx.label) else (held, op)
         if first is op:
-            ctx.emit(EventKind.PERTURB, "Set overtaken", held[2], overtaken_by=op[2])
+            ctx.emit(SetOvertaken, fid=held[2], by_fid=op[2])
         self._set(ctx, *first)
         self._set(ctx, *second)
 
@@ -232,8 +231,8 @@ class CrossCoreFlags:
             self._check_mode(ctx, fid_eff, mode)
             self._set_id += 1
             if self.device.events.active:
-                self.device.events.emit(EventKind.FLAG_SET, ctx.label, f"flag{fid_eff}", int(mode),
-                                        pipe=pipe.name, set_id=self._set_id)
+                self.device.events.emit(FlagSet, ctx.label, fid=fid_eff, mode=int(mode), pipe=pipe.name,
+                                        set_id=self._set_id)
             if mode is FlagMode.AIC_AIV_OF_GROUP:
                 if ctx.core_type is CoreType.AIV:
                     aivs = launch.groups[ctx.group]
@@ -305,8 +304,7 @@ class CrossCoreFlags:
             token = c.tokens.popleft() if c.tokens else None
             c.history.append((time.monotonic(), ctx.label, mode, -1, c.value))
         if self.device.events.active:
-            self.device.events.emit(EventKind.FLAG_RAISE, ctx.label, f"{ctx.label}.flag{fid_eff}", c.value,
-                                    consumed=True, token=token, mode=int(mode))
+            self.device.events.emit(FlagConsume, ctx.label, fid=fid_eff, count=c.value, mode=int(mode), token=token)
 
     def _setter_keys(self, ctx: CoreView, mode: FlagMode, fid: int) -> tuple[tuple[int | None, str], ...]:
         launch = ctx.launch

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import GmRead
 from mc2emu.runtime.gm import FP4_DTYPES
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def unobserved(events: EventBus, alloc: Allocation) -> bool:
     """Whether a read of `alloc` can neither report nor be seen: every byte is known written (no unwritten-byte
     report) and no observer takes its GM_READ events (no trace, no happens-before record). Then a read whose
     stamp equals an earlier read's (already bounds checked) may be replayed by handing out that read's array."""
-    return alloc.fully_written and not events.wants(EventKind.GM_READ, alloc.name)
+    return alloc.fully_written and not events.wants(GmRead, alloc.name)
 
 
 WORD = np.dtype(np.uint64)  # full compares run over 8-byte words (2.5x faster than bytes)

@@ -23,7 +23,7 @@ from mc2emu.runtime.compute_slots import ComputeSlots
 from mc2emu.runtime.core import CoreContext
 from mc2emu.runtime.cross_core import CoreKey, CrossCoreFlags
 from mc2emu.runtime.decode_cache import DecodeCache
-from mc2emu.runtime.events import EventBus, EventKind
+from mc2emu.runtime.events import CoreBegin, CoreEnd, EventBus, LaunchBegin, LaunchEnd
 from mc2emu.runtime.faults import FaultPlan
 from mc2emu.runtime.gm import GlobalMemory
 from mc2emu.runtime.hazards import (
@@ -114,12 +114,12 @@ class Device:
             launch.core_state[ctx.label] = "running"
             try:
                 if self.events.active:
-                    self.events.emit(EventKind.CORE_BEGIN, ctx.label, launch.name)
+                    self.events.emit(CoreBegin, ctx.label, launch=launch.name)
                 returns[ctx.label] = kernel(ctx, *args, **kwargs)
                 self.flags.flush_deferred(ctx)
                 launch.core_state[ctx.label] = "finished"
                 if self.events.active:
-                    self.events.emit(EventKind.CORE_END, ctx.label, launch.name)
+                    self.events.emit(CoreEnd, ctx.label, launch=launch.name)
             except BaseException as exc:
                 launch.core_state[ctx.label] = f"failed ({type(exc).__name__})"
                 with fail_lock:
@@ -131,7 +131,7 @@ class Device:
                         bell.ring()
 
         if self.events.active:
-            self.events.emit(EventKind.LAUNCH_BEGIN, "host", launch.name, block_dim, kernel_type=kt.value)
+            self.events.emit(LaunchBegin, "host", launch=launch.name, block_dim=block_dim, kernel_type=kt.value)
         threads = [threading.Thread(target=body, args=(ctx,), name=f"r{self.rank}-{ctx.label}", daemon=True)
                    for ctx in contexts]
         for t in threads:
@@ -140,7 +140,7 @@ class Device:
             t.join()
         self.waiter.abort_event = None
         if self.events.active:
-            self.events.emit(EventKind.LAUNCH_END, "host", launch.name, block_dim)
+            self.events.emit(LaunchEnd, "host", launch=launch.name, block_dim=block_dim)
         if failures:
             ctx, exc = self._first_failure(failures)
             if isinstance(exc, Mc2EmuError):

@@ -27,7 +27,7 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.numerics.int_math import Align
-from mc2emu.runtime.events import EventBus, EventKind
+from mc2emu.runtime.events import EventBus, GmRead, GmWrite
 from mc2emu.runtime.hazards import GmError, Hazard, HazardLog
 
 if TYPE_CHECKING:
@@ -278,9 +278,9 @@ class GlobalMemory:
                               strides=(*st, 1))
             if not mask.all():
                 self._report_unwritten(alloc, addr, mask, core)
-        if self.events.wants(EventKind.GM_READ, alloc.name):   # `data`: the bytes returned (the HB content check)
-            self.events.emit(EventKind.GM_READ, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
-                             shape=sshape, strides=st, item=item, data=out)
+        if self.events.wants(GmRead, alloc.name):   # `data`: the bytes returned (the HB content check)
+            self.events.emit(GmRead, core, buffer=alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
+                             strides=st, item=item, alloc=alloc, data=out)
         if fp4:
             lowhi = np.empty((*sshape, 2), dtype=np.uint8)
             lowhi[..., 0] = out & 0x0F
@@ -327,9 +327,9 @@ class GlobalMemory:
                 # a write spanning the allocation (a host input written whole): once every byte is written,
                 # reads skip the mask test (the one full test here, on writes of this span only)
                 alloc.fully_written = bool(alloc.written.all())
-        if self.events.wants(EventKind.GM_WRITE, alloc.name):
-            self.events.emit(EventKind.GM_WRITE, core, alloc.name, (lo, hi), alloc=alloc, addr=addr,
-                             shape=sshape, strides=st, item=item, atomic=atomic is not None)
+        if self.events.wants(GmWrite, alloc.name):
+            self.events.emit(GmWrite, core, buffer=alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
+                             strides=st, item=item, alloc=alloc, atomic=atomic is not None)
 
     def _report_atomic_mismatch(self, alloc: Allocation, lo: int, hi: int, atomic: np.dtype, written: np.dtype,
                                 core: str) -> None:

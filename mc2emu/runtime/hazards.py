@@ -18,6 +18,7 @@ from mc2emu.arch.errors import EXIT_HAZARD as EXIT_HAZARD
 from mc2emu.arch.errors import EXIT_MISMATCH as EXIT_MISMATCH
 from mc2emu.arch.errors import ConstraintError as ConstraintError
 from mc2emu.arch.errors import Mc2EmuError as Mc2EmuError
+from mc2emu.runtime.events import HazardReported
 
 
 class Severity(enum.Enum):
@@ -103,9 +104,7 @@ class HazardLog:
         with self._lock:
             self._reports.append(rep)
         if self.events is not None and self.events.active:
-            from mc2emu.runtime.events import EventKind
-
-            self.events.emit(EventKind.HAZARD, core, hazard.value, severity.value, message=message)
+            self.events.emit(HazardReported, core, hazard=hazard, severity=severity, message=message)
         return rep
 
     def take(self) -> list[HazardReport]:

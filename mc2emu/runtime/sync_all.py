@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mc2emu.arch.platform import CoreType, Pipe
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import SyncAllBegin, SyncAllEnd
 from mc2emu.runtime.hazards import Hazard
 from mc2emu.runtime.kernel_type import KernelType
 
@@ -59,7 +59,7 @@ def sync_all_hard(ctx: CoreView, is_aiv_only: bool = True) -> None:
     kt = ctx.launch.kernel_type
     ctx.launch.used_sync_all = True
     if ctx.device.events.active:
-        ctx.device.events.emit(EventKind.SYNC_ALL_BEGIN, ctx.label, "SyncAll", is_aiv_only)
+        ctx.device.events.emit(SyncAllBegin, ctx.label, soft=False, is_aiv_only=is_aiv_only)
     pipe = _SYNC_PIPE[ctx.core_type]
     set_, wait = flags.set_flag, flags.wait_flag
     if is_aiv_only:
@@ -93,7 +93,7 @@ def sync_all_hard(ctx: CoreView, is_aiv_only: bool = True) -> None:
             set_(ctx, 0, pipe, barrier, internal=True)
             wait(ctx, 0, pipe, barrier, internal=True)
     if ctx.device.events.active:
-        ctx.device.events.emit(EventKind.SYNC_ALL_END, ctx.label, "SyncAll", is_aiv_only)
+        ctx.device.events.emit(SyncAllEnd, ctx.label, soft=False, is_aiv_only=is_aiv_only)
 
 
 def sync_all_soft(ctx: CoreView, workspace: GmAddr, participants: int | None = None) -> None:
@@ -104,7 +104,7 @@ def sync_all_soft(ctx: CoreView, workspace: GmAddr, participants: int | None = N
     n = participants if participants is not None else ctx.launch.count(ctx.core_type)
     ctx.launch.used_sync_all = True
     if dev.events.active:
-        dev.events.emit(EventKind.SYNC_ALL_BEGIN, ctx.label, "SyncAll(soft)", n)
+        dev.events.emit(SyncAllBegin, ctx.label, soft=True, participants=n)
     idx = ctx.GetBlockIdx()
     slot_key = (workspace, idx)
     epoch = dev.soft_sync_epochs.get(slot_key, 0) + 1
@@ -119,4 +119,4 @@ def sync_all_soft(ctx: CoreView, workspace: GmAddr, participants: int | None = N
                           setter=f"all {n} {ctx.core_type.value}s",
                           current=lambda: slots.tolist(), poll=True)
     if dev.events.active:
-        dev.events.emit(EventKind.SYNC_ALL_END, ctx.label, "SyncAll(soft)", n)
+        dev.events.emit(SyncAllEnd, ctx.label, soft=True, participants=n)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mc2emu.runtime.events import EventBus, EventKind
+from mc2emu.runtime.events import EventBus, WaitBegin, WaitEnd
 from mc2emu.runtime.hazards import DeadlockError, LaunchAborted
 
 # Default deadline: seconds without any progress anywhere. A legitimate wait at the benchmark sizes
@@ -167,7 +167,7 @@ class Waiter:
         rec = WaitRecord(next(self._ids), self.rank, core, obj, expected, setter, now, current, waits_for)
         self._records[rec.wid] = (rec, bell)
         if self.events.active:
-            self.events.emit(EventKind.WAIT_BEGIN, core, obj, expected, setter=setter)
+            self.events.emit(WaitBegin, core, what=obj, expected=expected, setter=setter)
         progress = self.progress
         seen_local = progress.count
         seen_global: Any = None   # sampled lazily: reading every rank's counter costs MPI calls
@@ -210,7 +210,7 @@ class Waiter:
             self._records.pop(rec.wid, None)
         progress.bump()
         if self.events.active:
-            self.events.emit(EventKind.WAIT_END, core, obj, expected, setter=setter)
+            self.events.emit(WaitEnd, core, what=obj, expected=expected, setter=setter)
 
     def _deadline(self, rec: WaitRecord, limit: float, declared: str | None = None) -> None:
         registry = self.snapshot()

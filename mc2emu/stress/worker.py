@@ -144,7 +144,8 @@ def run_rank(s: Scenario, comm: Any, data_seed: int, notify: Any = None) -> dict
     """Run the scenario on this rank (collective over `comm`); the rank's result record."""
     from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
     from mc2emu.ops.all_to_all_quant_matmul_op import all_to_all_quant_matmul
-    from mc2emu.runtime import EventKind, PerturbPolicy, Severity
+    from mc2emu.runtime import PerturbPolicy, Severity
+    from mc2emu.runtime.events import HazardReported
 
     rank = comm.Get_rank()
     if s.op is StressOp.AG:
@@ -179,8 +180,8 @@ def run_rank(s: Scenario, comm: Any, data_seed: int, notify: Any = None) -> dict
     filed: set[str] = set()   # error hazards as they are filed: a later deadlock drops the HazardError list
 
     def on_event(e: Any) -> None:
-        if e.kind is EventKind.HAZARD and e.value == Severity.ERROR.value:
-            filed.add(e.obj)
+        if isinstance(e, HazardReported) and e.severity is Severity.ERROR:
+            filed.add(e.hazard.value)
 
     rec["t_start"] = time.time()
     c = _call(rec, lambda: op(*args, **kw, faults=plan, perturb=perturb, observers=(on_event,)))

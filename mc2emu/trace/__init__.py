@@ -3,10 +3,10 @@
 from mc2emu.trace.chrome_trace import (
     DEFAULT_KINDS,
     ChromeTraceRecorder,
-    TraceRecord,
+    ScenarioSpan,
     clock_offset_ns,
     merge_traces,
     write_trace,
 )
 
-__all__ = ["DEFAULT_KINDS", "ChromeTraceRecorder", "TraceRecord", "clock_offset_ns", "merge_traces", "write_trace"]
+__all__ = ["DEFAULT_KINDS", "ChromeTraceRecorder", "ScenarioSpan", "clock_offset_ns", "merge_traces", "write_trace"]

@@ -5,11 +5,11 @@ The output opens in Perfetto (ui.perfetto.dev) and chrome://tracing:
   and a "run" track with one span per scenario);
 - complete spans ("X") for kernels, waits, SyncAll, mmads, fixpipes, puts, gets, signals, quiets, barriers
   and HCCL calls; BEGIN/END pairs are paired here (a begin without its end becomes a span to the rank's last
-  event, marked `unfinished`); point events with `dur_ns` or `t0_ns` become spans of that length;
-- flow arrows ("s" -> "f"): flag raise -> the Wait consuming it (same `token`); signal post -> the wait it
-  released; HCCL repeat r -> each core's (r+1)-th Wait on that handle; HCCL put -> the peer's first core
-  returning from that Wait; other puts -> the peer's next TeamBarrier CrossDevice; any `flow_out=<id>` /
-  `flow_in=<id>` pair (global string ids);
+  event, marked `unfinished`); `Span` events with `t0_ns` become spans of that length; args are the typed fields;
+- flow arrows ("s" -> "f"), matched on event classes and typed fields, never on display names: `FlagRaise` ->
+  the `FlagConsume` with its `token`; signal post -> the wait it released; HCCL repeat r -> each core's
+  (r+1)-th Wait on that handle; HCCL put -> the peer's first core returning from that Wait; other puts -> the
+  peer's next TeamBarrier `CrossDevice`;
 - instants ("i") for hazards, perturbation delays, atomic-mode switches, L2 hints and flag Sets.
 Overlapping spans on one track are moved to extra lanes ("AIC0 · 2"): Perfetto requires nested slices.
 
@@ -21,6 +21,7 @@ and `clock_offset_ns()` of every rank to one rank and merge there: stamps are ea
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import math
@@ -30,37 +31,67 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from mc2emu.runtime.events import CROSS_DEVICE_STEP, HCCL_EXECUTED, Event, EventKind
+from mc2emu.runtime.events import (
+    AtomicMode,
+    Barrier,
+    CoreBegin,
+    CoreEnd,
+    CrossDevice,
+    Event,
+    FaultFired,
+    Fixpipe,
+    FlagConsume,
+    FlagRaise,
+    FlagSet,
+    Get,
+    HazardReported,
+    HcclEvent,
+    HcclExecuted,
+    HcclWait,
+    L2Hint,
+    LaunchBegin,
+    LaunchEnd,
+    Mmad,
+    PerturbDelay,
+    Put,
+    Quiet,
+    SetOvertaken,
+    SignalPost,
+    SignalWait,
+    Span,
+    SyncAllBegin,
+    SyncAllEnd,
+    Vector,
+    WaitBegin,
+    WaitEnd,
+)
 
+# BEGIN/END pairs: begin class -> (end class, category).
+PAIRED_KINDS: dict[type[Event], tuple[type[Event], str]] = {
+    WaitBegin: (WaitEnd, "wait"),
+    SyncAllBegin: (SyncAllEnd, "sync"),
+    CoreBegin: (CoreEnd, "kernel"),
+    LaunchBegin: (LaunchEnd, "launch"),
+}
+# Point events that become spans (of their `t0_ns` .. `t_ns`, else zero-length), by category.
+SPAN_KINDS: tuple[tuple[type[Event], str], ...] = (
+    (Mmad, "mmad"),
+    (Vector, "vector"),
+    (Fixpipe, "fixpipe"),
+    (Put, "comm"),
+    (Get, "comm"),
+    (SignalPost, "comm"),
+    (SignalWait, "comm"),
+    (Quiet, "comm"),
+    (Barrier, "sync"),
+    (HcclEvent, "hccl"),
+)
+INSTANT_KINDS = (HazardReported, PerturbDelay, SetOvertaken, FaultFired, AtomicMode, L2Hint, FlagSet)
 # GM reads and writes are one event per DataCopy: too many for a trace and not needed for its spans.
-DEFAULT_KINDS = frozenset(EventKind) - {EventKind.GM_READ, EventKind.GM_WRITE}
-# Point events that become spans (of their `dur_ns` / `t0_ns` length, else zero-length).
-SPAN_KINDS = {
-    EventKind.MMAD: "mmad",
-    EventKind.VECTOR: "vector",
-    EventKind.FIXPIPE: "fixpipe",
-    EventKind.PUT: "comm",
-    EventKind.GET: "comm",
-    EventKind.SIGNAL: "comm",
-    EventKind.QUIET: "comm",
-    EventKind.BARRIER: "sync",
-    EventKind.HCCL: "hccl",
-}
-# BEGIN/END pairs: begin kind -> (end kind, category).
-PAIRED_KINDS = {
-    EventKind.WAIT_BEGIN: (EventKind.WAIT_END, "wait"),
-    EventKind.SYNC_ALL_BEGIN: (EventKind.SYNC_ALL_END, "sync"),
-    EventKind.CORE_BEGIN: (EventKind.CORE_END, "kernel"),
-    EventKind.LAUNCH_BEGIN: (EventKind.LAUNCH_END, "launch"),
-}
-INSTANT_KINDS = frozenset({EventKind.HAZARD, EventKind.PERTURB, EventKind.ATOMIC_MODE, EventKind.L2_HINT,
-                           EventKind.FLAG_SET})
-# HCCL events carry `handle` (int) and as value the server's HCCL_EXECUTED or the client's HcclCall (by name);
-# apace TeamBarrier's CrossDevice carries `step` = CROSS_DEVICE_STEP. Flows match on these typed fields and
-# the event kind, never on display names.
-HCCL_WAIT = "WAIT"  # HcclCall.WAIT by name (mc2emu.comm imports MPI; the trace writer does not)
+DEFAULT_KINDS: tuple[type[Event], ...] = (*PAIRED_KINDS, *(end for end, _ in PAIRED_KINDS.values()),
+                                          *(k for k, _ in SPAN_KINDS), *INSTANT_KINDS, FlagRaise, FlagConsume)
 # A flag raise / consume is a point in time; the flow arrow needs a slice to attach to, so each gets a
 # slice this long (short enough not to hide the spans around it).
 FLOW_SLICE_NS = 200
@@ -74,49 +105,46 @@ _OTHER_TID_BASE = 5_000
 # Values nested deeper or longer than this are summarized in args.
 _MAX_ARG_ITEMS = 16
 _MAX_ARG_STR = 200
+# Event fields never shown in args (live device state, the header).
+_HIDDEN_FIELDS = frozenset({"rank", "core", "t_ns", "seq", "alloc", "data"})
 
 
 # -- recording ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TraceRecord:
-    """A JSON-safe, picklable copy of one `Event` (what ranks send to the merging rank)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScenarioSpan(Span):
+    """A span of the caller's own (e.g. one per scenario) on `track` (`core`): never published on a bus."""
 
-    kind: str
-    rank: int
-    core: str
-    t_ns: int
-    seq: int
-    obj: str = ""
-    value: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    kind: ClassVar[str] = "span"
+    name: str
+    args: Mapping[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def of(cls, e: Event) -> TraceRecord:
-        return cls(e.kind.value, e.rank, e.core, e.t_ns, e.seq, str(e.obj), jsonable(e.value),
-                   {str(k): jsonable(v) for k, v in e.extra.items()})
+    @property
+    def subject(self) -> str:
+        return self.name
 
 
 class ChromeTraceRecorder:
     """EventBus observer keeping the events of `kinds` (thread-safe: list appends under the GIL).
 
-    `events` holds the raw `Event`s (for in-process consumers such as statistics); `records()` converts
-    them to JSON-safe `TraceRecord`s. `span()` adds a span of the caller's own (e.g. one per scenario)."""
+    `events` holds the raw `Event`s (for in-process consumers such as statistics); `records()` returns
+    them without references to live device state (picklable, to send to the merging rank). `span()` adds a
+    span of the caller's own (e.g. one per scenario)."""
 
-    def __init__(self, kinds: Iterable[EventKind] = DEFAULT_KINDS) -> None:
-        self.kinds = frozenset(kinds)
+    def __init__(self, kinds: Iterable[type[Event]] = DEFAULT_KINDS) -> None:
+        self.kinds = tuple(kinds)
         self.events: list[Event] = []
-        self._extra: list[TraceRecord] = []
+        self._extra: list[ScenarioSpan] = []
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
-        if event.kind in self.kinds:
+        if isinstance(event, self.kinds):
             self.events.append(event)
 
     def span(self, rank: int, name: str, t0_ns: int, t1_ns: int, *, track: str = RUN_TRACK,
              **args: Any) -> None:
         """Record a span [t0_ns, t1_ns] (perf_counter_ns) named `name` on `track` of `rank`."""
-        rec = TraceRecord("span", rank, track, t1_ns, 0, name, None,
-                          {"dur_ns": max(0, t1_ns - t0_ns), **{k: jsonable(v) for k, v in args.items()}})
+        rec = ScenarioSpan(rank, track, t1_ns, 0, t0_ns=min(t0_ns, t1_ns), name=name,
+                           args={k: jsonable(v) for k, v in args.items()})
         with self._lock:
             self._extra.append(rec)
 
@@ -125,10 +153,10 @@ class ChromeTraceRecorder:
             self.events = []
             self._extra = []
 
-    def records(self) -> list[TraceRecord]:
+    def records(self) -> list[Event]:
         with self._lock:
             extra = list(self._extra)
-        return [TraceRecord.of(e) for e in list(self.events)] + extra
+        return [e.portable() for e in list(self.events)] + extra
 
 
 def clock_offset_ns() -> int:
@@ -144,6 +172,8 @@ def jsonable(v: Any, depth: int = 0) -> Any:
         return v if math.isfinite(v) else str(v)
     if isinstance(v, enum.Enum):
         return v.name
+    if dataclasses.is_dataclass(v) and not isinstance(v, type) and depth < 2:
+        return {f.name: jsonable(getattr(v, f.name), depth + 1) for f in dataclasses.fields(v)}
     item = getattr(v, "item", None)
     if callable(item) and getattr(v, "ndim", None) == 0:
         return jsonable(item(), depth + 1)
@@ -156,21 +186,15 @@ def jsonable(v: Any, depth: int = 0) -> Any:
     return text if len(text) <= _MAX_ARG_STR else text[:_MAX_ARG_STR] + "..."
 
 
-def event_duration_ns(extra: Mapping[str, Any], t_ns: int) -> int:
-    """Duration of a point event: `extra["dur_ns"]`, or `t_ns - extra["t0_ns"]`, else 0."""
-    dur = extra.get("dur_ns")
-    if isinstance(dur, (int, float)) and dur > 0:
-        return int(dur)
-    t0 = extra.get("t0_ns")
-    if isinstance(t0, (int, float)) and 0 < t0 <= t_ns:
-        return int(t_ns - t0)
-    return 0
+def duration_ns(e: Event) -> int:
+    """Duration of a point event: a span event's `t_ns - t0_ns` (when recorded), else 0."""
+    return e.duration_ns if isinstance(e, Span) else 0
 
 
 # -- merging --------------------------------------------------------------------------------------------------
 @dataclass
 class _Span:
-    """One slice. `name` is for display only; flows match on `kind`, `obj` and typed `args`."""
+    """One slice. `name` is for display only; flows match on the typed `event`."""
 
     rank: int
     track: str
@@ -182,114 +206,98 @@ class _Span:
     flows_out: list[str] = field(default_factory=list)
     flows_in: list[str] = field(default_factory=list)
     tid: int = 0
-    kind: EventKind | None = None
-    obj: str = ""
+    event: Event | None = None
 
 
-def _kind(rec: TraceRecord) -> EventKind | None:
-    try:
-        return EventKind(rec.kind)
-    except ValueError:
-        return None
-
-
-def _args(rec: TraceRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {"seq": rec.seq}
-    if rec.value is not None:
-        out["value"] = rec.value
-    out.update(rec.extra)
+def _args(e: Event) -> dict[str, Any]:
+    """The event's fields as JSON-safe trace args (and its `seq`)."""
+    out: dict[str, Any] = {"seq": e.seq}
+    for f in dataclasses.fields(e):
+        if f.name not in _HIDDEN_FIELDS:
+            out[f.name] = jsonable(getattr(e, f.name))
     return out
 
 
-def _role(rec: TraceRecord) -> str:
-    return str(rec.extra.get("role", "")).upper()
+def _span_cat(e: Event) -> str | None:
+    return next((cat for cls, cat in SPAN_KINDS if isinstance(e, cls)), None)
 
 
-def _rank_spans(rank: int, recs: Sequence[TraceRecord]) -> tuple[list[_Span], list[dict[str, Any]]]:
+def _span_name(e: Event) -> str:
+    if isinstance(e, SignalPost):
+        return f"signal post {e.subject}"
+    if isinstance(e, SignalWait):
+        return f"signal wait {e.subject}"
+    if isinstance(e, HcclEvent):
+        return f"hccl {e.call} {e.subject}"
+    return f"{e.kind} {e.subject}".strip()
+
+
+def _rank_spans(rank: int, recs: Sequence[Event]) -> tuple[list[_Span], list[dict[str, Any]]]:
     """Spans and instants of one rank; times in this rank's perf_counter ns."""
     spans: list[_Span] = []
     instants: list[dict[str, Any]] = []
-    open_: dict[tuple[EventKind, str, str], list[TraceRecord]] = defaultdict(list)
+    open_: dict[tuple[type[Event], str, str], list[Event]] = defaultdict(list)
     ends = {end: begin for begin, (end, _) in PAIRED_KINDS.items()}
     last_t = max((r.t_ns for r in recs), default=0)
-    for rec in sorted(recs, key=lambda r: (r.t_ns, r.seq)):
-        kind = _kind(rec)
+    for e in sorted(recs, key=lambda r: (r.t_ns, r.seq)):
+        cls = type(e)
         span: _Span | None = None
-        if rec.kind == "span":
-            dur = event_duration_ns(rec.extra, rec.t_ns)
-            args = {k: v for k, v in rec.extra.items() if k != "dur_ns"}
-            span = _Span(rank, rec.core, rec.obj, "scenario", rec.t_ns - dur, rec.t_ns, args)
-        elif kind in PAIRED_KINDS:
-            open_[(kind, rec.core, rec.obj)].append(rec)
-        elif kind in ends:
-            stack = open_.get((ends[kind], rec.core, rec.obj))
+        if isinstance(e, ScenarioSpan):
+            span = _Span(rank, e.core, e.name, "scenario", e.t_ns - e.duration_ns, e.t_ns, dict(e.args))
+        elif cls in PAIRED_KINDS:
+            open_[(cls, e.core, e.subject)].append(e)
+        elif cls in ends:
+            stack = open_.get((ends[cls], e.core, e.subject))
             if stack:
                 begin = stack.pop()
-                _, cat = PAIRED_KINDS[ends[kind]]
-                span = _Span(rank, rec.core, _paired_name(ends[kind], begin), cat, begin.t_ns, rec.t_ns,
-                             _args(begin), kind=ends[kind], obj=begin.obj)
-        elif kind in SPAN_KINDS:
-            dur = event_duration_ns(rec.extra, rec.t_ns)
-            if kind is EventKind.SIGNAL:
-                name = f"signal {_role(rec).lower() or 'op'} {rec.obj}"
-            elif kind is EventKind.HCCL:
-                name = f"hccl {rec.value} {rec.obj}"
-            else:
-                name = f"{kind.value} {rec.obj}".strip()
-            span = _Span(rank, rec.core, name, SPAN_KINDS[kind], rec.t_ns - dur, rec.t_ns, _args(rec), kind=kind,
-                         obj=rec.obj)
-        elif kind is EventKind.FLAG_RAISE:
-            token = rec.extra.get("token")
-            consumed = bool(rec.extra.get("consumed"))
-            span = _Span(rank, rec.core, f"{'consume' if consumed else 'raise'} {rec.obj}", "flag", rec.t_ns,
-                         rec.t_ns + FLOW_SLICE_NS, _args(rec))
-            if token is not None:
-                (span.flows_in if consumed else span.flows_out).append(f"flag:{rank}:{token}")
-        elif kind in INSTANT_KINDS:
-            instants.append({"name": f"{kind.value} {rec.obj}".strip(), "cat": kind.value, "ph": "i",
-                             "s": "t", "rank": rank, "track": rec.core, "t": rec.t_ns, "args": _args(rec)})
+                _, cat = PAIRED_KINDS[ends[cls]]
+                span = _Span(rank, e.core, _paired_name(begin), cat, begin.t_ns, e.t_ns, _args(begin), event=begin)
+        elif isinstance(e, FlagRaise | FlagConsume):
+            consumed = isinstance(e, FlagConsume)
+            span = _Span(rank, e.core, f"{'consume' if consumed else 'raise'} {e.subject}", "flag", e.t_ns,
+                         e.t_ns + FLOW_SLICE_NS, _args(e))
+            if e.token is not None:
+                (span.flows_in if consumed else span.flows_out).append(f"flag:{rank}:{e.token}")
+        elif (span_cat := _span_cat(e)) is not None:
+            dur = duration_ns(e)
+            span = _Span(rank, e.core, _span_name(e), span_cat, e.t_ns - dur, e.t_ns, _args(e), event=e)
+        elif isinstance(e, INSTANT_KINDS):
+            instants.append({"name": f"{e.kind} {e.subject}".strip(), "cat": e.kind, "ph": "i",
+                             "s": "t", "rank": rank, "track": e.core, "t": e.t_ns, "args": _args(e)})
         if span is not None:
-            if rec.extra.get("flow_out") is not None:
-                span.flows_out.append(f"x:{rec.extra['flow_out']}")
-            if rec.extra.get("flow_in") is not None:
-                span.flows_in.append(f"x:{rec.extra['flow_in']}")
             spans.append(span)
-    for (kind, core, _obj), stack in open_.items():
-        _, cat = PAIRED_KINDS[kind]
+    for (cls, core, _subject), stack in open_.items():
+        _, cat = PAIRED_KINDS[cls]
         for begin in stack:
             args = {**_args(begin), "unfinished": True}
-            spans.append(_Span(rank, core, _paired_name(kind, begin), cat, begin.t_ns, max(last_t, begin.t_ns),
-                               args))
+            spans.append(_Span(rank, core, _paired_name(begin), cat, begin.t_ns, max(last_t, begin.t_ns), args))
     return spans, instants
 
 
-def _paired_name(kind: EventKind, begin: TraceRecord) -> str:
-    if kind is EventKind.WAIT_BEGIN:
-        return f"wait {begin.obj}"
-    if kind is EventKind.CORE_BEGIN:
-        return f"kernel {begin.obj}"
-    if kind is EventKind.LAUNCH_BEGIN:
-        return f"launch {begin.obj}"
-    return begin.obj or kind.value
+def _paired_name(begin: Event) -> str:
+    if isinstance(begin, WaitBegin):
+        return f"wait {begin.subject}"
+    if isinstance(begin, CoreBegin):
+        return f"kernel {begin.subject}"
+    if isinstance(begin, LaunchBegin):
+        return f"launch {begin.subject}"
+    return begin.subject or begin.kind
 
 
 def _signal_flows(spans: list[_Span], offsets: Mapping[int, int]) -> None:
     """Link each signal wait to the latest post to the same (rank, window, offset) before it returned."""
-    posts: dict[tuple[Any, Any, Any], list[tuple[int, _Span]]] = defaultdict(list)
-    waits: list[tuple[int, _Span]] = []
+    posts: dict[tuple[int, str, int], list[tuple[int, _Span]]] = defaultdict(list)
+    waits: list[tuple[int, _Span, SignalWait]] = []
     for s in spans:
-        if s.kind is not EventKind.SIGNAL:
-            continue
-        role = str(s.args.get("role", "")).upper()
-        if role == "POST":
-            posts[(s.args.get("pe"), s.args.get("window"), s.args.get("offset"))].append(
-                (s.t1 + offsets.get(s.rank, 0), s))
-        elif role == "WAIT":
-            waits.append((s.t1 + offsets.get(s.rank, 0), s))
+        e = s.event
+        if isinstance(e, SignalPost):
+            posts[(e.pe, e.window, e.offset)].append((s.t1 + offsets.get(s.rank, 0), s))
+        elif isinstance(e, SignalWait):
+            waits.append((s.t1 + offsets.get(s.rank, 0), s, e))
     for lst in posts.values():
         lst.sort(key=lambda p: p[0])
-    for n, (t, w) in enumerate(waits):
-        cands = posts.get((w.rank, w.args.get("window"), w.args.get("offset")), [])
+    for n, (t, w, we) in enumerate(waits):
+        cands = posts.get((w.rank, we.window, we.offset), [])
         best = None
         for tp, p in cands:
             if tp > t:
@@ -303,17 +311,14 @@ def _signal_flows(spans: list[_Span], offsets: Mapping[int, int]) -> None:
 
 def _hccl_flows(spans: list[_Span]) -> None:
     """Per rank and handle, link the server's execution of repeat r to each core's (r+1)-th Wait on it."""
-    executed: dict[tuple[int, Any], dict[Any, _Span]] = defaultdict(dict)
-    waits: dict[tuple[int, str, Any], list[_Span]] = defaultdict(list)
+    executed: dict[tuple[int, int], dict[int, _Span]] = defaultdict(dict)
+    waits: dict[tuple[int, str, int], list[_Span]] = defaultdict(list)
     for s in spans:
-        if s.kind is not EventKind.HCCL:
-            continue
-        handle = s.args.get("handle")
-        what = s.args.get("value")
-        if what == HCCL_EXECUTED:
-            executed[(s.rank, handle)][s.args.get("repeat")] = s
-        elif what == HCCL_WAIT:
-            waits[(s.rank, s.track, handle)].append(s)
+        e = s.event
+        if isinstance(e, HcclExecuted):
+            executed[(s.rank, e.handle)][e.repeat] = s
+        elif isinstance(e, HcclWait):
+            waits[(s.rank, s.track, e.handle)].append(s)
     for (rank, _track, handle), lst in waits.items():
         done = executed.get((rank, handle), {})
         for r, w in enumerate(sorted(lst, key=lambda w: w.t1)):
@@ -329,29 +334,30 @@ def _put_flows(spans: list[_Span], offsets: Mapping[int, int]) -> None:
     target rank's first core to return from its (repeat+1)-th Wait on that handle; any other put to the
     first TeamBarrier CrossDevice on the target rank that ends after it (what orders it before the
     consumer there)."""
-    waits: dict[tuple[int, Any], dict[str, list[_Span]]] = defaultdict(lambda: defaultdict(list))
+    waits: dict[tuple[int, int], dict[str, list[_Span]]] = defaultdict(lambda: defaultdict(list))
     barriers: dict[int, list[tuple[int, _Span]]] = defaultdict(list)
     for s in spans:
-        if s.kind is EventKind.HCCL and s.args.get("value") == HCCL_WAIT:
-            waits[(s.rank, s.args.get("handle"))][s.track].append(s)
-        elif s.kind is EventKind.BARRIER and s.args.get("step") == CROSS_DEVICE_STEP:
+        e = s.event
+        if isinstance(e, HcclWait):
+            waits[(s.rank, e.handle)][s.track].append(s)
+        elif isinstance(e, CrossDevice):
             barriers[s.rank].append((s.t1 + offsets.get(s.rank, 0), s))
     for lst in barriers.values():
         lst.sort(key=lambda b: b[0])
     n = 0
     for s in spans:
-        pe = s.args.get("pe")
-        if s.kind is not EventKind.PUT or not isinstance(pe, int) or pe == s.rank:
+        e = s.event
+        if not isinstance(e, Put) or e.pe == s.rank:
             continue
         t = s.t1 + offsets.get(s.rank, 0)
         target: _Span | None = None
-        if s.args.get("handle") is not None and isinstance(s.args.get("repeat"), int):
-            r = s.args["repeat"]
-            per_core = waits.get((pe, s.args["handle"]), {})
+        if e.handle is not None and e.repeat is not None:
+            r = e.repeat
+            per_core = waits.get((e.pe, e.handle), {})
             cands = [sorted(lst, key=lambda w: w.t1)[r] for lst in per_core.values() if len(lst) > r]
             target = min(cands, key=lambda w: w.t1, default=None)
         else:
-            target = next((b for tb, b in barriers.get(pe, []) if tb >= t), None)
+            target = next((b for tb, b in barriers.get(e.pe, []) if tb >= t), None)
         if target is not None:
             n += 1
             fid = f"put:{n}"
@@ -393,7 +399,7 @@ def _us(t_ns: int, origin: int) -> float:
     return round((t_ns - origin) / 1000.0, 3)
 
 
-def merge_traces(per_rank: Mapping[int, Sequence[TraceRecord]], clock_offsets_ns: Mapping[int, int] | None = None,
+def merge_traces(per_rank: Mapping[int, Sequence[Event]], clock_offsets_ns: Mapping[int, int] | None = None,
                  metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One Chrome Trace (a JSON-ready dict) from the records of every rank.
 

@@ -32,7 +32,7 @@ from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE
 from mc2emu.blaze.tensor_api.copy import CopyL0C2GM, FixpipeParams
 from mc2emu.numerics.constants import ALIGN_64_BYTES_SHIFT, MXFP_MULTI_BASE_SIZE
 from mc2emu.numerics.int_math import Align64
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import Fixpipe
 from mc2emu.runtime.hazards import ConstraintError, KernelError
 
 if TYPE_CHECKING:
@@ -106,6 +106,6 @@ class QmmMxBlockMmadFragment(BlockMmadMx):
         t0 = time.perf_counter_ns()
         FragmentSliceCopy(CopyL0C2GM(self.ctx).with_(FixpipeParams(FINAL_ACCUMULATION)), tensorL0C, gmC,
                           isScatter=True)
-        self.ctx.emit(EventKind.FIXPIPE, gmC.name or "C", (*gmC.origin, curM, curN), l0cOffset=l0cOffset,
+        self.ctx.emit(Fixpipe, tensor=gmC.name or "C", origin=gmC.origin, m=curM, n=curN, l0cOffset=l0cOffset,
                       dtype=str(self.T.CType), atomic=self.ctx.atomic_dtype is not None,
                       unitFlag=FINAL_ACCUMULATION, t0_ns=t0)

@@ -28,7 +28,7 @@ from mc2emu.numerics.constants import FP4_PER_BYTE
 from mc2emu.numerics.formats import FP4_STORAGE_DTYPE as FP4_STORAGE_DTYPE
 from mc2emu.numerics.formats import gm_storage_dtype
 from mc2emu.runtime.decode_cache import read_stamp
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import L2Hint
 from mc2emu.runtime.gm import GmAddr
 
 if TYPE_CHECKING:
@@ -173,8 +173,8 @@ class GmTensor:
 
     def SetL2CacheHint(self, ctx: CoreContext, mode: CacheMode) -> None:
         """Record an L2 cache hint for this tensor (a pure decision: an L2_HINT event)."""
-        ctx.emit(EventKind.L2_HINT, self.name or self.ptr.addr.alloc.name, mode.name,
-                 addr=self.ptr.addr, shape=self.layout.shape)
+        ctx.emit(L2Hint, tensor=self.name or self.ptr.addr.alloc.name, mode=mode.name, offset=self.ptr.addr.offset,
+                 shape=self.layout.shape)
 
 
 class L1Tensor:

@@ -53,7 +53,7 @@ from mc2emu.numerics.constants import (
 )
 from mc2emu.numerics.int_math import Align, Align16, Align64, CeilDiv
 from mc2emu.runtime.compute_slots import holds_compute_slot
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import Fixpipe, Mmad, TileTask
 from mc2emu.runtime.hazards import CapacityError, ConstraintError, KernelError
 from mc2emu.runtime.local_memory import Position
 
@@ -204,7 +204,7 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
         self._step: np.ndarray | None = None
         # Emulator instrumentation, not a source member: what the kernel knows of the tile (e.g. the
         # GroupedMatmul group and scheduler round), added to the FIXPIPE event of its write-out (trace, tests).
-        self.traceTile: dict[str, int] = {}
+        self.traceTile: TileTask | None = None
 
     # -- Init ------------------------------------------------------------------------------------------------
     def Init(self, problemShape: Any, l0TileShape: Any, l1Params: L1Params, isBias: bool, dbL0C: bool,
@@ -336,9 +336,9 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
         t0 = time.perf_counter_ns()
         out = fixpipe_cast(tensorL0C, self._fixpipeOut)
         gmC.store(self.ctx, out)
-        self.ctx.emit(EventKind.FIXPIPE, gmC.name or gmC.addr.alloc.name, (*gmC.origin, curM, curN),
+        self.ctx.emit(Fixpipe, tensor=gmC.name or gmC.addr.alloc.name, origin=gmC.origin, m=curM, n=curN,
                       l0cOffset=l0cOffset, dtype=str(self.T.CType), atomic=self.ctx.atomic_dtype is not None,
-                      unitFlag=FINAL_ACCUMULATION, t0_ns=t0, **self.traceTile)
+                      unitFlag=FINAL_ACCUMULATION, t0_ns=t0, task=self.traceTile)
 
     def GetL1BufferId(self, loopCnt: int) -> int:
         # Three-buffer mode is not power-of-two, so bitmask wrapping would skip buffer 1.
@@ -469,8 +469,8 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
                 step = self._step = np.empty((curM, curN), dtype=np.float32)
             np.matmul(tensorAL0, tensorBL0, out=step)
             tensorL0C += step
-        if ctx.device.events.wants(EventKind.MMAD):
-            ctx.emit(EventKind.MMAD, "mmad", (curM, curN, Align64(curKL0)), tile=gmC.origin, l0=l0PingPongId,
+        if ctx.device.events.wants(Mmad):
+            ctx.emit(Mmad, m=curM, n=curN, k=Align64(curKL0), tile=gmC.origin, l0=l0PingPongId,
                      aType=self.T.AType.value,
                      unitFlag=FINAL_ACCUMULATION if isFinalAccumulation else NON_FINAL_ACCUMULATION,
                      cmatrixInitVal=initCMatrix, bias=needBias, t0_ns=t0)

@@ -36,7 +36,7 @@ from mc2emu.blaze.gemm.common_utils import (
 )
 from mc2emu.numerics.int_math import Align, CeilDiv
 from mc2emu.numerics.mx_matmul import fixpipe_cast
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import Fixpipe, Mmad
 
 if TYPE_CHECKING:
     from mc2emu.blaze.gemm.block.weight_quant_matmul_l1 import WeightQuantL1
@@ -165,7 +165,7 @@ class WeightQuantMatmulBlockMmad:
                     tensorL0C += bias[None, :]
             else:
                 tensorL0C += a @ b
-        ctx.emit(EventKind.MMAD, "mmad", (tensorL0C.shape[0], tensorL0C.shape[1], a.shape[1]), tile=gmC.origin,
+        ctx.emit(Mmad, m=tensorL0C.shape[0], n=tensorL0C.shape[1], k=a.shape[1], tile=gmC.origin,
                  l0=l0BufId, aType=self.AType.name, unitFlag=FINAL_ACCUMULATION if final else NON_FINAL_ACCUMULATION,
                  cmatrixInitVal=init, bias=bias is not None, t0_ns=t0)
 
@@ -175,8 +175,8 @@ class WeightQuantMatmulBlockMmad:
         ctx.checkpoint("mmad")
         t0 = time.perf_counter_ns()
         gmC.store(ctx, fixpipe_cast(tensorL0C, self.CType))
-        ctx.emit(EventKind.FIXPIPE, gmC.name or gmC.addr.alloc.name, (*gmC.origin, curM, curN), l0cOffset=l0cOffset,
-                 dtype=str(self.CType), atomic=False, unitFlag=FINAL_ACCUMULATION, t0_ns=t0)
+        ctx.emit(Fixpipe, tensor=gmC.name or gmC.addr.alloc.name, origin=gmC.origin, m=curM, n=curN,
+                 l0cOffset=l0cOffset, dtype=str(self.CType), atomic=False, unitFlag=FINAL_ACCUMULATION, t0_ns=t0)
 
     def Destroy(self) -> Any:
         """`~BlockMmad()`: WaitFlag<MTE1_MTE2>(0, 1), <M_MTE1>(0, 1), <FIX_M>(0, 1); no cross-core wait."""

@@ -42,6 +42,7 @@ from mc2emu.blaze.tensor_api.tensor import CacheMode, GmTensor, MakeMemPtr, Make
 from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
 from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.runtime.events import TileTask
 from mc2emu.runtime.hazards import KernelError
 
 if TYPE_CHECKING:
@@ -226,8 +227,7 @@ class KernelQGmmMxRun(KernelQGmmMx):
         gY = self._at(self.yGlobal_, (mOff, nOff), (singleCoreM, singleCoreN), o[IDX_C_OFFSET])
         self.ctx.checkpoint("mmad")
         # the trace's answer to "which core ran which group's tile, in which round" (instrumentation)
-        self.mmadOp_.traceTile = {"group": task.group, "round": task.roundIdx, "mTileIdx": task.mTileIdx,
-                                  "nTileIdx": task.nTileIdx}
+        self.mmadOp_.traceTile = TileTask(task.group, task.roundIdx, task.mTileIdx, task.nTileIdx)
         self.mmadOp_(gA, gB, gSA, gSB, gBias, gY, (singleCoreM, singleCoreN, k))
 
     def Destroy(self) -> None:

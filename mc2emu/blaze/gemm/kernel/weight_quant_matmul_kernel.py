@@ -51,7 +51,7 @@ from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, MakeFrameLayout, NDEx
 from mc2emu.blaze.tensor_api.tensor import GmTensor, MakeTensor
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.numerics.weight_dequant import DequantDtype, WeightDtype, channel_dequant_table, dequant_by_table
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import Vector
 from mc2emu.runtime.hazards import CapacityError, Hazard, Severity
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ class WeightQuantMatmulPrologue:
             self.vfKey_[ubBufId] = key
         bOut = self._to_ub(self.bOutUb_[ubBufId], dequant_by_table(bIn, table, self.DequantBType,
                                                                    trans_b=self.transB))
-        ctx.emit(EventKind.VECTOR, "dequant", (kUbLen, nUbLen), ubBufId=ubBufId, t0_ns=t0)
+        ctx.emit(Vector, stage="dequant", k=kUbLen, n=nUbLen, ubBufId=ubBufId, t0_ns=t0)
         return bOut
 
     # ============ Stage 3: UB -> L1 ============
@@ -235,7 +235,7 @@ class WeightQuantMatmulPrologue:
             store_zn_rows_major(zn_view(self.l1, offset, dt, curKL1, curN, f"B{ubBufId}"), subBlockIdx * nHalf, bOut)
         else:
             store_nz(nz_view(self.l1, offset, dt, curKL1, curN, f"B{ubBufId}"), subBlockIdx * kHalf, bOut)
-        ctx.emit(EventKind.VECTOR, "ub2l1", (kUbLen, nUbLen), ubBufId=ubBufId, t0_ns=t0)
+        ctx.emit(Vector, stage="ub2l1", k=kUbLen, n=nUbLen, ubBufId=ubBufId, t0_ns=t0)
 
     def StoreUB2GM(self, kSubOffset: int, nSubOffset: int, kUbLen: int, nUbLen: int, bOut: np.ndarray) -> None:
         """DEQUANT_ONLY: bOut to the B_dequant workspace (MTE3), in the weight's layout."""
