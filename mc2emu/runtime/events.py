@@ -22,7 +22,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar, cast
 
 if TYPE_CHECKING:
@@ -218,13 +218,15 @@ class AtomicMode(Event):
 
 
 # -- GM accesses -------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class GmAccess(Event):
     """One DataCopy of GM buffer `buffer` (its allocation name; windows "win:<name>"): bytes [lo, hi) of the
     allocation, the access geometry (`offset`, storage `shape`, byte `strides`, `item` bytes per element).
-    `alloc` is the live allocation (dropped by `portable`)."""
+    `alloc` is the live allocation (dropped by `portable`). `buffer` is the one positional field: the bus
+    filters GM accesses by its prefix before building the event."""
 
     buffer: str
+    _: KW_ONLY
     lo: int
     hi: int
     offset: int
@@ -669,21 +671,21 @@ class EventBus:
 
     def emit(self, cls: Callable[Concatenate[int, str, int, int, P], Event], core: str, /,
              *args: P.args, **fields: P.kwargs) -> None:
-        """Publish `cls(rank, core, now, seq, **fields)` to its observers (built only if one takes it)."""
+        """Publish `cls(rank, core, now, seq, *args, **fields)` to its observers (built only if one takes it).
+        Fields go by keyword, except a GM access's `buffer` (positional: the prefix filter reads it)."""
         kind = cast("type[Event]", cls)
         entry = self._by_kind.get(kind) or self._entry(kind)
         obs = entry[0]
         if not obs:
             return
+        if entry[2]:   # some observer reads only the GM accesses of some buffers (`args[0]`: the buffer)
+            buffer = cast(str, args[0])
+            obs = tuple((o, p) for o, p in obs if p is None or buffer.startswith(p))
+            if not obs:
+                return
         event = cls(self.rank, core, time.perf_counter_ns(), next(self._seq), *args, **fields)
-        if entry[1] and not entry[2]:
-            for observer, _ in obs:
-                observer(event)
-            return
-        buffer = cast("GmAccess", event).buffer
-        for observer, prefix in obs:
-            if prefix is None or buffer.startswith(prefix):
-                observer(event)
+        for observer, _ in obs:
+            observer(event)
 
 
 class EventRecorder:

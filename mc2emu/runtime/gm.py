@@ -279,7 +279,7 @@ class GlobalMemory:
             if not mask.all():
                 self._report_unwritten(alloc, addr, mask, core)
         if self.events.wants(GmRead, alloc.name):   # `data`: the bytes returned (the HB content check)
-            self.events.emit(GmRead, core, buffer=alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
+            self.events.emit(GmRead, core, alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
                              strides=st, item=item, alloc=alloc, data=out)
         if fp4:
             lowhi = np.empty((*sshape, 2), dtype=np.uint8)
@@ -328,7 +328,7 @@ class GlobalMemory:
                 # reads skip the mask test (the one full test here, on writes of this span only)
                 alloc.fully_written = bool(alloc.written.all())
         if self.events.wants(GmWrite, alloc.name):
-            self.events.emit(GmWrite, core, buffer=alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
+            self.events.emit(GmWrite, core, alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
                              strides=st, item=item, alloc=alloc, atomic=atomic is not None)
 
     def _report_atomic_mismatch(self, alloc: Allocation, lo: int, hi: int, atomic: np.dtype, written: np.dtype,

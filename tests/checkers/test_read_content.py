@@ -3,21 +3,18 @@ one place that returned the same bytes share one record, different bytes never d
 a read inside a put through a strided view, and a read that a put covers only in part byte by byte, with the
 same verdict as the plain per-byte model (serial: no MPI)."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
 from mc2emu.check.happens_before import ReadContent, _ReadContents
-from mc2emu.runtime.events import Event, EventKind
+from mc2emu.runtime.events import GmRead
 
 ROW, COLS, ROWS = 64, 16, 4   # a (4, 16) uint8 read out of rows of 64 bytes
 
 
 def read_event(offset, data, strides=(ROW, 1)):
-    addr = SimpleNamespace(offset=offset)
-    return Event(EventKind.GM_READ, 0, "AIC0", 0, 0, "win:w", (offset, offset + 1),
-                 {"data": data, "addr": addr, "shape": data.shape, "strides": strides, "item": 1})
+    return GmRead(0, "AIC0", 0, 0, "win:w", lo=offset, hi=offset + 1, offset=offset, shape=data.shape,
+                  strides=strides, item=1, data=data)
 
 
 def model(buf, offset, data, plo, phi):

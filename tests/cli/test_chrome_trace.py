@@ -3,27 +3,66 @@
 import enum
 import json
 import pickle
+import threading
 
 import numpy as np
 import pytest
 from trace_check import check_chrome_trace
 
-from mc2emu.runtime import Device, Event, EventKind, Pipe
-from mc2emu.trace import ChromeTraceRecorder, TraceRecord, merge_traces, write_trace
+from mc2emu.runtime import Device, Hazard, Pipe, Severity
+from mc2emu.runtime.events import (
+    CrossCore,
+    CrossDevice,
+    Fixpipe,
+    FlagConsume,
+    FlagRaise,
+    FlagSet,
+    GmRead,
+    HazardReported,
+    HcclCommit,
+    HcclExecuted,
+    HcclWait,
+    Mmad,
+    Put,
+    SignalPost,
+    SignalWait,
+    SyncAllEnd,
+    WaitBegin,
+    WaitEnd,
+)
+from mc2emu.trace import DEFAULT_KINDS, ChromeTraceRecorder, merge_traces, write_trace
 from mc2emu.trace.chrome_trace import LANE_TID_STRIDE, jsonable, track_tid
 
 
-class _Role(enum.Enum):
+class _Op(enum.Enum):
+    SET = "set"
     POST = "post"
-    WAIT = "wait"
 
 
-def ev(kind, t_ns, core="AIC0", obj="", value=None, rank=0, seq=0, **extra):
-    return Event(kind, rank, core, t_ns, seq, obj, value, extra)
+def ev(cls, t_ns, core="AIC0", rank=0, seq=0, *args, **fields):
+    return cls(rank, core, t_ns, seq, *args, **fields)
+
+
+def wait(cls, t_ns, what, core="AIC0"):
+    return ev(cls, t_ns, core, what=what, expected="", setter="")
+
+
+def mmad(t_ns, core="AIC0", rank=0, t0_ns=0):
+    return ev(Mmad, t_ns, core, rank, m=16, n=16, k=64, tile=(0, 0), l0=0, aType="e4m3", unitFlag=3,
+              cmatrixInitVal=True, bias=False, t0_ns=t0_ns)
+
+
+def put(t_ns, core, rank, pe, window="win", t0_ns=0, **server):
+    return ev(Put, t_ns, core, rank, window=window, offset=0, nbytes=64, src_rank=rank, pe=pe, op_seq=0,
+              t0_ns=t0_ns, **server)
+
+
+def hccl_wait(t_ns, core, handle, rank=0):
+    return ev(HcclWait, t_ns, core, rank, handle=handle, rc=0)
 
 
 def recs(*events):
-    return [TraceRecord.of(e) for e in events]
+    return list(events)
 
 
 def spans_named(trace, prefix):
@@ -31,8 +70,7 @@ def spans_named(trace, prefix):
 
 
 def test_wait_pairs_become_spans_with_durations():
-    trace = merge_traces({0: recs(ev(EventKind.WAIT_BEGIN, 1_000, obj="flag3"),
-                                  ev(EventKind.WAIT_END, 6_000, obj="flag3"))})
+    trace = merge_traces({0: recs(wait(WaitBegin, 1_000, "flag3"), wait(WaitEnd, 6_000, "flag3"))})
     check_chrome_trace(trace)
     (w,) = spans_named(trace, "wait")
     assert w["name"] == "wait flag3" and w["ts"] == 0.0 and w["dur"] == 5.0
@@ -40,23 +78,22 @@ def test_wait_pairs_become_spans_with_durations():
 
 
 def test_unfinished_wait_runs_to_the_last_event_and_is_marked():
-    trace = merge_traces({0: recs(ev(EventKind.WAIT_BEGIN, 1_000, obj="h"),
-                                  ev(EventKind.MMAD, 9_000, core="AIC1"))})
+    trace = merge_traces({0: recs(wait(WaitBegin, 1_000, "h"), mmad(9_000, core="AIC1"))})
     check_chrome_trace(trace)
     (w,) = spans_named(trace, "wait")
     assert w["args"]["unfinished"] is True and w["dur"] == 8.0
 
 
 def test_unmatched_end_is_dropped():
-    trace = merge_traces({0: recs(ev(EventKind.SYNC_ALL_END, 5, obj="SyncAll"))})
+    trace = merge_traces({0: recs(ev(SyncAllEnd, 5, soft=False))})
     check_chrome_trace(trace)
     assert not spans_named(trace, "SyncAll")
 
 
-def test_point_events_use_dur_or_t0():
-    trace = merge_traces({0: recs(ev(EventKind.MMAD, 10_000, obj="tile0", dur_ns=4_000),
-                                  ev(EventKind.PUT, 20_000, core="AIV0", obj="win", nbytes=64, t0_ns=12_000),
-                                  ev(EventKind.FIXPIPE, 30_000, obj="c"))})
+def test_point_events_use_t0():
+    trace = merge_traces({0: recs(mmad(10_000, t0_ns=6_000), put(20_000, "AIV0", 0, 1, t0_ns=12_000),
+                                  ev(Fixpipe, 30_000, tensor="c", origin=(0, 0), m=16, n=16, l0cOffset=0,
+                                     dtype="bfloat16", atomic=False, unitFlag=3))})
     check_chrome_trace(trace)
     (m,) = spans_named(trace, "mmad")
     (p,) = spans_named(trace, "put")
@@ -66,11 +103,12 @@ def test_point_events_use_dur_or_t0():
 
 
 def test_flag_raise_flows_to_its_consuming_wait():
-    events = [ev(EventKind.FLAG_SET, 100, core="AIV0", obj="flag2", value=2, token=1),
-              ev(EventKind.FLAG_RAISE, 110, core="AIV0", obj="AIC0.flag2", value=1, token=1, target="AIC0"),
-              ev(EventKind.WAIT_BEGIN, 50, core="AIC0", obj="wait2"),
-              ev(EventKind.WAIT_END, 120, core="AIC0", obj="wait2"),
-              ev(EventKind.FLAG_RAISE, 130, core="AIC0", obj="AIC0.flag2", value=0, token=1, consumed=True)]
+    events = [ev(FlagSet, 100, "AIV0", fid=2, mode=2, pipe="PIPE_MTE3", set_id=1),
+              ev(FlagRaise, 110, "AIV0", target="AIC0", fid=2, count=1, mode=2, mode4=False, token=1,
+                 sources=(("AIV0", 1),)),
+              wait(WaitBegin, 50, "wait2"),
+              wait(WaitEnd, 120, "wait2"),
+              ev(FlagConsume, 130, "AIC0", fid=2, count=0, mode=2, token=1)]
     trace = merge_traces({0: recs(*events)})
     counts = check_chrome_trace(trace)
     assert counts["s"] == counts["f"] == 1
@@ -82,22 +120,21 @@ def test_flag_raise_flows_to_its_consuming_wait():
 
 
 def test_tokens_are_per_rank():
-    r0 = recs(ev(EventKind.FLAG_RAISE, 10, core="AIV0", obj="x", token=1, target="AIC0", rank=0))
-    r1 = recs(ev(EventKind.FLAG_RAISE, 20, core="AIC0", obj="x", token=1, consumed=True, rank=1))
+    r0 = recs(ev(FlagRaise, 10, "AIV0", 0, target="AIC0", fid=0, count=1, mode=2, mode4=False, token=1, sources=()))
+    r1 = recs(ev(FlagConsume, 20, "AIC0", 1, fid=0, count=0, mode=2, token=1))
     counts = check_chrome_trace(merge_traces({0: r0, 1: r1}))
     assert counts.get("s", 0) == 0  # a raise on rank 0 never releases a wait on rank 1
 
 
 def test_signal_post_flows_to_the_peer_wait_across_ranks():
-    post = ev(EventKind.SIGNAL, 1_000, core="AIV1", obj="a2a", value=8, rank=0, pe=1, window="a2a", offset=64,
-              role=_Role.POST, nbytes=8)
-    early = ev(EventKind.SIGNAL, 500, core="AIV1", obj="a2a", value=8, rank=0, pe=1, window="a2a", offset=64,
-               role=_Role.POST, nbytes=8)
-    other_slot = ev(EventKind.SIGNAL, 1_100, core="AIV1", obj="a2a", value=8, rank=0, pe=1, window="a2a",
-                    offset=128, role=_Role.POST, nbytes=8)
-    wait = ev(EventKind.SIGNAL, 2_000, core="AIV0", obj="a2a", value=1, rank=1, pe=1, window="a2a", offset=64,
-              role=_Role.WAIT, observed=1)
-    trace = merge_traces({0: recs(early, post, other_slot), 1: recs(wait)})
+    def post(t_ns, offset):
+        return ev(SignalPost, t_ns, "AIV1", 0, window="a2a", offset=offset, nbytes=8, src_rank=0, pe=1, op_seq=0,
+                  op=_Op.SET, signal=1)
+
+    early, last, other_slot = post(500, 64), post(1_000, 64), post(1_100, 128)
+    waited = ev(SignalWait, 2_000, "AIV0", 1, window="a2a", offset=64, nbytes=8, src_rank=1, pe=1, op_seq=0,
+                cmp=_Op.SET, expected=1, observed=1)
+    trace = merge_traces({0: recs(early, last, other_slot), 1: recs(waited)})
     counts = check_chrome_trace(trace)
     assert counts["s"] == counts["f"] == 1
     s = next(e for e in trace["traceEvents"] if e["ph"] == "s")
@@ -107,23 +144,13 @@ def test_signal_post_flows_to_the_peer_wait_across_ranks():
 
 
 def test_clock_offsets_shift_ranks():
-    trace = merge_traces({0: recs(ev(EventKind.MMAD, 1_000, dur_ns=10)),
-                          1: recs(ev(EventKind.MMAD, 1_000, dur_ns=10, rank=1))}, {0: 0, 1: 5_000})
+    trace = merge_traces({0: recs(mmad(1_000, t0_ns=990)), 1: recs(mmad(1_000, rank=1, t0_ns=990))}, {0: 0, 1: 5_000})
     by_pid = {e["pid"]: e for e in spans_named(trace, "mmad")}
     assert by_pid[1]["ts"] - by_pid[0]["ts"] == pytest.approx(5.0)
 
 
-def test_explicit_flow_ids_link_any_events():
-    trace = merge_traces({0: recs(ev(EventKind.HCCL, 100, core="server", obj="AlltoAll", flow_out="h0:r0"),
-                                  ev(EventKind.WAIT_BEGIN, 50, obj="Wait(h0)"),
-                                  ev(EventKind.WAIT_END, 150, obj="Wait(h0)", flow_in="h0:r0"))})
-    counts = check_chrome_trace(trace)
-    assert counts["s"] == counts["f"] == 1
-
-
 def test_overlapping_spans_on_one_label_get_lanes():
-    trace = merge_traces({0: recs(ev(EventKind.MMAD, 10_000, core="server", dur_ns=8_000),
-                                  ev(EventKind.MMAD, 14_000, core="server", dur_ns=8_000))})
+    trace = merge_traces({0: recs(mmad(10_000, "server", t0_ns=2_000), mmad(14_000, "server", t0_ns=6_000))})
     check_chrome_trace(trace)
     tids = sorted(e["tid"] for e in spans_named(trace, "mmad"))
     assert tids[1] - tids[0] == LANE_TID_STRIDE
@@ -132,8 +159,8 @@ def test_overlapping_spans_on_one_label_get_lanes():
 
 
 def test_tracks_and_processes_are_named():
-    trace = merge_traces({3: recs(ev(EventKind.MMAD, 5, core="AIC2", rank=3), ev(EventKind.HAZARD, 6, core="AIV1",
-                                                                                 obj="DEADLOCK", rank=3))})
+    hazard = ev(HazardReported, 6, "AIV1", 3, hazard=Hazard.DEADLOCK, severity=Severity.ERROR, message="m")
+    trace = merge_traces({3: recs(mmad(5, "AIC2", 3), hazard)})
     meta = [e for e in trace["traceEvents"] if e["ph"] == "M"]
     assert {"pid": 3, "name": "rank 3"} in [{"pid": e["pid"], "name": e["args"].get("name")} for e in meta]
     threads = {(e["tid"], e["args"]["name"]) for e in meta if e["name"] == "thread_name"}
@@ -153,7 +180,7 @@ def test_jsonable_handles_odd_values():
         def __str__(self):
             return "thing"
 
-    out = jsonable({"e": _Role.POST, "np": np.int64(3), "f": float("nan"), "t": (1, 2), "o": Thing(),
+    out = jsonable({"e": _Op.POST, "np": np.int64(3), "f": float("nan"), "t": (1, 2), "o": Thing(),
                     "long": list(range(100))})
     json.dumps(out, allow_nan=False)
     assert out["e"] == "POST" and out["np"] == 3 and out["f"] == "nan" and out["o"] == "thing"
@@ -161,13 +188,21 @@ def test_jsonable_handles_odd_values():
 
 
 def test_records_pickle_and_recorder_filters_kinds():
+    def read(t_ns):
+        return ev(GmRead, t_ns, "AIC0", 0, 0, "x", lo=0, hi=1, offset=0, shape=(1,), strides=(1,), item=1,
+                  alloc=threading.Lock(), data=np.zeros(1, np.uint8))   # live state: neither pickles
+
     rec = ChromeTraceRecorder()
-    rec(ev(EventKind.GM_READ, 1, alloc=object()))
-    rec(ev(EventKind.MMAD, 2, extra_obj=object()))
+    rec(read(1))
+    rec(mmad(2))
     rec.span(0, "case", 0, 10)
     records = rec.records()
     assert [r.kind for r in records] == ["mmad", "span"]
     assert pickle.loads(pickle.dumps(records)) == records
+    with_reads = ChromeTraceRecorder((*DEFAULT_KINDS, GmRead))
+    with_reads(read(3))
+    (r,) = with_reads.records()
+    assert r.alloc is None and r.data is None and pickle.loads(pickle.dumps(r)) == r
 
 
 def test_real_launch_trace_is_valid(tmp_path):
@@ -193,19 +228,14 @@ def test_real_launch_trace_is_valid(tmp_path):
     assert trace["otherData"]["case"] == "x"
 
 
-class _Call(enum.Enum):
-    WAIT = "Wait"
-    COMMIT = "Commit"
-
-
 def test_hccl_server_execution_flows_to_each_cores_wait():
-    events = [ev(EventKind.HCCL, 100, core="server", obj="handle 1", value="executed", handle=1, repeat=0),
-              ev(EventKind.HCCL, 300, core="server", obj="handle 1", value="executed", handle=1, repeat=1),
-              ev(EventKind.HCCL, 50, core="AIC0", obj="handle 1", value=_Call.COMMIT, handle=1),
-              ev(EventKind.HCCL, 150, core="AIC0", obj="handle 1", value=_Call.WAIT, handle=1),
-              ev(EventKind.HCCL, 350, core="AIC0", obj="handle 1", value=_Call.WAIT, handle=1),
-              ev(EventKind.HCCL, 160, core="AIC1", obj="handle 1", value=_Call.WAIT, handle=1),
-              ev(EventKind.HCCL, 170, core="AIC1", obj="handle 2", value=_Call.WAIT, handle=2)]  # never executed
+    events = [ev(HcclExecuted, 100, "server", handle=1, repeat=0, op=_Op.SET, session=0),
+              ev(HcclExecuted, 300, "server", handle=1, repeat=1, op=_Op.SET, session=0),
+              ev(HcclCommit, 50, "AIC0", handle=1, commits=1),
+              hccl_wait(150, "AIC0", 1),
+              hccl_wait(350, "AIC0", 1),
+              hccl_wait(160, "AIC1", 1),
+              hccl_wait(170, "AIC1", 2)]  # never executed
     trace = merge_traces({0: recs(*events)})
     counts = check_chrome_trace(trace)
     assert counts["s"] == counts["f"] == 3
@@ -213,30 +243,28 @@ def test_hccl_server_execution_flows_to_each_cores_wait():
 
 
 def test_flows_match_typed_fields_not_display_names():
-    """Display names (`obj`) that say nothing: the arrows follow `handle` / `step` / the event kind alone; a
-    name that looks right without the typed field gets no arrow."""
-    events = [ev(EventKind.HCCL, 100, core="server", obj="x", value="executed", handle=7, repeat=0),
-              ev(EventKind.HCCL, 150, core="AIC0", obj="y", value=_Call.WAIT, handle=7),
-              ev(EventKind.HCCL, 160, core="AIC1", obj="handle 7", value=_Call.WAIT, handle=8)]
+    """The arrows follow the event class and its typed fields (`handle`, a CrossDevice barrier) alone: a Wait on
+    another handle, or another barrier step of the same job, gets no arrow."""
+    events = [ev(HcclExecuted, 100, "server", handle=7, repeat=0, op=_Op.SET, session=0),
+              hccl_wait(150, "AIC0", 7),
+              hccl_wait(160, "AIC1", 8)]
     trace = merge_traces({0: recs(*events)})
     assert check_chrome_trace(trace)["s"] == 1
-    put = ev(EventKind.PUT, 1_000, core="AIV1", obj="signal put", value=64, rank=0, pe=1, nbytes=64)
-    named_only = ev(EventKind.BARRIER, 2_000, core="AIV1", obj="TeamBarrier.CrossDevice(1)", rank=1)
-    typed = ev(EventKind.BARRIER, 3_000, core="AIV1", obj="b", rank=1, step="CrossDevice", job=1)
-    trace = merge_traces({0: recs(put), 1: recs(named_only, typed)})
+    a_put = put(1_000, "AIV1", 0, 1, window="signal put")
+    other_step = ev(CrossCore, 2_000, "AIV1", 1, job=1, count=1)
+    typed = ev(CrossDevice, 3_000, "AIV1", 1, job=1, count=1)
+    trace = merge_traces({0: recs(a_put), 1: recs(other_step, typed)})
     flows = [e for e in trace["traceEvents"] if e["ph"] == "f"]
     assert [round(f["ts"], 1) for f in flows] == [2.0]  # the typed barrier (ends 3.0 us, slice mid 2.0 us)
 
 
 def test_puts_flow_to_the_peers_next_cross_device_barrier_or_hccl_wait():
-    udma_put = ev(EventKind.PUT, 1_000, core="AIV1", obj="udma_a2a", value=64, rank=0, pe=1, nbytes=64)
-    own_put = ev(EventKind.PUT, 1_000, core="AIV0", obj="udma_a2a", value=64, rank=0, pe=0, nbytes=64)
-    cross = {"step": "CrossDevice", "job": 1}
-    stale = ev(EventKind.BARRIER, 500, core="AIV1", obj="TeamBarrier.CrossDevice(1)", rank=1, **cross)
-    barrier = ev(EventKind.BARRIER, 2_000, core="AIV1", obj="TeamBarrier.CrossDevice(1)", rank=1, **cross)
-    server_put = ev(EventKind.PUT, 3_000, core="server", obj="ws", value=64, rank=0, pe=1, nbytes=64, handle=1,
-                    repeat=1)
-    waits = [ev(EventKind.HCCL, t, core=c, obj="handle 1", value=_Call.WAIT, handle=1, rank=1)
+    udma_put = put(1_000, "AIV1", 0, 1, window="udma_a2a")
+    own_put = put(1_000, "AIV0", 0, 0, window="udma_a2a")
+    stale = ev(CrossDevice, 500, "AIV1", 1, job=1, count=1)
+    barrier = ev(CrossDevice, 2_000, "AIV1", 1, job=1, count=2)
+    server_put = put(3_000, "server", 0, 1, window="ws", handle=1, repeat=1, session=0)
+    waits = [hccl_wait(t, c, 1, rank=1)
              for t, c in ((2_500, "AIC0"), (4_000, "AIC0"), (2_600, "AIC1"), (3_500, "AIC1"))]
     trace = merge_traces({0: recs(udma_put, own_put, server_put), 1: recs(stale, barrier, *waits)})
     check_chrome_trace(trace)

@@ -5,16 +5,47 @@ import enum
 import pytest
 
 from mc2emu.cli.stats import CaseStats, combine, derive_stats, intersect, length, subtract, union
-from mc2emu.runtime import Event, EventKind
+from mc2emu.runtime import Hazard, Severity
+from mc2emu.runtime.events import (
+    CoreBegin,
+    CoreEnd,
+    Fixpipe,
+    Get,
+    HazardReported,
+    HcclExecuted,
+    HcclPrepare,
+    HcclWait,
+    Mmad,
+    Put,
+    SignalPost,
+    WaitBegin,
+    WaitEnd,
+)
 
 
-class _Role(enum.Enum):
-    POST = "post"
-    WAIT = "wait"
+class _Op(enum.Enum):
+    SET = "set"
 
 
-def ev(kind, t_ns, core="AIC0", obj="", value=None, seq=0, **extra):
-    return Event(kind, 0, core, t_ns, seq, obj, value, extra)
+def ev(cls, t_ns, core="AIC0", seq=0, **fields):
+    return cls(0, core, t_ns, seq, **fields)
+
+
+def mmad(t_ns, t0_ns=0):
+    return ev(Mmad, t_ns, m=16, n=16, k=64, tile=(0, 0), l0=0, aType="e4m3", unitFlag=3, cmatrixInitVal=True,
+              bias=False, t0_ns=t0_ns)
+
+
+def put(t_ns, core="AIV0", nbytes=0, t0_ns=0, cls=Put):
+    return ev(cls, t_ns, core, window="win", offset=0, nbytes=nbytes, src_rank=0, pe=1, op_seq=0, t0_ns=t0_ns)
+
+
+def wait(cls, t_ns, what, core="AIC0"):
+    return ev(cls, t_ns, core, what=what, expected="", setter="")
+
+
+def kernel(cls, t_ns, core="AIC0"):
+    return ev(cls, t_ns, core, launch="k")
 
 
 def test_interval_algebra():
@@ -26,28 +57,32 @@ def test_interval_algebra():
 
 
 def test_counts_and_bytes():
-    events = [ev(EventKind.MMAD, 10), ev(EventKind.MMAD, 20), ev(EventKind.MMAD, 30), ev(EventKind.FIXPIPE, 31),
-              ev(EventKind.PUT, 40, core="AIV0", nbytes=1024), ev(EventKind.PUT, 41, core="AIV0", value=512),
-              ev(EventKind.GET, 42, core="AIV0", nbytes="bad"), ev(EventKind.HCCL, 43, core="server", nbytes=100),
-              ev(EventKind.SIGNAL, 44, core="AIV0", nbytes=8, role=_Role.POST),
-              ev(EventKind.HAZARD, 45), ev(EventKind.WAIT_BEGIN, 50, obj="w"), ev(EventKind.WAIT_END, 80, obj="w"),
-              ev(EventKind.WAIT_BEGIN, 90, core="AIV0", obj="x")]  # never ended: not a completed wait
+    events = [mmad(10), mmad(20), mmad(30),
+              ev(Fixpipe, 31, tensor="c", origin=(0, 0), m=16, n=16, l0cOffset=0, dtype="bfloat16", atomic=False,
+                 unitFlag=3),
+              put(40, nbytes=1024), put(41, nbytes=512), put(42, nbytes=100, cls=Get),
+              ev(HcclExecuted, 43, "server", handle=1, repeat=0, op=_Op.SET, session=0),
+              ev(SignalPost, 44, "AIV0", window="win", offset=0, nbytes=8, src_rank=0, pe=1, op_seq=0, op=_Op.SET,
+                 signal=1),
+              ev(HazardReported, 45, hazard=Hazard.DEADLOCK, severity=Severity.ERROR, message="m"),
+              wait(WaitBegin, 50, "w"), wait(WaitEnd, 80, "w"),
+              wait(WaitBegin, 90, "x", core="AIV0")]  # never ended: not a completed wait
     s = derive_stats(events)
     assert (s.tiles, s.mmads, s.puts, s.hazards) == (1, 3, 2, 1)
-    assert s.bytes_moved == 1024 + 512 + 100       # signals are not data; a bad nbytes counts 0
+    assert s.bytes_moved == 1024 + 512 + 100       # puts and gets; signals are not data, HCCL calls move none
     assert (s.waits, s.wait_ns) == (1, 30)
     assert s.events == len(events)
 
 
 def test_tiles_fall_back_to_mmads_without_fixpipes():
-    assert derive_stats([ev(EventKind.MMAD, 1), ev(EventKind.MMAD, 2)]).tiles == 2
+    assert derive_stats([mmad(1), mmad(2)]).tiles == 2
 
 
 def test_hidden_share_with_durations():
-    # comm [0, 100) and [200, 300); compute [50, 250): hidden 50 + 50 of 200
-    events = [ev(EventKind.PUT, 100, core="AIV0", dur_ns=100, nbytes=1),
-              ev(EventKind.PUT, 300, core="AIV1", t0_ns=200, nbytes=1),
-              ev(EventKind.MMAD, 250, dur_ns=200)]
+    # comm [1000, 1100) and [1200, 1300); compute [1050, 1250): hidden 50 + 50 of 200
+    events = [put(1100, "AIV0", nbytes=1, t0_ns=1000),
+              put(1300, "AIV1", nbytes=1, t0_ns=1200),
+              mmad(1250, t0_ns=1050)]
     s = derive_stats(events)
     assert (s.comm_ns, s.hidden_ns) == (200, 100)
     assert s.hidden_share == pytest.approx(0.5)
@@ -56,17 +91,15 @@ def test_hidden_share_with_durations():
 def test_hidden_share_fallback_without_durations():
     # comm window = first..last put = [100, 500); AIC0 runs [0, 1000) but waits [200, 400): compute
     # inside the window = [100, 200) + [400, 500) = 200 of 400
-    events = [ev(EventKind.CORE_BEGIN, 0, obj="k"), ev(EventKind.PUT, 100, core="AIV0"),
-              ev(EventKind.WAIT_BEGIN, 200, obj="flag"), ev(EventKind.WAIT_END, 400, obj="flag"),
-              ev(EventKind.PUT, 500, core="AIV0"), ev(EventKind.CORE_END, 1000, obj="k"),
-              ev(EventKind.CORE_BEGIN, 0, core="AIV0", obj="k"), ev(EventKind.CORE_END, 1000, core="AIV0", obj="k")]
+    events = [kernel(CoreBegin, 0), put(100), wait(WaitBegin, 200, "flag"), wait(WaitEnd, 400, "flag"),
+              put(500), kernel(CoreEnd, 1000), kernel(CoreBegin, 0, "AIV0"), kernel(CoreEnd, 1000, "AIV0")]
     s = derive_stats(events)
     assert s.comm_ns == 400 and s.hidden_ns == 200
     assert s.hidden_share == pytest.approx(0.5)
 
 
 def test_no_communication_means_no_share():
-    assert derive_stats([ev(EventKind.MMAD, 1)]).hidden_share is None
+    assert derive_stats([mmad(1)]).hidden_share is None
     assert derive_stats([]) == CaseStats()
 
 
@@ -80,10 +113,10 @@ def test_combine_sums_and_pools():
 
 def test_hccl_client_calls_do_not_stretch_the_communication_window():
     # server puts at 100 and 200; the client's Wait at 900 moves no bytes
-    events = [ev(EventKind.CORE_BEGIN, 0, obj="k"), ev(EventKind.PUT, 100, core="server", nbytes=8),
-              ev(EventKind.PUT, 200, core="server", nbytes=8), ev(EventKind.HCCL, 50, value="Prepare"),
-              ev(EventKind.HCCL, 900, value="Wait"), ev(EventKind.HCCL, 250, core="server", value="executed",
-                                                          nbytes=0),
-              ev(EventKind.CORE_END, 1000, obj="k")]
+    events = [kernel(CoreBegin, 0), put(100, "server", nbytes=8), put(200, "server", nbytes=8),
+              ev(HcclPrepare, 50, handle=1, op=_Op.SET, count=8, repeat=1, session=0),
+              ev(HcclWait, 900, handle=1, rc=0, waits=1, total=1, session=0),
+              ev(HcclExecuted, 250, "server", handle=1, repeat=0, op=_Op.SET, session=0),
+              kernel(CoreEnd, 1000)]
     s = derive_stats(events)
     assert s.comm_ns == 100 and s.hidden_share == pytest.approx(1.0)

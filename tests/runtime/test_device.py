@@ -15,12 +15,23 @@ from mc2emu.runtime import (
     CoreError,
     DeadlockError,
     Device,
-    EventKind,
     EventRecorder,
     GmError,
     Hazard,
     Pipe,
     Position,
+)
+from mc2emu.runtime.events import (
+    AtomicMode,
+    FlagConsume,
+    FlagRaise,
+    FlagSet,
+    GmRead,
+    LaunchBegin,
+    LaunchEnd,
+    Mmad,
+    SetOvertaken,
+    SyncAllBegin,
 )
 from mc2emu.runtime.gm import POISON_BYTE
 
@@ -289,12 +300,11 @@ def test_events_reach_observers():
             ctx.SetAtomicNone()
 
     dev.launch(kernel, 1, "MIX_AIC_1_1")
-    kinds = {e.kind for e in rec.events}
-    assert {EventKind.FLAG_SET, EventKind.FLAG_RAISE, EventKind.SYNC_ALL_BEGIN, EventKind.ATOMIC_MODE,
-            EventKind.LAUNCH_BEGIN, EventKind.LAUNCH_END} <= kinds
-    sets = [e for e in rec.of(EventKind.FLAG_RAISE) if e.extra.get("target") == "AIC0"]
-    consumed = [e for e in rec.of(EventKind.FLAG_RAISE) if e.extra.get("consumed") and e.core == "AIC0"]
-    assert sets[0].extra["token"] == consumed[0].extra["token"]   # a flow from Set to the Wait it released
+    kinds = {type(e) for e in rec.events}
+    assert {FlagSet, FlagRaise, FlagConsume, SyncAllBegin, AtomicMode, LaunchBegin, LaunchEnd} <= kinds
+    sets = [e for e in rec.of(FlagRaise) if e.target == "AIC0"]
+    consumed = [e for e in rec.of(FlagConsume) if e.core == "AIC0"]
+    assert sets[0].token == consumed[0].token   # a flow from Set to the Wait it released
 
 
 def test_seeded_perturbation_reorders_consecutive_sets_without_losing_any():
@@ -317,7 +327,7 @@ def test_seeded_perturbation_reorders_consecutive_sets_without_losing_any():
 
         assert dev.launch(kernel, 2, "MIX_AIC_1_1").hazards == []
         assert dev.flags.leftovers() == []
-        overtaken.append(sum(1 for e in rec.of(EventKind.PERTURB) if e.obj == "Set overtaken"))
+        overtaken.append(sum(1 for e in rec.of(SetOvertaken) if e.by_fid is not None))
     assert all(n > 0 for n in overtaken), overtaken
 
 
@@ -326,32 +336,42 @@ def test_an_observer_of_some_kinds_sees_only_those_and_wants_follows_subscriptio
     others still reach every observer, in one sequence numbering across kinds."""
     from mc2emu.runtime.events import EventBus
 
+    def mmad() -> None:
+        bus.emit(Mmad, "AIC0", m=1, n=1, k=64, tile=(0, 0), l0=0, aType="e4m3", unitFlag=3, cmatrixInitVal=True,
+                 bias=False)
+
+    def read(buffer: str) -> None:
+        bus.emit(GmRead, "AIC0", buffer, lo=0, hi=1, offset=0, shape=(1,), strides=(1,), item=1)
+
+    def flag_set(fid: int) -> None:
+        bus.emit(FlagSet, "AIV0", fid=fid, mode=2, pipe="PIPE_MTE3", set_id=fid)
+
     bus = EventBus(0)
     every, some = EventRecorder(), EventRecorder()
-    assert not bus.active and not bus.wants(EventKind.MMAD)
-    off_some = bus.subscribe(some, (EventKind.GM_READ, EventKind.FLAG_SET))
-    assert bus.active and bus.wants(EventKind.GM_READ) and not bus.wants(EventKind.MMAD)
-    bus.emit(EventKind.MMAD, "AIC0", "mmad")                 # nobody reads it: dropped, no sequence number
-    bus.emit(EventKind.GM_READ, "AIC0", "x")
+    assert not bus.active and not bus.wants(Mmad)
+    off_some = bus.subscribe(some, (GmRead, FlagSet))
+    assert bus.active and bus.wants(GmRead) and not bus.wants(Mmad)
+    mmad()                                  # nobody reads it: dropped, no sequence number
+    read("x")
     off_every = bus.subscribe(every)
-    assert bus.wants(EventKind.MMAD)
-    bus.emit(EventKind.MMAD, "AIC0", "mmad")
-    bus.emit(EventKind.FLAG_SET, "AIV0", "f")
-    assert [e.kind for e in some.events] == [EventKind.GM_READ, EventKind.FLAG_SET]
-    assert [e.kind for e in every.events] == [EventKind.MMAD, EventKind.FLAG_SET]
+    assert bus.wants(Mmad)
+    mmad()
+    flag_set(1)
+    assert [type(e) for e in some.events] == [GmRead, FlagSet]
+    assert [type(e) for e in every.events] == [Mmad, FlagSet]
     assert [e.seq for e in some.events] == [1, 3] and [e.seq for e in every.events] == [2, 3]
     off_every()
-    assert not bus.wants(EventKind.MMAD) and bus.wants(EventKind.FLAG_SET)
+    assert not bus.wants(Mmad) and bus.wants(FlagSet)
     off_some()
-    assert not bus.active and not bus.wants(EventKind.FLAG_SET)
+    assert not bus.active and not bus.wants(FlagSet)
     windows = EventRecorder()
-    bus.subscribe(windows, (EventKind.GM_READ, EventKind.FLAG_SET), prefixes={EventKind.GM_READ: "win:"})
-    assert bus.wants(EventKind.GM_READ, "win:data") and not bus.wants(EventKind.GM_READ, "x1")
-    assert bus.wants(EventKind.GM_READ) and bus.wants(EventKind.FLAG_SET, "x1")
-    for obj in ("x1", "win:data", "win:scale"):
-        bus.emit(EventKind.GM_READ, "AIC0", obj)
-    bus.emit(EventKind.FLAG_SET, "AIV0", "flag 3")
-    assert [(e.obj, e.seq) for e in windows.events] == [("win:data", 4), ("win:scale", 5), ("flag 3", 6)]
+    bus.subscribe(windows, (GmRead, FlagSet), prefixes={GmRead: "win:"})
+    assert bus.wants(GmRead, "win:data") and not bus.wants(GmRead, "x1")
+    assert bus.wants(GmRead) and bus.wants(FlagSet, "x1")
+    for buffer in ("x1", "win:data", "win:scale"):
+        read(buffer)
+    flag_set(3)
+    assert [(e.subject, e.seq) for e in windows.events] == [("win:data", 4), ("win:scale", 5), ("flag3", 6)]
 
 
 def test_a_read_proven_equal_returns_that_array_with_the_same_event_and_checks():
@@ -363,15 +383,15 @@ def test_a_read_proven_equal_returns_that_array_with_the_same_event_and_checks()
 
     dev = Device()
     rec = EventRecorder()
-    dev.events.subscribe(rec, (EventKind.GM_READ,))
+    dev.events.subscribe(rec, (GmRead,))
     data = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).reshape(16, 16)
     addr = dev.gm.alloc(data.nbytes, "B", data=data)
     first = dev.gm.read(addr + 16, data.dtype, (4, 8), (16, 1), core="AIC0")
     again = dev.gm.read(addr + 16, data.dtype, (4, 8), (16, 1), core="AIC0", same_as=first)
     assert again is first
     assert np.array_equal(first.view(np.uint8), data[1:5, :8].view(np.uint8))
-    e0, e1 = rec.of(EventKind.GM_READ)
-    assert e0.value == e1.value == (16, 16 + 3 * 16 + 8) and e1.extra["data"] is first
+    e0, e1 = rec.of(GmRead)
+    assert (e0.lo, e0.hi) == (e1.lo, e1.hi) == (16, 16 + 3 * 16 + 8) and e1.data is first
     with pytest.raises(GmError, match="proven equal"):
         dev.gm.read(addr, data.dtype, (4, 4), (16, 1), core="AIC0", same_as=first)
     part = dev.gm.alloc(64, "part", data=np.zeros(8, dtype=np.uint8))   # bytes 8.. never written
