@@ -63,12 +63,12 @@ def test_gmm_variant_mode_option_runs_every_mode_on_that_kernel():
     assert len(cases) == 5 and {c.mode.gmm_variant for c in cases} == {TailSplitVariant.BLAZE}
     # the mode's kernel is the one that runs: the quick count case's last group splits into 22 vs 5 fixpipes
     from mc2emu.cli.scenarios import ExecContext
-    from mc2emu.runtime.events import EventKind
+    from mc2emu.runtime.events import Fixpipe
 
     fix = {}
     for case in cases[:1] + operator_cases(SPEC, parse_options([*OP, "--quick"]))[0][:1]:
         evs = []
-        obs = (lambda ev, evs=evs: ev.kind is EventKind.FIXPIPE and evs.append(ev),)
+        obs = (lambda ev, evs=evs: isinstance(ev, Fixpipe) and evs.append(ev),)
         ctx = ExecContext(rank=0, size=1, observers=obs)
         SPEC.execute(case, SPEC.make_inputs(case, 0, 1), ctx)
         fix[case.mode.gmm_variant.value] = len(evs)

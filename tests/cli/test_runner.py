@@ -24,7 +24,8 @@ from mc2emu.cli.scenarios import (
     plan_cases,
 )
 from mc2emu.ops.all_to_all_quant_matmul_op import LaunchMode
-from mc2emu.runtime import ConstraintError, DeadlockError, Event, EventKind, Hazard, HazardError, HazardReport, Severity
+from mc2emu.runtime import ConstraintError, DeadlockError, Hazard, HazardError, HazardReport, Severity
+from mc2emu.runtime.events import Mmad, Put, WaitBegin, WaitEnd
 
 
 class _Req:
@@ -70,10 +71,11 @@ def _hazard(name):
 def _execute(case, inputs, ctx):
     """Behaviour chosen by the mode: local_matmul 0 pass, 1 mismatch, 2 hazard; bias: deadlock."""
     for obs in ctx.observers:
-        obs(Event(EventKind.WAIT_BEGIN, 0, "AIC0", 10, 1, "flag0"))
-        obs(Event(EventKind.PUT, 0, "AIV0", 15, 2, "win", 64, {"nbytes": 64}))
-        obs(Event(EventKind.WAIT_END, 0, "AIC0", 20, 3, "flag0"))
-        obs(Event(EventKind.MMAD, 0, "AIC0", 30, 4, "mmad", None, {"dur_ns": 5}))
+        obs(WaitBegin(0, "AIC0", 10, 1, what="flag0", expected="", setter=""))
+        obs(Put(0, "AIV0", 15, 2, window="win", offset=0, nbytes=64, src_rank=0, pe=1, op_seq=1))
+        obs(WaitEnd(0, "AIC0", 20, 3, what="flag0", expected="", setter=""))
+        obs(Mmad(0, "AIC0", 30, 4, m=16, n=16, k=64, tile=(0, 0), l0=0, aType="e4m3", unitFlag=3, cmatrixInitVal=True,
+                 bias=False, t0_ns=25))
     if case.mode.bias:
         raise DeadlockError("rank 0 AIC0: no progress for 1.0 s while waiting on flag 3")
     if case.mode.local_matmul == 2:

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from comm_cases import HANG_TIMEOUT_S, RESYNC_TIMEOUT_S, rank_data
 
-from mc2emu.comm import Cmp, Shmem, SignalOp, SignalRead, SignalRole
-from mc2emu.runtime import DeadlockError, EventKind, EventRecorder, KernelError, KernelType
+from mc2emu.comm import Cmp, Shmem, SignalOp, SignalRead
+from mc2emu.runtime import DeadlockError, EventRecorder, KernelError, KernelType
+from mc2emu.runtime.events import Put, SignalPost, SignalWait
 
 pytestmark = pytest.mark.mpi(min_size=2)
 
@@ -138,13 +139,12 @@ def test_events_carry_what_a_happens_before_checker_needs(make_world):
         shmem.signal_wait_until(ctx, win.addr(64), Cmp.GE, 1)
 
     dev.launch(kernel, 1, KernelType.AIV_ONLY)
-    put = rec.of(EventKind.PUT)[0].extra
-    assert (put["src_rank"], put["pe"], put["window"], put["offset"], put["nbytes"]) == (me, right, "ev", 0, 64)
-    post, wait = sorted(rec.of(EventKind.SIGNAL), key=lambda e: e.extra["role"] is SignalRole.WAIT)
-    assert post.extra["role"] is SignalRole.POST and post.extra["seq"] > put["seq"]
-    assert (post.extra["pe"], post.extra["offset"], post.extra["signal"]) == (right, 64, 1)
-    assert (wait.extra["offset"], wait.extra["cmp"], wait.extra["expected"], wait.extra["observed"]) == \
-        (64, Cmp.GE, 1, 1)
+    put = rec.of(Put)[0]
+    assert (put.src_rank, put.pe, put.window, put.offset, put.nbytes) == (me, right, "ev", 0, 64)
+    (post,), (wait,) = rec.of(SignalPost), rec.of(SignalWait)
+    assert post.op is SignalOp.ADD and post.op_seq > put.op_seq
+    assert (post.pe, post.offset, post.signal) == (right, 64, 1)
+    assert (wait.offset, wait.cmp, wait.expected, wait.observed) == (64, Cmp.GE, 1, 1)
     world.barrier()
 
 
@@ -197,7 +197,7 @@ def test_strided_local_put_lands_rows_apart_and_leaves_the_gaps(make_world, rows
     shmem = Shmem(world)
     R, me, dev = world.size, world.rank, world.device
     rec = EventRecorder()
-    dev.events.subscribe(rec, (EventKind.PUT,))
+    dev.events.subscribe(rec, (Put,))
     win = world.window(512, "rows")
     right, left = (me + 1) % R, (me - 1) % R
     data = rank_data(me, max(rows * row_bytes, 1), salt=3)[:rows * row_bytes].reshape(rows, row_bytes)
@@ -216,9 +216,9 @@ def test_strided_local_put_lands_rows_apart_and_leaves_the_gaps(make_world, rows
     for i in range(rows):
         want[40 + i * stride: 40 + i * stride + row_bytes] = theirs[i]
     np.testing.assert_array_equal(got, want)
-    puts = [e.extra for e in rec.of(EventKind.PUT)]
+    puts = rec.of(Put)
     if row_bytes and rows > 1 and stride != row_bytes:
-        assert [(p["pe"], p["offset"], p["nbytes"]) for p in puts] == \
+        assert [(p.pe, p.offset, p.nbytes) for p in puts] == \
             [(right, 40 + i * stride, row_bytes) for i in range(rows)]
     world.barrier()
 

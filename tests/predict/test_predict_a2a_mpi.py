@@ -10,6 +10,7 @@ import pytest
 from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
 from mc2emu.predict import CostModel, PredictRecorder, gather_records, replay
+from mc2emu.runtime.events import Mmad, Put
 
 ORI_M, KA, N, HEAD = 32, 128, 64, 16
 SCALE_K_LEN = -(-KA // 64) * 2     # bytes of one scaleA row (E8M0)
@@ -38,7 +39,7 @@ def test_replay_of_a_recorded_a2a(recorded):
     p = replay(recorded, MODEL)
     puts_per_rank = 2 * (size - 1) * (ORI_M // HEAD)          # scale + data, per peer, per round
     assert p.node_counts["link"] == size * puts_per_rank
-    mmads = sum(1 for _, recs in recorded.values() for r in recs if r.kind == "mmad")
+    mmads = sum(1 for _, recs in recorded.values() for r in recs if isinstance(r, Mmad))
     assert mmads > 0 and p.node_counts["mmad"] == mmads
     # each rank's egress serializes its puts: its communication time is its bytes over the link bandwidth
     sent = size * (size - 1) * ORI_M * (KA + SCALE_K_LEN)
@@ -55,8 +56,8 @@ def test_recorded_a2a_self_consistency(recorded):
     base = replay(recorded, MODEL).total_s
     for faster in (MODEL.scaled(link=2), MODEL.scaled(gm=2)):
         assert replay(recorded, faster).total_s <= base
-    heavier = {r: (off, [dataclasses.replace(x, extra={**x.extra, "nbytes": x.extra["nbytes"] * 64})
-                         if x.kind == "put" else x for x in recs]) for r, (off, recs) in recorded.items()}
+    heavier = {r: (off, [dataclasses.replace(x, nbytes=x.nbytes * 64) if isinstance(x, Put) else x for x in recs])
+               for r, (off, recs) in recorded.items()}
     assert replay(heavier, MODEL).total_s > base
     slow_link = MODEL.with_overrides(put_latency_s=10e-6)
     assert replay(recorded, slow_link).total_s >= base + 2 * (10e-6 - MODEL.put_latency_s) - 1e-12

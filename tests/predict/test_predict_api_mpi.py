@@ -10,6 +10,7 @@ from mc2emu.cli.predict import predict_operator
 from mc2emu.cli.scenarios import Knob, Shape
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl
 from mc2emu.predict.virtual_trace import WALL_PID_BASE, virtual_trace
+from mc2emu.runtime.events import Mmad
 
 SHAPE = Shape(32, 128, 64)
 
@@ -45,7 +46,7 @@ def test_predict_a2a_sweep_and_its_virtual_trace():
         trace = virtual_trace(pred, recs, "test")
         ev = trace["traceEvents"]
         model_spans = [e for e in ev if e["ph"] == "X" and e["pid"] < WALL_PID_BASE]
-        mmads = sum(1 for _, rs in recs.values() for x in rs if x.kind == "mmad")
+        mmads = sum(1 for _, rs in recs.values() for x in rs if isinstance(x, Mmad))
         assert sum(1 for e in model_spans if e["cat"] == "mmad") == mmads
         end = max(e["ts"] + e["dur"] for e in model_spans if e["cat"] != "critical")
         assert end == pytest.approx(pred.total_s * 1e6, abs=0.01)

@@ -10,6 +10,7 @@ import pytest
 from mc2emu.cli.operators import grouped_matmul_mx, weight_quant_matmul
 from mc2emu.cli.predict import format_predict_table, predict_operator, recommendation
 from mc2emu.cli.scenarios import BLOCK_DIM_SWEEP, Shape
+from mc2emu.runtime.events import Mmad
 
 US = 1e6
 SWEEP = (1, 2, 32)   # a subset of the operators' sweep: one core, two cores, the tiling's full spread
@@ -17,7 +18,7 @@ SWEEP = (1, 2, 32)   # a subset of the operators' sweep: one core, two cores, th
 
 def _aics_with_mmads(recs) -> int:
     (_, rs), = recs.values()
-    return len({x.core for x in rs if x.kind == "mmad"})
+    return len({x.core for x in rs if isinstance(x, Mmad)})
 
 
 @pytest.mark.parametrize(("mod", "shape", "aics_at_32"), [

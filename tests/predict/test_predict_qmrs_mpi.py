@@ -9,6 +9,7 @@ import pytest
 
 from mc2emu.cli.operators.quant_matmul_reduce_scatter import QUICK_SHAPE, SPEC, predict_knobs
 from mc2emu.cli.predict import format_predict_table, predict_operator, recommendation
+from mc2emu.runtime.events import Put
 
 US = 1e6
 
@@ -38,5 +39,5 @@ def test_predict_qmrs_rounds_t_and_per_block():
     assert lines[-1].startswith(f"recommend: {knobs[best].label()} ({times[best] * US:.2f} us predicted")
     if comm.Get_rank() == 0:
         for knob, recs in zip(knobs[:2], t.records[:2], strict=True):
-            puts = {r: sum(1 for x in rs if x.kind == "put") for r, (_, rs) in recs.items()}
+            puts = {r: sum(1 for x in rs if isinstance(x, Put)) for r, (_, rs) in recs.items()}
             assert puts == {r: knob.values["T"] * (size - 1) for r in range(size)}

@@ -12,7 +12,7 @@ import pytest
 from mc2emu.ops import quant_batch_matmul_mx
 from mc2emu.predict import CostModel, PredictRecorder, ReplayError, replay
 from mc2emu.predict.synthetic import synthetic_a2a
-from mc2emu.trace.chrome_trace import TraceRecord
+from mc2emu.runtime.events import CoreBegin, CoreEnd, GmRead, LaunchBegin, LaunchEnd, Mmad, Put
 
 MODEL = CostModel()
 INSTANT = MODEL.with_overrides(gm_bw=1e30, mte_port_bytes_per_cycle=1e30, link_bw=1e30, put_latency_s=0.0,
@@ -38,8 +38,8 @@ def _mmad_cycles_per_core(records):
     """Fractal steps per AIC, counted here from the MMAD shapes (16 x 32 x 16 per cycle for e4m3)."""
     out = {}
     for r in records:
-        if r.kind == "mmad":
-            m, n, k = r.value
+        if isinstance(r, Mmad):
+            m, n, k = r.m, r.n, r.k
             out[r.core] = out.get(r.core, 0) + (-(-m // 16)) * (-(-n // 16)) * (-(-k // 32))
     return out
 
@@ -77,9 +77,14 @@ def test_more_bandwidth_never_slows(qbmm_records, gm, link):
 
 
 def _scale_puts(per_rank, factor):
-    return {r: [dataclasses.replace(x, extra={**x.extra, "nbytes": x.extra["nbytes"] * factor})
-                if x.kind in ("put", "gm_read") and "nbytes" in x.extra else x for x in recs]
-            for r, recs in per_rank.items()}
+    def scaled(x):
+        if isinstance(x, Put):
+            return dataclasses.replace(x, nbytes=x.nbytes * factor)
+        if isinstance(x, GmRead):
+            return dataclasses.replace(x, item=x.item * factor)
+        return x
+
+    return {r: [scaled(x) for x in recs] for r, recs in per_rank.items()}
 
 
 def test_monotone_in_bytes():
@@ -115,18 +120,25 @@ def test_bad_records_are_named():
     with pytest.raises(ReplayError, match="no records"):
         replay({})
     with pytest.raises(ReplayError, match="no launch"):
-        replay({0: [TraceRecord("mmad", 0, "AIC0", 1, 1, "mmad", [16, 16, 64])]})
+        replay({0: [_mmad(1, 16, 16, 64)]})
+
+
+def _mmad(t, m, n, k):
+    return Mmad(0, "AIC0", t, t, m=m, n=n, k=k, tile=(0, 0), l0=0, aType="e4m3", unitFlag=3, cmatrixInitVal=True,
+                bias=False)
 
 
 def _core_program(ops):
     """One launch, one AIC running `ops`: ("load", bytes) or ("mmad", m, n, k)."""
-    recs = [TraceRecord("launch_begin", 0, "host", 1, 1, "k", 1), TraceRecord("core_begin", 0, "AIC0", 2, 2, "k")]
+    recs = [LaunchBegin(0, "host", 1, 1, launch="k", block_dim=1, kernel_type="AIC_ONLY"),
+            CoreBegin(0, "AIC0", 2, 2, launch="k")]
     for i, op in enumerate(ops):
+        t = 10 + i
         if op[0] == "load":
-            recs.append(TraceRecord("gm_read", 0, "AIC0", 10 + i, 10 + i, "x", None, {"nbytes": op[1]}))
+            recs.append(GmRead(0, "AIC0", t, t, "x", lo=0, hi=op[1], offset=0, shape=(op[1],), strides=(1,), item=1))
         else:
-            recs.append(TraceRecord("mmad", 0, "AIC0", 10 + i, 10 + i, "mmad", list(op[1:]), {"aType": "e4m3"}))
-    recs += [TraceRecord("core_end", 0, "AIC0", 1000, 1000, "k"), TraceRecord("launch_end", 0, "host", 1001, 1001, "k")]
+            recs.append(_mmad(t, *op[1:]))
+    recs += [CoreEnd(0, "AIC0", 1000, 1000, launch="k"), LaunchEnd(0, "host", 1001, 1001, launch="k", block_dim=1)]
     return {0: recs}
 
 
@@ -165,8 +177,8 @@ def test_a_bf16_cube_is_costed_at_the_bf16_rate():
     w = rng.integers(-8, 8, (128, 64)).astype(np.int8)
     rec = PredictRecorder()
     weight_quant_matmul(x, w, np.full(64, 0.01, ml_dtypes.bfloat16), block_dim=1, observers=(rec,))
-    mmads = [r for r in rec.records() if r.kind == "mmad"]
-    assert mmads and {r.extra.get("aType") for r in mmads} == {"bfloat16"}
-    steps = sum(-(-m // 16) * -(-n // 16) * -(-k // 16) for m, n, k in (r.value for r in mmads))
+    mmads = [r for r in rec.records() if isinstance(r, Mmad)]
+    assert mmads and {r.aType for r in mmads} == {"bfloat16"}
+    steps = sum(-(-r.m // 16) * -(-r.n // 16) * -(-r.k // 16) for r in mmads)
     p = replay({0: rec.records()}, INSTANT)
     assert p.total_s == pytest.approx(steps / MODEL.clock_hz, rel=1e-9)
