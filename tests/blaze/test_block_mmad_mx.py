@@ -19,7 +19,8 @@ from blaze_cases import (
 from mc2emu.blaze import A_FULL_LOAD_MODE
 from mc2emu.numerics import ag_compare, bf16_ulp_distance, mmad_k_ordered
 from mc2emu.ops import golden_quant_batch_matmul_mx
-from mc2emu.runtime import CapacityError, ConstraintError, EventKind, Hazard
+from mc2emu.runtime import CapacityError, ConstraintError, Hazard
+from mc2emu.runtime.events import Fixpipe, GmRead, Mmad
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BF16_UNIT_ROUNDOFF = 2.0 ** -8  # RNE to bf16: relative error <= 2^-8
@@ -156,20 +157,20 @@ def test_a_full_load_reads_a_once_per_core():
     tiles = grid_tiles(32, 96, 32, 32)
     res = run_block_mmad(ops, tiles, fullLoadMode=A_FULL_LOAD_MODE, record=True, baseM=32, baseN=32)
     assert ag_compare(res.c, golden(ops))
-    reads_a = [e for e in res.events if e.kind is EventKind.GM_READ and e.obj == "A"]
+    reads_a = [e for e in res.events if isinstance(e, GmRead) and e.buffer == "A"]
     assert len(reads_a) == 256 // 128  # the first tile's K chunks only; later tiles use the resident A
 
 
 def test_mmad_and_fixpipe_events_carry_tile_coordinates():
     ops = st_operands(40, 40, 192)
     res = run_block_mmad(ops, grid_tiles(40, 40, 32, 32), record=True, baseM=32, baseN=32, baseK=64, kL1=128)
-    mmads = [e for e in res.events if e.kind is EventKind.MMAD]
-    fix = [e for e in res.events if e.kind is EventKind.FIXPIPE]
-    assert len(fix) == 4 and {e.value[:2] for e in fix} == {(0, 0), (0, 32), (32, 0), (32, 32)}
+    mmads = [e for e in res.events if isinstance(e, Mmad)]
+    fix = [e for e in res.events if isinstance(e, Fixpipe)]
+    assert len(fix) == 4 and {e.origin for e in fix} == {(0, 0), (0, 32), (32, 0), (32, 32)}
     assert len(mmads) == 4 * 3  # ceil(192 / 64) baseK steps per tile
-    assert {e.extra["tile"] for e in mmads} == {(0, 0), (0, 32), (32, 0), (32, 32)}
-    assert [e.extra["l0"] for e in mmads[:4]] == [0, 1, 0, 1]  # L0A/L0B ping-pong per baseK step
-    assert [e.extra["unitFlag"] for e in mmads[:3]] == [2, 2, 3]  # FINAL on the tile's last step
+    assert {e.tile for e in mmads} == {(0, 0), (0, 32), (32, 0), (32, 32)}
+    assert [e.l0 for e in mmads[:4]] == [0, 1, 0, 1]  # L0A/L0B ping-pong per baseK step
+    assert [e.unitFlag for e in mmads[:3]] == [2, 2, 3]  # FINAL on the tile's last step
 
 
 def test_bad_scale_kl1_is_refused_with_the_rule():

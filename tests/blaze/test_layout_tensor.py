@@ -22,7 +22,8 @@ from mc2emu.blaze import (
 )
 from mc2emu.blaze.tensor_api.tensor import FP4_STORAGE_DTYPE
 from mc2emu.numerics import ElemFormat, to_ascend_scale_a, to_ascend_scale_b
-from mc2emu.runtime import Device, EventKind, EventRecorder, Hazard
+from mc2emu.runtime import Device, EventRecorder, Hazard
+from mc2emu.runtime.events import L2Hint
 
 FP4 = FP4_STORAGE_DTYPE
 
@@ -162,5 +163,5 @@ def test_l2_hint_is_an_event():
             ctx, CacheMode.CACHE_MODE_DISABLE)
 
     dev.launch(kernel, 1, "AIC_ONLY")
-    hints = rec.of(EventKind.L2_HINT)
-    assert len(hints) == 1 and hints[0].obj == "B" and hints[0].value == "CACHE_MODE_DISABLE"
+    hints = rec.of(L2Hint)
+    assert len(hints) == 1 and hints[0].tensor == "B" and hints[0].mode == "CACHE_MODE_DISABLE"

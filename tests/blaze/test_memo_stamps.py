@@ -86,14 +86,15 @@ def test_a_stamped_load_shares_the_earlier_array_until_a_write_moves_the_stamp(o
     every byte of B is written, it is replayed: no GM read at all."""
     import ml_dtypes
 
-    from mc2emu.runtime import EventKind, EventRecorder
+    from mc2emu.runtime import EventRecorder
+    from mc2emu.runtime.events import GmRead
 
     dev = Device()
     rec = EventRecorder()
     if observer == "all reads":
-        dev.events.subscribe(rec, (EventKind.GM_READ,))
+        dev.events.subscribe(rec, (GmRead,))
     elif observer == "window reads":
-        dev.events.subscribe(rec, (EventKind.GM_READ,), prefixes={EventKind.GM_READ: "win:"})
+        dev.events.subscribe(rec, (GmRead,), prefixes={GmRead: "win:"})
     calls = _count_reads(dev)
     codes = np.arange(64 * 32, dtype=np.uint8).reshape(64, 32) % 120
     b_addr = dev.gm.alloc(0, "B", data=codes)
@@ -113,11 +114,11 @@ def test_a_stamped_load_shares_the_earlier_array_until_a_write_moves_the_stamp(o
     np.testing.assert_array_equal(first.view(np.uint8), codes[16:32, 8:24])
     assert after is not first and after.view(np.uint8)[0, 0] == 0x7E
     np.testing.assert_array_equal(after.view(np.uint8)[1:], codes[17:32, 8:24])
-    reads = rec.of(EventKind.GM_READ)
+    reads = rec.of(GmRead)
     if observer == "all reads":
         assert calls == ["B"] * 3
-        assert [e.value for e in reads] == [(16 * 32 + 8, 31 * 32 + 24)] * 3
-        assert reads[1].extra["data"] is first and reads[2].extra["data"] is after
+        assert [(e.lo, e.hi) for e in reads] == [(16 * 32 + 8, 31 * 32 + 24)] * 3
+        assert reads[1].data is first and reads[2].data is after
     else:
         assert calls == ["B", "B"] and reads == []
 
@@ -152,12 +153,13 @@ def test_never_written_bytes_are_reported_by_every_core_that_reads_them():
 def _gather_bench(observe):
     """A checked device whose GM reads are counted (`_count_reads`), a recorder of the GM_READ events of
     allocations named `observe...` (None: nothing observes), and the bytes of three 4 x 64 fragments."""
-    from mc2emu.runtime import EventKind, EventRecorder
+    from mc2emu.runtime import EventRecorder
+    from mc2emu.runtime.events import GmRead
 
     dev = Device(check=True)
     rec = EventRecorder()
     if observe is not None:
-        dev.events.subscribe(rec, (EventKind.GM_READ,), prefixes={EventKind.GM_READ: observe})
+        dev.events.subscribe(rec, (GmRead,), prefixes={GmRead: observe})
     frags = [((np.arange(4 * 64) + 37 * f) % 120).astype(np.uint8).reshape(4, 64) for f in range(3)]
     return dev, rec, _count_reads(dev), frags
 
@@ -180,7 +182,7 @@ def test_a_fragment_gather_is_replayed_only_when_nothing_sees_it(observed):
     observer of one piece is enough), it reads every piece again into a new buffer. A write to a fragment, or an
     address-list update, changes the stamp: the next gather reads the new bytes."""
 
-    from mc2emu.runtime import EventKind
+    from mc2emu.runtime.events import GmRead
 
     # observed: the reads of fragment 0 only, the first piece of every gather below
     dev, rec, calls, frags = _gather_bench("frag0" if observed else None)
@@ -210,7 +212,7 @@ def test_a_fragment_gather_is_replayed_only_when_nothing_sees_it(observed):
     pieces = ["frag0", "frag1"]
     if observed:
         assert again is not first and calls == pieces * 3 + ["frag0", "frag2"]
-        assert [e.obj for e in rec.of(EventKind.GM_READ)] == ["frag0"] * 4
+        assert [e.buffer for e in rec.of(GmRead)] == ["frag0"] * 4
     else:
         assert again is first and calls == pieces * 2 + ["frag0", "frag2"]
 
@@ -256,7 +258,7 @@ def test_a_window_gather_is_read_again_and_returns_what_peers_put_since(changed,
     Every piece is read on GM each time, also when nothing observes the reads (a stamped gather would then be
     replayed), and each read's event carries exactly the bytes the gather returned."""
 
-    from mc2emu.runtime import EventKind
+    from mc2emu.runtime.events import GmRead
 
     dev, rec, calls, frags = _gather_bench("win" if observed else None)
     wins = [dev.gm.adopt(frags[f].copy(), f"win{f}", kind="window", written=True) for f in range(3)]
@@ -287,11 +289,11 @@ def test_a_window_gather_is_read_again_and_returns_what_peers_put_since(changed,
     assert calls == ["win0", "win1"] * 3
     if not observed:
         return
-    reads = rec.of(EventKind.GM_READ)
-    assert [e.obj for e in reads] == ["win0", "win1"] * 3
+    reads = rec.of(GmRead)
+    assert [e.buffer for e in reads] == ["win0", "win1"] * 3
     returned = [first[:2], first[2:], other[:2], other[2:], again[:2], again[2:]]
     for e, buf in zip(reads, returned, strict=True):
-        np.testing.assert_array_equal(np.asarray(e.extra["data"]).view(np.uint8), buf.view(np.uint8))
+        np.testing.assert_array_equal(np.asarray(e.data).view(np.uint8), buf.view(np.uint8))
 
 
 def test_the_device_empties_its_decode_cache_at_every_launch():

@@ -21,7 +21,7 @@ from mc2emu.blaze.gemm.block.block_scheduler_matmul_swat_with_tail_split import 
 from mc2emu.numerics.compare import ulp_distances
 from mc2emu.ops import golden_weight_dequant, golden_weight_quant_matmul, weight_quant_matmul
 from mc2emu.ops.weight_quant_matmul_host import WqmmProblem, wqmm_tiling
-from mc2emu.runtime.events import EventKind, EventRecorder
+from mc2emu.runtime.events import EventRecorder, FlagSet, HazardReported, Mmad, Vector
 from mc2emu.runtime.hazards import ConstraintError, Hazard, HazardError
 from mc2emu.runtime.perturb import PerturbPolicy
 
@@ -106,8 +106,8 @@ def test_several_k_chunks_odd_count_and_tiles_per_core(trans_b):
                             timeout=TIMEOUT, observers=[rec])
     _check_c(c, golden_weight_quant_matmul(x, w, s, o, bias=b, trans_b=trans_b))
     # both L1 buffers were used by the first tile's chunks and the second tile started on buffer 1
-    dequant = [e for e in rec.of(EventKind.VECTOR) if e.obj == "dequant" and e.core == "AIV0"]
-    assert [e.extra["ubBufId"] for e in dequant[:4]] == [0, 1, 0, 1]
+    dequant = [e for e in rec.of(Vector) if e.stage == "dequant" and e.core == "AIV0"]
+    assert [e.ubBufId for e in dequant[:4]] == [0, 1, 0, 1]
 
 
 def test_boundary_values_bit_exact():
@@ -143,10 +143,10 @@ def test_three_modes_agree_and_isolate():
     rec = EventRecorder()
     bdq = weight_quant_matmul(x, w, s, o, block_dim=2, mode="dequant_only", timeout=TIMEOUT, observers=[rec])
     np.testing.assert_array_equal(_u16(bdq), _u16(golden_weight_dequant(w, s, o)))
-    assert not rec.of(EventKind.MMAD) and not rec.of(EventKind.FLAG_SET)  # zero MMADs, no CV flags
+    assert not rec.of(Mmad) and not rec.of(FlagSet)  # zero MMADs, no CV flags
     rec = EventRecorder()
     weight_quant_matmul(x, w, s, o, block_dim=2, mode="a_only_mmad", timeout=TIMEOUT, observers=[rec])
-    assert rec.of(EventKind.MMAD) and not [e for e in rec.of(EventKind.VECTOR) if e.obj == "dequant"]
+    assert rec.of(Mmad) and not [e for e in rec.of(Vector) if e.stage == "dequant"]
 
 
 def test_bitwise_reproducible_under_perturbation():
@@ -171,8 +171,7 @@ def test_empty_n_piece_skips_the_aiv_drain():
     with pytest.raises(HazardError) as ei:
         weight_quant_matmul(x, w, s, block_dim=1, tiling_overrides=over, timeout=TIMEOUT, observers=[rec])
     err = ei.value
-    early = {e.core: e.extra["message"] for e in rec.of(EventKind.HAZARD)
-             if e.obj == Hazard.EMPTY_TAIL_EARLY_RETURN.value}
+    early = {e.core: e.message for e in rec.of(HazardReported) if e.hazard is Hazard.EMPTY_TAIL_EARLY_RETURN}
     assert set(early) == {"AIC0", "AIV0", "AIV1"}
     assert all("tile 2 has an empty extent (curM 16, curN 0)" in msg for msg in early.values())
     assert "skipping Cleanup" in early["AIV0"] and "skipping Cleanup" in early["AIV1"]
@@ -196,7 +195,7 @@ def test_layout_findings_are_reported():
     c = weight_quant_matmul(x, w, s, block_dim=1, tiling_overrides={"kUbSize": 336, "nUbSize": 128},
                             timeout=TIMEOUT, observers=[rec])
     _check_c(c, golden_weight_quant_matmul(x, w, s))
-    msgs = [e.extra["message"] for e in rec.of(EventKind.HAZARD) if e.obj == Hazard.LAYOUT_OVERLAP.value]
+    msgs = [e.message for e in rec.of(HazardReported) if e.hazard is Hazard.LAYOUT_OVERLAP]
     assert any("bOut with +1 bank padding" in msg for msg in msgs)
     assert any("by the tiling's own formula" in msg for msg in msgs)
     ub = [e.extra["message"] for e in rec.of(EventKind.HAZARD) if e.obj == Hazard.UB_OVERLAP.value]
@@ -238,10 +237,10 @@ def test_upper_a_buffer_over_bias_corrupts_a_tile_that_starts_on_buffer_1():
     rec = EventRecorder()
     c = weight_quant_matmul(x, w, s, bias=b, block_dim=1, tiling_overrides={"kL1": 256, "kUbSize": 128},
                             timeout=TIMEOUT, observers=[rec])
-    msgs = [e.extra["message"] for e in rec.of(EventKind.HAZARD) if e.obj == Hazard.LAYOUT_OVERLAP.value]
+    msgs = [e.message for e in rec.of(HazardReported) if e.hazard is Hazard.LAYOUT_OVERLAP]
     assert any("overwrites the first 1024 bias bytes" in msg for msg in msgs), msgs
     g = golden_weight_quant_matmul(x, w, s, bias=b)
-    first = next(e.extra["tile"] for e in rec.of(EventKind.MMAD))
+    first = next(e.tile for e in rec.of(Mmad))
     lo = first[1]
     hi = 256 - lo  # the other N tile
     _check_c(c[:, lo: lo + 256], g[:, lo: lo + 256])

@@ -16,7 +16,7 @@ from test_grouped_matmul_mx import assert_close, golden, run
 
 from mc2emu.ops import grouped_matmul_mx_op, grouped_matmul_mx_schedule
 from mc2emu.runtime import ConstraintError
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import Fixpipe, Mmad
 
 SIZES, N, K = [25, 25, 25, 25], 700, 512  # group 3 ends on core 11 of 32: its 3 tiles are tail-split
 
@@ -47,13 +47,13 @@ def test_kernel_trace_follows_its_variants_schedule(variant):
     extents, order), and the values are the CGMCT kernel's bit for bit."""
     c = split_m_case(SIZES, N, K, seed=7)
     events = []
-    y = run(c, variant=variant, observers=[lambda ev: ev.kind is EventKind.FIXPIPE and events.append(ev)])
+    y = run(c, variant=variant, observers=[lambda ev: isinstance(ev, Fixpipe) and events.append(ev)])
     want = {}
     for r in grouped_matmul_mx_schedule(SIZES, N, K, variant=variant):
         want.setdefault(f"AIC{r.core}", []).append((r.m_offset, r.n_offset, r.m_piece, r.n_piece))
     got = {}
     for ev in events:
-        got.setdefault(ev.core, []).append(tuple(int(v) for v in ev.value))
+        got.setdefault(ev.core, []).append((*ev.origin, ev.m, ev.n))
     assert got == want
     assert_close(y, golden(c))
     np.testing.assert_array_equal(y.view(np.uint16), run(c).view(np.uint16))
@@ -111,8 +111,8 @@ def test_unitflag_rule_on_a_short_inner_step(monkeypatch):
     for v in ("cgmct", "blaze"):
         evs = []
         ys[v] = run(c, variant=v, block_dim=1,
-                    observers=[lambda ev, evs=evs: ev.kind is EventKind.MMAD and evs.append(ev)])
-        flags[v] = [(int(e.value[2]), e.extra["unitFlag"]) for e in evs]
+                    observers=[lambda ev, evs=evs: isinstance(ev, Mmad) and evs.append(ev)])
+        flags[v] = [(e.k, e.unitFlag) for e in evs]
         assert_close(ys[v], golden(c))
     assert flags["cgmct"] == [(128, 2), (64, 3), (64, 3)]
     assert flags["blaze"] == [(128, 2), (64, 2), (64, 3)]
@@ -132,7 +132,7 @@ def test_b_major_inner_a_chunks_relative_offsets(monkeypatch):
     c = split_m_case([20, 12], 48, 384, seed=9)
     evs = []
     y = run(c, variant="blaze", block_dim=1,
-            observers=[lambda ev: ev.kind is EventKind.MMAD and evs.append(ev)])
+            observers=[lambda ev: isinstance(ev, Mmad) and evs.append(ev)])
     assert_close(y, golden(c))
-    assert [e.extra["unitFlag"] for e in evs] == [2, 2, 3] * 2  # two groups, one tile each
+    assert [e.unitFlag for e in evs] == [2, 2, 3] * 2  # two groups, one tile each
     np.testing.assert_array_equal(y.view(np.uint16), run(c, block_dim=1).view(np.uint16))

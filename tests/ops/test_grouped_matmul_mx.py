@@ -14,7 +14,7 @@ from gmm_cases import split_k_case, split_m_case
 from mc2emu.numerics import ag_compare, ulp_distance
 from mc2emu.ops import golden_grouped_matmul_mx, grouped_matmul_mx, grouped_matmul_mx_schedule, grouped_matmul_mx_tiling
 from mc2emu.runtime import ConstraintError, HazardError
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import Fixpipe, GmRead, GmWrite
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -50,7 +50,7 @@ def test_seed_600_rows_balance_and_trace_follow_the_schedule():
     grouped_matmul_mx_schedule (same core, same piece, same order): one implementation of the schedule."""
     c = split_m_case([600], 700, 4096, seed=3)
     events = []
-    y = run(c, observers=[lambda ev: ev.kind is EventKind.FIXPIPE and events.append(ev)])
+    y = run(c, observers=[lambda ev: isinstance(ev, Fixpipe) and events.append(ev)])
     assert_close(y, golden(c))
     mm = grouped_matmul_mx_tiling(600, 700, 4096, group_num=1).mmTilingData
     assert (mm.baseM, mm.baseN, mm.kAL1, mm.kBL1, mm.dbL0C) == (256, 256, 256, 256, 1)
@@ -61,7 +61,7 @@ def test_seed_600_rows_balance_and_trace_follow_the_schedule():
         want.setdefault(f"AIC{r.core}", []).append((r.m_offset, r.n_offset, r.m_piece, r.n_piece))
     got = {}
     for ev in events:
-        got.setdefault(ev.core, []).append(tuple(int(v) for v in ev.value))
+        got.setdefault(ev.core, []).append((*ev.origin, ev.m, ev.n))
     assert got == want
     # dbL0C 1: a core running several 256 x 256 tiles keeps L0C half 0 (the second half cannot hold one)
     np.testing.assert_array_equal(run(c, block_dim=2).view(np.uint16), y.view(np.uint16))
@@ -84,11 +84,10 @@ def test_many_groups_tail_split_and_bitwise_reproducible():
     recs = grouped_matmul_mx_schedule([25, 3, 0, 17, 25], 700, 512)
     assert any(r.m_piece < 25 and r.group == 4 for r in recs)  # the last group is split
     fix = []
-    ref = run(c, observers=[lambda ev: ev.kind is EventKind.FIXPIPE and fix.append(ev)])
+    ref = run(c, observers=[lambda ev: isinstance(ev, Fixpipe) and fix.append(ev)])
     # the trace names which core ran which group's tile in which round: exactly the schedule's records
-    assert sorted((int(ev.core[3:]), ev.extra["group"], ev.extra["round"], ev.extra["mTileIdx"],
-                   ev.extra["nTileIdx"]) for ev in fix) == sorted((r.core, r.group, r.round, r.mi, r.ni)
-                                                                  for r in recs)
+    assert sorted((int(ev.core[3:]), ev.task.group, ev.task.round, ev.task.mTileIdx, ev.task.nTileIdx)
+                  for ev in fix) == sorted((r.core, r.group, r.round, r.mi, r.ni) for r in recs)
     assert_close(ref, golden(c))
     for bd in (32, 7, 1):
         np.testing.assert_array_equal(run(c, block_dim=bd).view(np.uint16), ref.view(np.uint16))
@@ -107,8 +106,8 @@ def test_variant_blaze_sample_count_list_same_values_own_tail_split():
     16 | 9 rows (CGMCT's 13 | 12), the values are CGMCT's bit for bit (more in test_grouped_matmul_blaze.py)."""
     c = split_m_case([25, 25, 25, 25], 700, 512, seed=7)
     fix = []
-    y = run(c, variant="blaze_sample", observers=[lambda ev: ev.kind is EventKind.FIXPIPE and fix.append(ev)])
-    assert {int(ev.value[2]) for ev in fix if ev.extra["group"] == 3} == {16, 9}
+    y = run(c, variant="blaze_sample", observers=[lambda ev: isinstance(ev, Fixpipe) and fix.append(ev)])
+    assert {ev.m for ev in fix if ev.task.group == 3} == {16, 9}
     np.testing.assert_array_equal(y.view(np.uint16), run(c).view(np.uint16))
 
 
@@ -124,8 +123,8 @@ def test_fp4_with_bias_and_fp32_output():
 def test_split_k_zero_groups_are_zero_filled_by_the_aivs():
     c = split_k_case([128, 0, 200, 0], 40, 300, seed=4, group_list_type="cumsum")
     writers = {}
-    y = run(c, observers=[lambda ev: ev.kind is EventKind.GM_WRITE and ev.obj == "y"
-                          and writers.setdefault(ev.core[:3], []).append(ev.value)])
+    y = run(c, observers=[lambda ev: isinstance(ev, GmWrite) and ev.buffer == "y"
+                          and writers.setdefault(ev.core[:3], []).append((ev.lo, ev.hi))])
     assert y.shape == (4, 40, 300)
     assert_close(y, golden(c))
     assert not y[1].view(np.uint16).any() and not y[3].view(np.uint16).any()
@@ -222,8 +221,8 @@ def test_l1_chunk_order_follows_kal1_kbl1():
         reads: dict[str, list] = {"x": [], "weight": []}
 
         def record(ev, reads=reads):
-            if ev.kind is EventKind.GM_READ and ev.obj in reads and ev.core == "AIC0":
-                reads[ev.obj].append(ev.extra["shape"])
+            if isinstance(ev, GmRead) and ev.buffer in reads and ev.core == "AIC0":
+                reads[ev.buffer].append(ev.shape)
 
         run(c, observers=[record])
         first = grouped_matmul_mx_schedule(sizes, n, k)
@@ -235,12 +234,13 @@ def test_l1_chunk_order_follows_kal1_kbl1():
 
 def test_chrome_trace_names_group_round_and_tile():
     """The trace (mc2emu.trace) shows each fixpipe span with the group, round and tile it wrote."""
-    from mc2emu.trace import TraceRecord, merge_traces
+    from mc2emu.trace import merge_traces
 
     c = split_m_case([25, 0, 17], 300, 256, seed=12)
     records = []
-    run(c, observers=[lambda ev: records.append(TraceRecord.of(ev))])
+    run(c, observers=[lambda ev: records.append(ev.portable())])
     spans = [e for e in merge_traces({0: records})["traceEvents"] if e["ph"] == "X" and e["name"].startswith("fixpipe")]
     recs = grouped_matmul_mx_schedule([25, 0, 17], 300, 256)
-    assert sorted((s["args"]["group"], s["args"]["round"], s["args"]["mTileIdx"], s["args"]["nTileIdx"])
-                  for s in spans) == sorted((r.group, r.round, r.mi, r.ni) for r in recs)
+    tasks = [s["args"]["task"] for s in spans]
+    assert sorted((t["group"], t["round"], t["mTileIdx"], t["nTileIdx"]) for t in tasks) == \
+        sorted((r.group, r.round, r.mi, r.ni) for r in recs)
