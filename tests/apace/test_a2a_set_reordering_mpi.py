@@ -7,7 +7,8 @@ import pytest
 
 from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
-from mc2emu.runtime import EventKind, EventRecorder, PerturbPolicy
+from mc2emu.runtime import EventRecorder, PerturbPolicy
+from mc2emu.runtime.events import SetOvertaken
 
 TIMEOUT = 30.0
 ORI_M, KA, N = 150, 128, 200
@@ -29,7 +30,7 @@ def test_udma_set_overtaken_by_next_rounds_puts_keeps_the_output_bitwise(local_m
     for seed in (11, 12):
         rec = EventRecorder()
         out = all_to_all_quant_matmul(*args, perturb=PerturbPolicy(seed, max_delay_s=5e-4), observers=[rec], **kw)
-        overtaken = [e for e in rec.events if e.kind is EventKind.PERTURB and e.obj == "Set overtaken by put"]
+        overtaken = [e for e in rec.of(SetOvertaken) if e.by_point == "put"]
         everyone = comm.allgather((len(overtaken), bool(np.array_equal(out.view(np.uint16), ref.view(np.uint16)))))
         assert all(n > 0 for n, _ in everyone), f"seed {seed}: overtaken Sets per rank {everyone}"
         assert all(same for _, same in everyone), f"seed {seed}: output changed {everyone}"

@@ -12,7 +12,8 @@ import pytest
 from mc2emu.numerics import bf16_ulp_distance, golden_mx_matmul
 from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gathered_operand, gen_st_inputs, golden_a2a
-from mc2emu.runtime import ConstraintError, DeadlockError, EventKind, EventRecorder, HazardError, PerturbPolicy
+from mc2emu.runtime import ConstraintError, DeadlockError, EventRecorder, HazardError, PerturbPolicy, Severity
+from mc2emu.runtime.events import AtomicMode, HazardReported
 from mc2emu.runtime.faults import Fault, FaultPlan
 
 TIMEOUT = 30.0
@@ -128,7 +129,7 @@ def test_aic_only_kernel_launched_mixed_reports_the_same_whatever_the_timing():
             run(inp, impl="hcomm", wait_order="in_order", block_dim=2, timeout=10.0,
                 faults=FaultPlan(Fault.AIV_JOINS_AIC_KERNEL, rank=r), observers=[rec],
                 perturb=PerturbPolicy(seed, max_delay_s=2e-3))
-        reports = sorted((e.obj, e.core) for e in rec.of(EventKind.HAZARD))
+        reports = sorted((e.hazard.value, e.core) for e in rec.of(HazardReported))
         wrong = [core for name, core in reports if name == "HCCL_WRONG_CORE_TYPE"]
         assert wrong and all(core.startswith("AIV") for core in wrong), reports
         seen.append(reports)
@@ -138,7 +139,7 @@ def test_aic_only_kernel_launched_mixed_reports_the_same_whatever_the_timing():
 
 # -- item 8: the Finalize race is filed where it can occur, and its hang is diagnosed --------------------
 def _finalize_reports(rec):
-    return [e for e in rec.of(EventKind.HAZARD) if e.obj == "HCCL_FINALIZE_WHILE_WAITING"]
+    return [e for e in rec.of(HazardReported) if e.hazard.value == "HCCL_FINALIZE_WHILE_WAITING"]
 
 
 @pytest.mark.mpi(min_size=2)
@@ -177,7 +178,7 @@ def test_finalize_race_with_several_aics_is_a_diagnosed_hazard():
         assert "HCCL_FINALIZE_WHILE_WAITING" in exc.names(), exc.names()
         assert any(f"AIC{i}" in h.message for h in exc.hazards for i in (1, 2, 3)
                    if h.hazard.value == "HCCL_FINALIZE_WHILE_WAITING" and h.severity.value == "error"), text
-    warn = [e for e in _finalize_reports(rec) if e.value == "warning"]
+    warn = [e for e in _finalize_reports(rec) if e.severity is Severity.WARNING]
     assert len(warn) == 1 and warn[0].core == "AIC0", _finalize_reports(rec)
     outcomes = comm.allgather(outcome)
     if "deadlock" in outcomes:
@@ -252,10 +253,10 @@ def test_aivs_of_a_mixed_launch_never_set_the_atomic_mode():
     with contextlib.suppress(HazardError):
         run(inp, impl="hcomm", local_matmul=1, wait_order="in_order", block_dim=2, timeout=10.0,
             faults=FaultPlan(Fault.AIV_JOINS_AIC_KERNEL, rank=r), observers=[rec])
-    atomic = {(e.core, e.value) for e in rec.of(EventKind.ATOMIC_MODE)}
+    atomic = {(e.core, e.dtype) for e in rec.of(AtomicMode)}
     assert {core for core, _ in atomic if core.startswith("AIV")} == set(), atomic
     assert any(core == "AIC0" and value is not None for core, value in atomic), atomic
-    assert "AIV_RUNS_AIC_KERNEL" in {e.obj for e in rec.of(EventKind.HAZARD)}
+    assert "AIV_RUNS_AIC_KERNEL" in {e.hazard.value for e in rec.of(HazardReported)}
     comm.Barrier()
 
 

@@ -231,7 +231,8 @@ def test_l2_hints_are_recorded_per_tile_by_the_ag_rule():
     K is 128-byte aligned; scaleB iff it covers all of M and N * 2 and curN * 2 are 128-byte aligned. A tile
     covering all of logical M also spans HEAD and MAIN (R >= 2): in this kernel the DISABLE hints fire only on
     a block that crosses a region boundary, which the FragmentSliceCopy reports (FRAGMENT_OUT_OF_RANGE)."""
-    from mc2emu.runtime import EventKind, EventRecorder
+    from mc2emu.runtime import EventRecorder
+    from mc2emu.runtime.events import Fixpipe, L2Hint
 
     comm = world()
     size = comm.Get_size()
@@ -249,11 +250,11 @@ def test_l2_hints_are_recorded_per_tile_by_the_ag_rule():
         tiles = 0
         pending = {}
         for e in rec.events:
-            if e.kind is EventKind.L2_HINT:
+            if isinstance(e, L2Hint):
                 pending.setdefault(e.core, []).append(e)
-            elif e.kind is EventKind.FIXPIPE:
-                cur_m, cur_n = e.value[-2:]
-                hints = {h.obj: h.value for h in pending.pop(e.core, [])}
+            elif isinstance(e, Fixpipe):
+                cur_m, cur_n = e.m, e.n
+                hints = {h.tensor: h.mode for h in pending.pop(e.core, [])}
                 assert set(hints) == {"B", "scaleB"}, (e.core, hints)
                 full = cur_m >= M
                 b_stream = full and (k & CACHE_LINE_MASK) == 0

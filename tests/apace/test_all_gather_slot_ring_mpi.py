@@ -12,7 +12,7 @@ from mc2emu.apace.all_gather_qbmm_mx_kernel import FragmentParams
 from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gather_quant_matmul
 from mc2emu.ops.all_gather_quant_matmul_golden import ag_st_verify
 from mc2emu.runtime import ConstraintError, EventRecorder, HazardError, PerturbPolicy
-from mc2emu.runtime.events import EventKind
+from mc2emu.runtime.events import FlagConsume, HazardReported, Put
 from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_gather_quant_matmul_tiling import make_ag_comm_tiling
 
@@ -76,7 +76,7 @@ def test_puts_land_in_packed_slots_and_slot_0_is_reused():
     fp = FragmentParams(ct.tileCnt, ct.tileM, ct.tailCnt, ct.tailM, ct.paddedTailM, ct.commTurn, ct.headRows,
                         rank, size, m, k, n, 4)
     data_slot, scale_slot = slot_sizes(fp, k, 4)
-    got = sorted((e.extra["pe"], e.extra["offset"], e.extra["nbytes"]) for e in rec.of(EventKind.PUT))
+    got = sorted((e.pe, e.offset, e.nbytes) for e in rec.of(Put))
     want = []
     for target in range(size):
         if target == rank:
@@ -87,9 +87,9 @@ def test_puts_land_in_packed_slots_and_slot_0_is_reused():
             want.append((target, 2 * data_slot + rnd * scale_slot + remote * 512 * 4, rows * 4))
     assert_all_ranks(comm, got == sorted(want), f"puts {got[:4]}... vs {sorted(want)[:4]}...")
     acquired = {}
-    for e in rec.of(EventKind.FLAG_RAISE):
-        if e.core.startswith("AIC") and e.extra.get("consumed") and e.extra.get("mode") == 2:
-            acquired.setdefault(e.core, []).append(e.obj.split(".")[-1])
+    for e in rec.of(FlagConsume):
+        if e.core.startswith("AIC") and e.mode == 2:
+            acquired.setdefault(e.core, []).append(f"flag{e.fid}")
     ok = bool(acquired) and all(v == ["flag0", "flag1", "flag2", "flag1"] for v in acquired.values())
     assert_all_ranks(comm, ok, f"AIC acquires {acquired}")
 
@@ -140,7 +140,7 @@ def test_eleven_slots_reach_flag_11_which_hard_sync_all_reserves():
     inp = gen_ag_st_inputs(m, k, n, rank)
     rec = EventRecorder()
     c = run(inp, protocol="slot_ring", slot_num=0, observers=(rec,))
-    msgs = [(e.core, e.extra["message"]) for e in rec.of(EventKind.HAZARD) if e.obj == Hazard.FLAG_ID_RESERVED.value]
+    msgs = [(e.core, e.message) for e in rec.of(HazardReported) if e.hazard is Hazard.FLAG_ID_RESERVED]
     slot_msgs = [msg for core, msg in msgs if core == "AIV0"]
     assert len(slot_msgs) == 1 and slot_msgs[0].startswith("slot 10 of 11 (round 10) signals with flag id 11"), msgs
     assert any(core == "launch" and "[11]" in msg for core, msg in msgs), msgs

@@ -13,7 +13,8 @@ import pytest
 
 from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
-from mc2emu.runtime import DeadlockError, EventKind, EventRecorder, HazardError
+from mc2emu.runtime import DeadlockError, EventRecorder, HazardError
+from mc2emu.runtime.events import HazardReported
 from mc2emu.runtime.faults import Fault, FaultPlan
 
 KA = 128
@@ -112,8 +113,8 @@ def test_aivs_running_the_aic_kernel_are_named():
     with contextlib.suppress(HazardError, DeadlockError):
         run(inp, impl="hcomm", wait_order="in_order", block_dim=2, observers=[rec], timeout=2.0,
             faults=FaultPlan(Fault.AIV_JOINS_AIC_KERNEL, rank=r))
-    joined = [e for e in rec.of(EventKind.HAZARD) if e.obj == "AIV_RUNS_AIC_KERNEL"]
-    assert joined and all(re.fullmatch(r"AIV\d+", e.core) for e in joined), [(e.core, e.obj) for e in joined]
-    assert any("QuantMatmulMxKernel::Run on an AIV: only Init returns early on AIV" in str(e.extra.get("message"))
-               for e in joined), [e.extra for e in joined]
+    joined = [e for e in rec.of(HazardReported) if e.hazard.value == "AIV_RUNS_AIC_KERNEL"]
+    assert joined and all(re.fullmatch(r"AIV\d+", e.core) for e in joined), [(e.core, e.hazard) for e in joined]
+    assert any("QuantMatmulMxKernel::Run on an AIV: only Init returns early on AIV" in e.message
+               for e in joined), [e.message for e in joined]
     comm.Barrier()

@@ -6,7 +6,8 @@ import pytest
 
 from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
-from mc2emu.runtime import DeadlockError, EventKind, EventRecorder, HazardError
+from mc2emu.runtime import DeadlockError, EventRecorder, HazardError
+from mc2emu.runtime.events import HazardReported
 from mc2emu.runtime.faults import Fault, FaultPlan
 
 
@@ -46,6 +47,6 @@ def test_aic_only_kernel_launched_mixed_lets_the_aivs_join():
                                 wait_order="in_order", block_dim=2, faults=FaultPlan(Fault.AIV_JOINS_AIC_KERNEL,
                                                                                      rank=r),
                                 observers=[rec], timeout=2.0)
-    names = {e.obj for e in rec.of(EventKind.HAZARD)}
+    names = {e.hazard.value for e in rec.of(HazardReported)}
     assert "AIV_RUNS_AIC_KERNEL" in names
     comm.Barrier()

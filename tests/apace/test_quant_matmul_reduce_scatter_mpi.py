@@ -21,6 +21,7 @@ from mc2emu.ops.quant_matmul_reduce_scatter_op import quant_matmul_reduce_scatte
 from mc2emu.predict import PredictRecorder, gather_records
 from mc2emu.predict.ordering import event_order
 from mc2emu.runtime import ConstraintError, HazardError, PerturbPolicy
+from mc2emu.runtime.events import FlagConsume, FlagSet, GmAccess, Mmad
 
 TIMEOUT = 60.0
 
@@ -99,20 +100,20 @@ def round_overlap(order, R, block_dim, T):
         for i in range(block_dim):
             t, after_a = 0, 0
             for pos, r in cores[(rank, f"AIC{i}")]:
-                if r.kind == "flag_set" and r.obj == "flag0":
+                if isinstance(r, FlagSet) and r.fid == 0:
                     after_a = 1
-                elif r.kind == "flag_set" and r.obj == "flag1":
+                elif isinstance(r, FlagSet) and r.fid == 1:
                     flag_b[t].append(order.node_of[pos])
                     t, after_a = t + 1, 0
-                elif r.kind == "mmad":
+                elif isinstance(r, Mmad):
                     mmads[t][after_a].append(order.node_of[pos])
         reductions = defaultdict(list)
         for i in range(block_dim - R):
             waited_b = 0
             for pos, r in cores[(rank, f"AIV{i}")]:
-                if r.kind == "flag_raise" and r.obj == f"AIV{i}.flag1" and r.extra.get("consumed"):
+                if isinstance(r, FlagConsume) and r.fid == 1:
                     waited_b += 1
-                elif r.kind in ("gm_read", "gm_write") and pos in order.node_of:
+                elif isinstance(r, GmAccess) and pos in order.node_of:
                     reductions[waited_b - 1].append(order.node_of[pos])
         if sorted(reductions) != list(range(T)) or sorted(flag_b) != list(range(T)):
             problems.append(f"rank {rank}: reductions of rounds {sorted(reductions)}, flagB of {sorted(flag_b)}")
