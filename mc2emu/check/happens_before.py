@@ -614,7 +614,7 @@ class _PutIndex:
 
 
 class ReadContent:
-    """What one GM_READ of a window returned: its geometry (byte offset, element shape and byte strides, item
+    """What one `GmRead` of a window returned: its geometry (byte offset, element shape and byte strides, item
     size) and its bytes, shape (*shape, item). Offsets are computed only where a put covers part of the read."""
 
     __slots__ = ("data", "dense", "item", "offset", "shape", "strides")

@@ -146,7 +146,7 @@ class Shmem:
         return window, off
 
     def _source(self, ctx: CoreContext, src: GmAddr, nbytes: int) -> np.ndarray:
-        """The bytes a put reads: checked and copied in check mode (bounds, never-written bytes, GM_READ
+        """The bytes a put reads: checked and copied in check mode (bounds, never-written bytes, `GmRead`
         event), else a bounds-checked zero-copy slice (`GlobalMemory.view` costs ~10 us per call here,
         as much as the put itself)."""
         device = self.device

@@ -46,7 +46,7 @@ def read_stamp(addr: GmAddr, shape: tuple[int, ...]) -> tuple | None:
 
 def unobserved(events: EventBus, alloc: Allocation) -> bool:
     """Whether a read of `alloc` can neither report nor be seen: every byte is known written (no unwritten-byte
-    report) and no observer takes its GM_READ events (no trace, no happens-before record). Then a read whose
+    report) and no observer takes its `GmRead` events (no trace, no happens-before record). Then a read whose
     stamp equals an earlier read's (already bounds checked) may be replayed by handing out that read's array."""
     return alloc.fully_written and not events.wants(GmRead, alloc.name)
 

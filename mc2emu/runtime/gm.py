@@ -10,7 +10,7 @@ through `GlobalMemory.read` / `write` with a dtype, a shape and optional byte st
 - a write from a core in atomic mode (`SetAtomicAdd<T>`) adds in T: new = RNE_T(f32(old) + f32(value)); a
   write of another dtype than T is added by the atomic unit in T over the written bytes (`ATOMIC_DTYPE_MISMATCH`,
   below);
-- observers (the happens-before checker, the trace) see each access as a GM_READ / GM_WRITE event.
+- observers (the happens-before checker, the trace) see each access as a `GmRead` / `GmWrite` event.
 
 FP4 dtypes (`ml_dtypes.float4_e2m1fn`) are stored packed two per byte, element 2i in the low nibble;
 their shapes are given in elements and their strides in bytes of the packed storage.
