@@ -25,7 +25,7 @@ import math
 import threading
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
@@ -67,9 +67,87 @@ RECORDED_KINDS: tuple[type[Event], ...] = (GmRead, GmWrite, HcclWait, FlagSet, F
 WINDOW_ACCESSES: dict[type[GmAccess], str] = {GmAccess: WINDOW_PREFIX}
 
 
+# The synchronization records of a core's log (what the ranks exchange at the end of a launch).
+class _SetRec(NamedTuple):
+    """CrossCoreSetFlag: an edge to the Wait consuming a round it is part of."""
+
+    set_id: int
+
+
+class _AcquireRec(NamedTuple):
+    """CrossCoreWaitFlag returned: the Sets of the round `token` happen before."""
+
+    token: int | None
+
+
+class _PutRec(NamedTuple):
+    """A put of window bytes [lo, hi) into rank `pe`: completes at the core's next quiet / signal to pe."""
+
+    pe: int
+    window: str
+    lo: int
+    hi: int
+
+
+class _HcclPutRec(NamedTuple):
+    """A put of the HCCL server (repeat `repeat` of task `handle`): checked against the reader's HCCL Waits."""
+
+    pe: int
+    window: str
+    lo: int
+    hi: int
+    handle: int
+    repeat: int
+
+
+class _QuietRec(NamedTuple):
+    """shmem quiet: completes the core's puts."""
+
+
+class _PostRec(NamedTuple):
+    """A signal post (`op` by value) to the word at `offset` of `window` on rank `pe`: edges to its waits."""
+
+    pe: int
+    window: str
+    offset: int
+    op: str
+    signal: int
+
+
+class _SigWaitRec(NamedTuple):
+    """A signal wait returned having seen `observed` in the own word at `offset` of `window`."""
+
+    window: str
+    offset: int
+    observed: int
+
+
+class _StoreRec(NamedTuple):
+    """TeamBarrier stored `value` in slot `slot` of `barrier`: an edge to the peer's observation."""
+
+    barrier: str
+    slot: int
+    value: int
+
+
+class _ObserveRec(NamedTuple):
+    """TeamBarrier read `value` from slot `slot` of rank `peer`'s `barrier`."""
+
+    barrier: str
+    peer: int
+    slot: int
+    value: int
+
+
+_SyncRec = (_SetRec | _AcquireRec | _PutRec | _HcclPutRec | _QuietRec | _PostRec | _SigWaitRec | _StoreRec
+            | _ObserveRec)
+# Every rank's (core -> its sync log, flag round token -> the round's (core, set_id) sources).
+_Exchange = list[tuple[dict[str, list[_SyncRec]], dict]]
+
+
 @dataclass
 class _CoreLog:
-    sync: list[tuple] = field(default_factory=list)   # program-ordered sync records
+    sync: list[_SyncRec] = field(default_factory=list)   # program-ordered sync records
     # (sync position, window, lo, hi, (byte offsets read, the bytes returned) or None)
     reads: list[tuple[int, str, int, int, Any]] = field(default_factory=list)
     # Program-ordered HCCL Waits that returned 0: (handle, waits on it, total Waits, follows_working).
@@ -121,29 +199,29 @@ class HappensBeforeChecker:
                 self._logs[e.core].hwaits.append((e.handle, int(cast(int, e.waits)), int(cast(int, e.total)),
                                                   e.follows_working))
         elif isinstance(e, FlagSet):
-            self._logs[e.core].sync.append(("set", e.set_id))
+            self._logs[e.core].sync.append(_SetRec(e.set_id))
         elif isinstance(e, FlagConsume):
-            self._logs[e.core].sync.append(("acq", e.token))
+            self._logs[e.core].sync.append(_AcquireRec(e.token))
         elif isinstance(e, FlagRaise):
             with self._lock:
                 self._tokens[e.token] = e.sources
         elif isinstance(e, Put):
             if e.core in SERVER_CORES:
                 # An HCCL task's repeat: checked against the reading core's HCCL Waits (not a sync record).
-                self._logs[e.core].sync.append(("hput", e.pe, e.window, e.offset, e.offset + e.nbytes,
-                                                cast(int, e.handle), cast(int, e.repeat)))
+                self._logs[e.core].sync.append(_HcclPutRec(e.pe, e.window, e.offset, e.offset + e.nbytes,
+                                                           cast(int, e.handle), cast(int, e.repeat)))
                 return
-            self._logs[e.core].sync.append(("put", e.pe, e.window, e.offset, e.offset + e.nbytes))
+            self._logs[e.core].sync.append(_PutRec(e.pe, e.window, e.offset, e.offset + e.nbytes))
         elif isinstance(e, Quiet):
-            self._logs[e.core].sync.append(("quiet",))
+            self._logs[e.core].sync.append(_QuietRec())
         elif isinstance(e, SignalPost):
-            self._logs[e.core].sync.append(("post", e.pe, e.window, e.offset, e.op.value, e.signal))
+            self._logs[e.core].sync.append(_PostRec(e.pe, e.window, e.offset, e.op.value, e.signal))
         elif isinstance(e, SignalWait):
-            self._logs[e.core].sync.append(("sigwait", e.window, e.offset, e.observed))
+            self._logs[e.core].sync.append(_SigWaitRec(e.window, e.offset, e.observed))
         elif isinstance(e, BarrierStore):
-            self._logs[e.core].sync.append(("store", e.barrier, e.slot, e.value))
+            self._logs[e.core].sync.append(_StoreRec(e.barrier, e.slot, e.value))
         elif isinstance(e, BarrierObserve):
-            self._logs[e.core].sync.append(("observe", e.barrier, e.peer, e.slot, e.value))
+            self._logs[e.core].sync.append(_ObserveRec(e.barrier, e.peer, e.slot, e.value))
 
     def _cover(self, window: str, nbytes: int) -> list[tuple]:
         """Local writes into a poisoned window (kept across launches: a window lives longer than one)."""
@@ -187,7 +265,7 @@ class HappensBeforeChecker:
         return n + self._check(everyone, reads)
 
     # -- poisoned windows: reads of bytes nobody wrote ---------------------------------------------------
-    def _check_unwritten(self, everyone: list[tuple[dict[str, list[tuple]], dict]],
+    def _check_unwritten(self, everyone: _Exchange,
                          mine: dict[str, _CoreLog]) -> int:
         if not self._poisoned:
             return 0
@@ -199,8 +277,8 @@ class HappensBeforeChecker:
             for logs, _ in everyone:
                 for sync in logs.values():
                     for rec in sync:
-                        if rec[0] in ("put", "hput") and rec[1] == me and rec[2] == window:
-                            covered[rec[3]: rec[4]] = True
+                        if isinstance(rec, _PutRec | _HcclPutRec) and rec.pe == me and rec.window == window:
+                            covered[rec.lo: rec.hi] = True
         reported = 0
         for core, log in sorted(mine.items()):
             seen: set[str] = set()
@@ -225,10 +303,10 @@ class HappensBeforeChecker:
         return reported
 
     # -- HCCL tasks: reads against the Waits that prove them ----------------------------------------------
-    def _check_hccl(self, everyone: list[tuple[dict[str, list[tuple]], dict]], mine: dict[str, _CoreLog]) -> int:
+    def _check_hccl(self, everyone: _Exchange, mine: dict[str, _CoreLog]) -> int:
         me = self.rank
-        hputs = [(rec[2], rec[3], rec[4], rec[5], rec[6], r) for r, (logs, _) in enumerate(everyone)
-                 for rec in logs.get(SERVER_CORE, ()) if rec[0] == "hput" and rec[1] == me]
+        hputs = [(rec.window, rec.lo, rec.hi, rec.handle, rec.repeat, r) for r, (logs, _) in enumerate(everyone)
+                 for rec in logs.get(SERVER_CORE, ()) if isinstance(rec, _HcclPutRec) and rec.pe == me]
         if not hputs:
             return 0
         working = next((log.hwaits for core, log in mine.items()
@@ -326,18 +404,20 @@ class HappensBeforeChecker:
             window=window, lo=plo, hi=phi, put_rank=pr, put_core=pcore, differing=diff)
         return 1
 
-    def _unwaited_signals(self, everyone: list[tuple[dict[str, list[tuple]], dict]]) -> int:
+    def _unwaited_signals(self, everyone: _Exchange) -> int:
         """Pairing at launch end: every signal posted to this rank must be waited up to its final value."""
         me = self.rank
         posted: dict[tuple[str, int], list[tuple[str, int, int, str]]] = defaultdict(list)
         for r, (logs, _) in enumerate(everyone):
             for core, sync in logs.items():
                 for rec in sync:
-                    if rec[0] == "post" and rec[1] == me:
-                        posted[(rec[2], rec[3])].append((rec[4], rec[5], r, core))
+                    if isinstance(rec, _PostRec) and rec.pe == me:
+                        posted[(rec.window, rec.offset)].append((rec.op, rec.signal, r, core))
         seen: dict[tuple[str, int], int] = {}
-        for rec in (x for sync in everyone[me][0].values() for x in sync if x[0] == "sigwait"):
-            seen[(rec[1], rec[2])] = max(seen.get((rec[1], rec[2]), -1), rec[3])
+        for sync in everyone[me][0].values():
+            for rec in sync:
+                if isinstance(rec, _SigWaitRec):
+                    seen[(rec.window, rec.offset)] = max(seen.get((rec.window, rec.offset), -1), rec.observed)
         n = 0
         for (window, off), ps in posted.items():
             adds = sum(v for op, v, _, _ in ps if op == SignalOp.ADD.value)
@@ -354,7 +434,7 @@ class HappensBeforeChecker:
                 n += 1
         return n
 
-    def _check(self, everyone: list[tuple[dict[str, list[tuple]], dict]], reads: dict[str, list]) -> int:
+    def _check(self, everyone: _Exchange, reads: dict[str, list]) -> int:
         entities = [(r, core) for r, (logs, _) in enumerate(everyone) for core in sorted(logs)]
         # Sync edges: event (r, core, pos) <- list of source events.
         set_pos: dict[tuple[int, str, int], int] = {}
@@ -362,16 +442,16 @@ class HappensBeforeChecker:
         for r, (logs, _) in enumerate(everyone):
             for core, sync in logs.items():
                 for pos, rec in enumerate(sync):
-                    if rec[0] == "set":
-                        set_pos[(r, core, rec[1])] = pos
-                    elif rec[0] == "store":
-                        stores[(r, rec[1], rec[2], rec[3])] = (r, core, pos)
+                    if isinstance(rec, _SetRec):
+                        set_pos[(r, core, rec.set_id)] = pos
+                    elif isinstance(rec, _StoreRec):
+                        stores[(r, rec.barrier, rec.slot, rec.value)] = (r, core, pos)
         posts: dict[tuple[int, str, int], list[tuple[tuple[int, str, int], str, int]]] = defaultdict(list)
         for r, (logs, _) in enumerate(everyone):
             for core, sync in logs.items():
                 for pos, rec in enumerate(sync):
-                    if rec[0] == "post":
-                        posts[(rec[1], rec[2], rec[3])].append(((r, core, pos), rec[4], rec[5]))
+                    if isinstance(rec, _PostRec):
+                        posts[(rec.pe, rec.window, rec.offset)].append(((r, core, pos), rec.op, rec.signal))
         preds: dict[tuple[int, str, int], Sequence[tuple[int, str, int]]] = {}
         # A round's sources arrive as one tuple shared by all its targets (cross_core._partial; the allgather
         # keeps the sharing): its source events are resolved once per (rank, tuple), into one tuple that every
@@ -380,8 +460,8 @@ class HappensBeforeChecker:
         for r, (logs, tokens) in enumerate(everyone):
             for core, sync in logs.items():
                 for pos, rec in enumerate(sync):
-                    if rec[0] == "acq":
-                        srcs = tokens.get(rec[1], ())
+                    if isinstance(rec, _AcquireRec):
+                        srcs = tokens.get(rec.token, ())
                         nodes = round_nodes.get((r, id(srcs)))
                         if nodes is None:
                             nodes = round_nodes[(r, id(srcs))] = tuple(
@@ -389,15 +469,14 @@ class HappensBeforeChecker:
                                 if (sp := set_pos.get((r, src_core, sid))) is not None)
                         if nodes:
                             preds[(r, core, pos)] = nodes
-                    elif rec[0] == "sigwait":
+                    elif isinstance(rec, _SigWaitRec):
                         # Every post to the slot may have contributed to the value seen (conservative: a race
                         # between posts is not reported, a wait is never wrongly unordered).
-                        posted_here = [node for node, _, _ in posts.get((r, rec[1], rec[2]), ())]
+                        posted_here = [node for node, _, _ in posts.get((r, rec.window, rec.offset), ())]
                         if posted_here:
                             preds[(r, core, pos)] = posted_here
-                    elif rec[0] == "observe":
-                        _, barrier, peer, slot, value = rec
-                        src = stores.get((peer, barrier, slot, value))
+                    elif isinstance(rec, _ObserveRec):
+                        src = stores.get((rec.peer, rec.barrier, rec.slot, rec.value))
                         if src is not None:
                             preds[(r, core, pos)] = [src]
         clocks = _Clocks(entities, {(r, core): len(sync) for r, (logs, _) in enumerate(everyone)
@@ -410,11 +489,13 @@ class HappensBeforeChecker:
             for core, sync in logs.items():
                 # A put completes at the core's next quiet, or at its next signal post to the same rank
                 # (put_signal: the data lands before the signal changes).
-                done_at = [p for p, rec in enumerate(sync) if rec[0] == "quiet" or (rec[0] == "post" and rec[1] == me)]
+                done_at = [p for p, rec in enumerate(sync)
+                           if isinstance(rec, _QuietRec) or (isinstance(rec, _PostRec) and rec.pe == me)]
                 for pos, rec in enumerate(sync):
-                    if rec[0] == "put" and rec[1] == me:
+                    if isinstance(rec, _PutRec) and rec.pe == me:
                         i = bisect.bisect_right(done_at, pos)
-                        puts.append((rec[2], rec[3], rec[4], r, core, pos, done_at[i] if i < len(done_at) else None))
+                        puts.append((rec.window, rec.lo, rec.hi, r, core, pos,
+                                     done_at[i] if i < len(done_at) else None))
         reported = 0
         seen: set[tuple] = set()
         once = self._written_once(puts)
