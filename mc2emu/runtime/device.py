@@ -23,7 +23,7 @@ from mc2emu.runtime.compute_slots import ComputeSlots
 from mc2emu.runtime.core import CoreContext
 from mc2emu.runtime.cross_core import CoreKey, CrossCoreFlags
 from mc2emu.runtime.decode_cache import DecodeCache
-from mc2emu.runtime.events import CoreBegin, CoreEnd, EventBus, LaunchBegin, LaunchEnd
+from mc2emu.runtime.events import CoreBegin, CoreEnd, EventBus, HazardReported, LaunchBegin, LaunchEnd
 from mc2emu.runtime.faults import FaultPlan
 from mc2emu.runtime.gm import GlobalMemory
 from mc2emu.runtime.hazards import (
@@ -59,7 +59,7 @@ class Device:
         self.rank = rank
         self.platform = platform
         self.events = EventBus(rank)
-        self.hazards = HazardLog(rank, enabled=check, events=self.events)
+        self.hazards = HazardLog(rank, enabled=check, publish=self._publish_hazard)
         self.check = check
         self.gm = GlobalMemory(rank, self.events, self.hazards, check=check)
         self.waiter = Waiter(rank, self.events, DEFAULT_TIMEOUT_S if timeout is None else timeout)
@@ -83,6 +83,11 @@ class Device:
         return bell
 
     # -- launch --------------------------------------------------------------------------------------------
+    def _publish_hazard(self, rep: HazardReport) -> None:
+        """Every hazard report is also a `HazardReported` event (trace, CLI, stress driver)."""
+        if self.events.active:
+            self.events.emit(HazardReported, rep.core, hazard=rep.hazard, severity=rep.severity, message=rep.message)
+
     def launch(self, kernel: Kernel, block_dim: int, kernel_type: KernelType | str, *args: Any,
                name: str | None = None, **kwargs: Any) -> LaunchResult:
         kt = KernelType.parse(kernel_type)

@@ -23,19 +23,28 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, Protocol, TypeVar, cast
+
+from mc2emu.runtime.faults import Fault
+from mc2emu.runtime.hazards import Hazard, Severity
 
 if TYPE_CHECKING:
     import enum
 
     import numpy as np
 
-    from mc2emu.runtime.faults import Fault
-    from mc2emu.runtime.gm import Allocation
-    from mc2emu.runtime.hazards import Hazard, Severity
-
 P = ParamSpec("P")
 E = TypeVar("E", bound="Event")
+
+
+class GmAllocation(Protocol):
+    """What observers read of a GM access's live allocation (a `runtime.gm.Allocation`; also its identity)."""
+
+    @property
+    def nbytes(self) -> int: ...
+
+    @property
+    def poisoned(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +242,7 @@ class GmAccess(Event):
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     item: int
-    alloc: Allocation | None = None
+    alloc: GmAllocation | None = None
 
     @property
     def subject(self) -> str:

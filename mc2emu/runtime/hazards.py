@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,6 @@ from mc2emu.arch.errors import EXIT_HAZARD as EXIT_HAZARD
 from mc2emu.arch.errors import EXIT_MISMATCH as EXIT_MISMATCH
 from mc2emu.arch.errors import ConstraintError as ConstraintError
 from mc2emu.arch.errors import Mc2EmuError as Mc2EmuError
-from mc2emu.runtime.events import HazardReported
 
 
 class Severity(enum.Enum):
@@ -89,10 +89,11 @@ class HazardLog:
     """Thread-safe list of reports of one device. `enabled` is the user's check switch: with checks off
     nothing is recorded (deadlocks still raise)."""
 
-    def __init__(self, rank: int, enabled: bool = True, events: Any = None) -> None:
+    def __init__(self, rank: int, enabled: bool = True,
+                 publish: Callable[[HazardReport], None] | None = None) -> None:
         self.rank = rank
         self.enabled = enabled
-        self.events = events       # an EventBus: every report is also a HAZARD event (trace, CLI)
+        self.publish = publish     # the device's: every report is also a `HazardReported` event (trace, CLI)
         self._reports: list[HazardReport] = []
         self._lock = threading.Lock()
 
@@ -103,8 +104,8 @@ class HazardLog:
         rep = HazardReport(hazard, severity, self.rank, core, message, details)
         with self._lock:
             self._reports.append(rep)
-        if self.events is not None and self.events.active:
-            self.events.emit(HazardReported, core, hazard=hazard, severity=severity, message=message)
+        if self.publish is not None:
+            self.publish(rep)
         return rep
 
     def take(self) -> list[HazardReport]:
