@@ -198,7 +198,7 @@ def test_layout_findings_are_reported():
     msgs = [e.message for e in rec.of(HazardReported) if e.hazard is Hazard.LAYOUT_OVERLAP]
     assert any("bOut with +1 bank padding" in msg for msg in msgs)
     assert any("by the tiling's own formula" in msg for msg in msgs)
-    ub = [e.extra["message"] for e in rec.of(EventKind.HAZARD) if e.obj == Hazard.UB_OVERLAP.value]
+    ub = [e.message for e in rec.of(HazardReported) if e.hazard is Hazard.UB_OVERLAP]
     assert any("'bIn1' [126976, 169984) overlaps slot 'bOut0' [43008, 129280)" in msg for msg in ub), ub
 
 
@@ -278,7 +278,7 @@ def test_ub_halves_that_overrun_corrupt_the_scale_as_on_the_device():
     rec = EventRecorder()
     bdq = weight_quant_matmul(x, w, s, trans_b=True, mode="dequant_only", tiling_overrides=UB256_TILING,
                               timeout=120.0, observers=[rec])
-    ub = [e.extra["message"] for e in rec.of(EventKind.HAZARD) if e.obj == Hazard.UB_OVERLAP.value]
+    ub = [e.message for e in rec.of(HazardReported) if e.hazard is Hazard.UB_OVERLAP]
     assert any("'bIn1' [126976, 169984) overlaps slot 'bOut0' [43008, 129792) in bytes [126976, 129792)" in msg
                for msg in ub), ub[:4]
     assert any("'bIn1' [126976, 169984) overlaps slot 'scale0' [129792, 130016)" in msg for msg in ub)
