@@ -21,7 +21,7 @@ from mc2emu.ops.quant_matmul_reduce_scatter_op import quant_matmul_reduce_scatte
 from mc2emu.predict import PredictRecorder, gather_records
 from mc2emu.predict.ordering import event_order
 from mc2emu.runtime import ConstraintError, HazardError, PerturbPolicy
-from mc2emu.runtime.events import FlagConsume, FlagSet, GmAccess, Mmad
+from mc2emu.runtime.events import Fixpipe, FlagConsume, FlagSet, GmAccess, L2Hint, Mmad
 
 TIMEOUT = 60.0
 
@@ -511,7 +511,7 @@ def test_l2_hints_use_the_tiles_own_n_extent():
     own extents: scaleB streams (DISABLE) iff the tile covers all of the round's M and both N * 2 and
     curNtile * 2 are 128-byte aligned. N 704 at 32 rows a segment: baseN 80 (160 B) with a 64-column tile
     (128 B) that covers the 64-row round at R 2, where the tiling's baseN would keep NORMAL."""
-    from mc2emu.runtime import EventKind, EventRecorder
+    from mc2emu.runtime import EventRecorder
 
     comm = world()
     R = comm.Get_size()
@@ -523,11 +523,11 @@ def test_l2_hints_use_the_tiles_own_n_extent():
     base_n = stats["launch"].round_tilings[0].baseN
     pending, tiles, distinguishing = {}, 0, 0
     for e in rec.events:
-        if e.kind is EventKind.L2_HINT and e.core.startswith("AIC"):
+        if isinstance(e, L2Hint) and e.core.startswith("AIC"):
             pending.setdefault(e.core, []).append(e)
-        elif e.kind is EventKind.FIXPIPE:
-            cur_m, cur_n = e.value[-2:]
-            hints = {h.obj: h.value for h in pending.pop(e.core, [])}
+        elif isinstance(e, Fixpipe):
+            cur_m, cur_n = e.m, e.n
+            hints = {h.tensor: h.mode for h in pending.pop(e.core, [])}
             full = cur_m >= M
             stream = full and (n * 2) % 128 == 0 and (cur_n * 2) % 128 == 0
             assert hints["scaleB"] == ("CACHE_MODE_DISABLE" if stream else "CACHE_MODE_NORMAL"), (e.core, cur_n)
