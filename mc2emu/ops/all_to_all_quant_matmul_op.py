@@ -32,6 +32,7 @@ from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.ops.all_to_all_quant_matmul_host import A2ALaunchInfo, A2AProblem, Impl, LaunchMode, run_a2a
 from mc2emu.ops.mx_operands import mx_operand_violations
+from mc2emu.tiling.quant_matmul_tiling_swat import dtype_pair_violations
 
 if TYPE_CHECKING:
     from mc2emu.runtime.faults import FaultPlan
@@ -58,8 +59,8 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
     elems, operand_errs, ranks_ok = mx_operand_violations(
         x1, x1_scale, x2, x2_scale, elems=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1))
     errs += operand_errs
-    if len(elems) == 2 and elems[0].is_fp4 != elems[1].is_fp4:
-        errs.append(("x1/x2 dtypes", f"x1 ({elems[0].value}) and x2 ({elems[1].value}) must both be FP8 or both FP4"))
+    if len(elems) == 2:
+        errs += [("x1/x2 dtypes", reason) for reason in dtype_pair_violations(*elems)]
     if not ranks_ok:
         return None, errs
     rows, ka = x1.shape

@@ -284,3 +284,17 @@ def test_the_one_block_dim_rule_on_every_serial_operator(op, block_dim):
     assert info.value.rule == "block_dim"
     assert f"block_dim must be None or an integer in [1, 32] (AI cores of DAV_3510), got {block_dim!r}" \
         in str(info.value)
+
+
+def test_the_dtype_pair_rule_has_one_home():
+    """QBMM's can_implement and A2A's validation state the FP8 / FP4 pair rule through one function."""
+    from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulArgs, can_implement, dtype_pair_violations
+
+    (reason,) = dtype_pair_violations(ElemFormat.E2M1, ElemFormat.E4M3)
+    assert dtype_pair_violations(ElemFormat.E5M2, ElemFormat.E4M3) == []
+    assert can_implement(QuantMatmulArgs(16, 32, 64, 1, False, False, ElemFormat.E2M1, ElemFormat.E4M3)) == [reason]
+    inp = _a2a_inputs()
+    x1 = np.zeros(inp["x1"].shape, ml_dtypes.float4_e2m1fn)
+    _, errs = a2a_op.validate(x1, inp["x1_scale"], inp["x2"], inp["x2_scale"], rank=0, rank_size=1,
+                              **VALIDATE_DEFAULTS["all_to_all_quant_matmul"])
+    assert ("x1/x2 dtypes", reason) in errs
