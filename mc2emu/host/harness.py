@@ -1,12 +1,10 @@
 """The host harness: run one kernel launch on this rank (the host program of an apace / Blaze ST).
 
 Every operator's host code is "tile, allocate, launch, read back" inside `with LaunchHarness(KERNEL_NAME,
-opts) as h:` (`opts`: the call's `CallOptions`, `opts.comm` its communicator or None; `h.device.gm`,
-`h.window`, `h.launch`, `h.read`; `h.hazards` after success);
-everything around that lives here, once ("comm" = only for communicating calls):
-1. enter: free the windows an earlier call on this communicator left behind (comm); the `Device` with the
-   compute slots the host decides (`host.compute_slots`); the observers; `CommWorld`, the deadlock diagnosis
-   and, with `check`, the happens-before checker (comm);
+opts) as h:` (`opts`: the call's `CallOptions`; `h.device.gm`, `h.window`, `h.launch`, `h.read`; `h.hazards`
+after success); everything around that lives here, once ("comm" = only for calls with an `opts.comm`):
+1. enter: free the windows an earlier call on this communicator left behind (comm); the `Device` (compute slots:
+   `host.compute_slots`); the observers; `CommWorld`, deadlock diagnosis, happens-before checker (comm);
 2. launch: a host barrier (comm); the `launch` fault; the launch and its wall time;
 3. exit on success: a barrier; the happens-before check; the windows freed (comm); the call's hazards;
 4. exit on a deadlock: the hazards filed before the hang go on the `DeadlockError`; the windows are left

@@ -2,8 +2,7 @@
 NPU (no MPI).
 
     y = grouped_matmul_mx(x, x_scale, weight, weight_scale, group_list, *, group_type="split_m",
-                          group_list_type="cumsum", trans_a=False, trans_b=False, out_dtype="bfloat16", ...,
-                          check=True, timeout=None, ...)
+                          group_list_type="cumsum", trans_a=False, trans_b=False, out_dtype="bfloat16", ...)
 
 Shapes (the source's; `golden_grouped_matmul_mx` documents them): split-M x [M, K], x_scale [M, ceil(K/64), 2],
 weight [g, K, N] (trans_b: [g, N, K]), weight_scale [g, ceil(K/64), N, 2] (trans_b: [g, N, ceil(K/64), 2]),
@@ -11,16 +10,13 @@ y [M, N]; split-K (trans_a=True) x [K, M], x_scale [K/64 + g, M, 2], weight [K, 
 [K/64 + g, N, 2], y [g, M, N]. group_list: int64 [g] ("cumsum" / "count") or [g, 2] ("sparse": (group, size)).
 Elements are ml_dtypes arrays (float8_e4m3fn, float8_e5m2, float4_e2m1fn, one code per byte) or uint8 codes
 with x_format / weight_format; scales float8_e8m0fnu or uint8 codes. bias: FP32 [g, N] (FP4 only, as the source).
-Enum keywords (`group_type`, `group_list_type`, `out_dtype`, the formats, `variant`) take the member or its string
-(`mc2emu.arch.parse_enum`); the common keywords are `mc2emu.host.call_options`'; `return_stats=True` returns
-`(y, GmmLaunchInfo)`.
-
-Errors: ConstraintError naming the rule: the tiling's (`TilingGMM`: dtypes, transposes per split mode, scale
-shapes, FP4 shape rules, groupNum, split-K total K 0, ...) and the entry's (operand ranks, K / N agreement;
-group list sizes >= 0, at most M rows (split-M) or K (split-K: K past the list is never read, as on the
-device), sparse indices in [0, g)). Split-K with M or N 0 returns the empty y [g, M, N] untiled, as the
-framework does (ops-transformer 5778144 `grouped_quant_matmul_tiling.cpp:1107`). Rows of y past the list's
-total stay 0 (device: whatever y held). `check=True`: HazardError on an error hazard (e.g. OUTPUT_WRITE_COUNT).
+Enum keywords: member or string (`mc2emu.arch.parse_enum`); `return_stats=True`: (y, stats). Errors: ConstraintError
+naming the rule: the tiling's (`TilingGMM`: dtypes, transposes per split mode, scale shapes, FP4 shape rules,
+groupNum, split-K total K 0, ...) and the entry's (operand ranks, K / N agreement; group list sizes >= 0, at most M
+rows (split-M) or K (split-K: K past the list is never read, as on the device), sparse indices in [0, g)). Split-K
+with M or N 0 returns the empty y [g, M, N] untiled, as the framework does (ops-transformer 5778144
+`grouped_quant_matmul_tiling.cpp:1107`). Rows of y past the list's total stay 0 (device: whatever y held).
+`check=True`: HazardError on an error hazard (e.g. OUTPUT_WRITE_COUNT).
 """
 
 from __future__ import annotations

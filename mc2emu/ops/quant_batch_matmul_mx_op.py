@@ -4,18 +4,14 @@ Emulates the CANN MX quant batch matmul as ops-tensor builds it. This module is 
 its contract and input validation; the host program (tiling, GM, the AIC_ONLY launch of `kernel_qbmm_mx`
 on a fresh `Device`, read-back) is `quant_batch_matmul_mx_host.py`.
 
-    C = quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, bias=None, trans_a=False, trans_b=False,
-                              out_dtype="bfloat16", ..., check=True, timeout=None, ...)
+    C = quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, bias=None, trans_a=False, trans_b=False, ...)
 
 x1 (..., m, k) (transposed: (..., k, m)), x2 (..., k, n) (transposed: (..., n, k)), up to 4 batch
 dimensions broadcast numpy-style (each pair equal or one of them 1); Ascend-layout E8M0 scales with the
 operand's batch dimensions in front (`golden_quant_batch_matmul_mx` documents the shapes); bias (n,),
 (1, n) or (batchC, 1, n) in float32 / bfloat16 / float16. Returns C (..., m, n) as a numpy array of
-`out_dtype` (bfloat16 via ml_dtypes, float16 or float32).
-
-Enum keywords (`out_dtype`, `x1_format` / `x2_format`, `revision`) take the member or its string
-(`mc2emu.arch.parse_enum`); the common keywords are `mc2emu.host.call_options`'; `return_stats=True`
-returns `(C, QbmmLaunchInfo)`.
+`out_dtype` (bfloat16 via ml_dtypes, float16 or float32). Enum keywords take the member or its string
+(`mc2emu.arch.parse_enum`); common keywords: `mc2emu.host.call_options`; `return_stats=True`: (C, stats).
 
 Errors: ConstraintError (the rule named) for shapes and dtypes the operator refuses; with `check=True`,
 HazardError(hazards, output) when the launch filed error-severity hazards (e.g. ATOMIC_LEFT_SET from the

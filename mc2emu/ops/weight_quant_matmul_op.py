@@ -14,10 +14,9 @@ returns C); "a_only_mmad" (B arrives dequantized by the golden, the AIVs only mo
 
 The host program is `weight_quant_matmul_host.py`. `tiling_overrides` replaces fields of the computed
 `WeightQuantMatmulTilingData` (a hand-written tiling); the kernel then runs what it is given, hazards included.
-Enum keywords (`mode`, `out_dtype`) take the member or its string (`mc2emu.arch.parse_enum`); common
-keywords: `mc2emu.host.call_options`; `return_stats=True` returns `(output, WqmmLaunchInfo)`.
-Errors: ConstraintError naming the rule for inputs the operator refuses; with check=True, HazardError
-(hazards, output) when the launch filed error-severity hazards.
+Enum keywords take the member or its string (`mc2emu.arch.parse_enum`); common keywords:
+`mc2emu.host.call_options`; `return_stats=True`: (output, stats). Errors: ConstraintError naming the rule;
+with check=True, HazardError (hazards, output) when the launch filed error-severity hazards.
 """
 
 from __future__ import annotations
