@@ -15,6 +15,7 @@ from gmm_cases import split_m_case
 
 import mc2emu.ops as ops
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import RsKernelVariant
 from mc2emu.arch import ConstraintError, parse_enum
 from mc2emu.arch.keywords import enum_strings
@@ -31,7 +32,6 @@ from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
 from mc2emu.ops.grouped_matmul_mx_host import GmmGroupListType, GmmGroupType, GmmLaunchInfo
 from mc2emu.ops.quant_batch_matmul_mx_host import QbmmLaunchInfo
 from mc2emu.ops.weight_quant_matmul_host import WqmmLaunchInfo
-from mc2emu.tiling.all_to_all_quant_matmul_tiling import WaitOrder
 
 COLLECTIVE = ("all_to_all_quant_matmul", "all_gather_quant_matmul", "quant_matmul_reduce_scatter")
 LOCAL = ("quant_batch_matmul_mx", "grouped_matmul_mx", "weight_quant_matmul")
