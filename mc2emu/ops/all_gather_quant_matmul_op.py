@@ -8,18 +8,15 @@ Every rank calls it with its own inputs and gets its own C (SPEC §7.1):
     x2_scale  float8_e8m0fnu                (N, ceil(K/64), 2)
     C         bf16 (fp16, fp32)             (R * m, N)             C[r*m:(r+1)*m] = deq(x1 of r) @ deq(x2)^T
 
-The kernel is the UDMA AllGather (`apace.all_gather_mx_matmul_udma_impl`), launched MIX_AIC_1_1 with the
-ST host's tiling. `protocol` "seed" is the UDMA impl (commit 5778144076: every round in its own window rows),
-with `wait_order` "mask" (the source before the in-order fix) or "in_order" (after); "slot_ring" is the
-window reuse of the URMA impl (`apace.all_gather_mx_matmul_urma_impl`, commit 67a83540d75e): `slot_num` data
-slots (0 or >= commTurn means no reuse). That source waits in order only: `wait_order` defaults to the
-protocol's and slot_ring with "mask" is refused. `bias` ((N,) fp32, added once to every row of C) on the slot ring only
-(its kernel passes `isBias`; the seed kernel's mmad runs with isBias = false). `block_dim` None launches
-max(usedCoreNum, R) blocks; a given block_dim is launched as given (the ST launcher launches usedCoreNum):
-below R some peers are never served, as on the device, and AG_PEER_UNSERVED is reported.
-`kernel_variant` reproduces a hazard (`AgKernelVariant`). Enum keywords take the member or its string
-(`mc2emu.arch.parse_enum`); common keywords: `mc2emu.host.call_options`. With `check=True` error hazards raise
-`HazardError` (its `.output` holds C); bad input raises `ConstraintError` naming the rule on every rank.
+The kernel is the UDMA AllGather (`apace.all_gather_mx_matmul_udma_impl`), launched MIX_AIC_1_1 with the ST host's
+tiling. `protocol` "seed" is the UDMA impl (commit 5778144076: every round in its own window rows), with `wait_order`
+"mask" (the source before the in-order fix) or "in_order" (after); "slot_ring" is the window reuse of the URMA impl
+(`apace.all_gather_mx_matmul_urma_impl`, commit 67a83540d75e): `slot_num` data slots (0 or >= commTurn means no
+reuse). That source waits in order only: `wait_order` defaults to the protocol's and slot_ring with "mask" is refused.
+`bias` ((N,) fp32, added once to every row of C) on the slot ring only (its kernel passes `isBias`; the seed kernel's
+mmad runs with isBias = false). `block_dim` None launches max(usedCoreNum, R) blocks, a given one as given (as the ST
+launcher): below R some peers are never served, as on the device (AG_PEER_UNSERVED). `kernel_variant`: a reproduced
+hazard. Error hazards raise `HazardError` (`.output`: C) with `check=True`.
 """
 
 from __future__ import annotations
