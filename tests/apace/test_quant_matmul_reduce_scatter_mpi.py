@@ -304,9 +304,8 @@ def test_default_head_m_size_is_searched_and_runs(seg, n):
             run(inp)
         assert info.value.rule.startswith("RS-11 no rounds tiling") and "RS-6" in info.value.rule
         return
-    stats = {}
-    y = run(inp, stats=stats)
-    ct = stats["launch"].comm_tiling
+    y, stats = run(inp, return_stats=True)
+    ct = stats.comm_tiling
     assert (ct.headMSize, ct.commTurn, ct.tailCnt) == (head, T, 0)
     assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), f"seg {seg} n {n}: bit-exact")
 
@@ -513,10 +512,10 @@ def test_l2_hints_use_the_tiles_own_n_extent():
     R = comm.Get_size()
     seg, n = 32, 704
     inp = gen_qmrs_st_inputs(R * seg, 128, n, comm.Get_rank())
-    rec, stats = EventRecorder(), {}
-    run(inp, head_m_size=seg, block_dim=R + 8, observers=(rec,), stats=stats)
+    rec = EventRecorder()
+    _, stats = run(inp, head_m_size=seg, block_dim=R + 8, observers=(rec,), return_stats=True)
     M = R * seg
-    base_n = stats["launch"].round_tilings[0].baseN
+    base_n = stats.round_tilings[0].baseN
     pending, tiles, distinguishing = {}, 0, 0
     for e in rec.events:
         if e.kind is EventKind.L2_HINT and e.core.startswith("AIC"):
@@ -529,6 +528,6 @@ def test_l2_hints_use_the_tiles_own_n_extent():
             assert hints["scaleB"] == ("CACHE_MODE_DISABLE" if stream else "CACHE_MODE_NORMAL"), (e.core, cur_n)
             distinguishing += full and ((cur_n * 2) % 128 == 0) != ((base_n * 2) % 128 == 0)
             tiles += 1
-    assert tiles == stats["launch"].tiles and not pending
+    assert tiles == stats.tiles and not pending
     if R == 2:
         assert distinguishing > 0, "no tile whose own N extent and baseN disagree on the alignment"
