@@ -62,10 +62,9 @@ def main():
         golden_walls.append(comm.allreduce(wall, op=MPI.MAX))
         idle_barrier(comm)
         t0, (c0, s0) = time.perf_counter(), cpu_s()
-        stats = {}
-        out = all_gather_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"],
-                                      wait_order=args.wait_order, block_dim=args.block_dim, timeout=300,
-                                      check=args.check, stats=stats)
+        out, stats = all_gather_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"],
+                                             wait_order=args.wait_order, block_dim=args.block_dim, timeout=300,
+                                             check=args.check, return_stats=True)
         (c1, s1), wall = cpu_s(), time.perf_counter() - t0
         idle_barrier(comm)
         emu_cpus.append(tuple(comm.allreduce(v, op=MPI.SUM) for v in (c1 - c0, s1 - s0)))
@@ -75,7 +74,7 @@ def main():
     ulp = comm.allreduce(bf16_ulp(out, ref), op=MPI.MAX)
     floor = None
     if args.floor:
-        c, steps, base, fw, fc = run_op_floor(comm, stats["launch"].mm_tiling, np.concatenate(x1s),
+        c, steps, base, fw, fc = run_op_floor(comm, stats.mm_tiling, np.concatenate(x1s),
                                               np.concatenate(x1ss), inp["x2"], inp["x2_scale"], args.repeat, cpu_s)
         floor_c = golden_cast(c, "bfloat16")
         floor_ok, _, _ = ag_st_verify(floor_c, ref)

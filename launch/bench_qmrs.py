@@ -78,13 +78,12 @@ def main():
         idle_barrier(comm)
         t0, (c0, s0) = time.perf_counter(), cpu_s()
         kw = {"kernel_variant": "final_wait"} if args.impl == "per_block" else {"head_m_size": args.head_m_size}
-        stats = {}
         try:
-            out = quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], impl=args.impl,
-                                              block_dim=args.block_dim, timeout=600, check=args.check, stats=stats,
-                                              **kw)
+            out, stats = quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"],
+                                                     impl=args.impl, block_dim=args.block_dim, timeout=600,
+                                                     check=args.check, return_stats=True, **kw)
         except HazardError as exc:
-            out = exc.output
+            out, stats = exc.output, exc.stats
             print(f"rank {rank}: {exc}", flush=True)
         (c1, s1), wall = cpu_s(), time.perf_counter() - t0
         idle_barrier(comm)
@@ -94,7 +93,7 @@ def main():
     ulp = comm.allreduce(bf16_ulp(out, ref), op=MPI.MAX)
     floor = None
     if args.floor:
-        c, steps, base, fw, fc = run_op_floor(comm, stats["launch"].round_tilings[0], inp["x1"], inp["x1_scale"],
+        c, steps, base, fw, fc = run_op_floor(comm, stats.round_tilings[0], inp["x1"], inp["x1_scale"],
                                               inp["x2"], inp["x2_scale"], args.repeat, cpu_s)
         floor_bad = comm.allreduce(int((golden_cast(c, "bfloat16").view(np.uint16) != c_j.view(np.uint16)).sum()),
                                    op=MPI.SUM)

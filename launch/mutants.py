@@ -557,8 +557,8 @@ MUTANTS: list[Mutant] = [
            "a.cBytesPerM, tileMOffset, a.biasGM)", "a.cBytesPerM, tileMOffset, a.biasGM if t == 0 else None)",
            mpi=(QMRS_MPI + "::test_rounds_bias_is_added_once_per_rank_before_the_bf16_staging",)),
     Mutant("QMRS: rounds host skips the bias L1 budget", "mc2emu/ops/quant_matmul_reduce_scatter_host.py",
-           "    if bias is not None:\n        violations = rounds_bias_violations(",
-           "    if False:\n        violations = rounds_bias_violations(",
+           "    if bias is not None:\n        refuse(rounds_bias_violations(",
+           "    if False:\n        refuse(rounds_bias_violations(",
            mpi=(QMRS_MPI + "::test_rounds_bias_over_the_l1_budget_is_refused_on_every_rank",)),
     Mutant("QMRS: bias L1 budget counted without the bias buffers",
            "mc2emu/tiling/quant_matmul_reduce_scatter_tiling.py",
@@ -793,7 +793,7 @@ MUTANTS: list[Mutant] = [
            mpi=("tests/apace/test_a2a_source_fidelity_mpi.py::"
                 "test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused",)),
     Mutant("A2A CLI entry ignores --launch", "mc2emu/cli/operators/all_to_all.py",
-           "            stats=stats, launch=options.launch)", "            stats=stats)",
+           "            launch=options.launch, return_stats=True)", "            return_stats=True)",
            mpi=("tests/apace/test_a2a_source_fidelity_mpi.py::"
                 "test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused",)),
     # -- recorded outputs (tests/ops/recorded_outputs.json): the pins alone see a planted bug of each operator ----

@@ -24,7 +24,6 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mc2emu.arch.errors import ConstraintError
 from mc2emu.arch.platform import Pipe
 from mc2emu.runtime.events import FaultFired
 from mc2emu.runtime.faults import Fault, FaultHook
@@ -79,16 +78,6 @@ class WaitOrder(enum.Enum):
 
     MASK = "mask"          # seed: waitedMask dedupe in any order, then a final drain of unwaited tiles
     IN_ORDER = "in_order"  # later source: while ready < dep: WaitTile(++ready); drain to totalTiles - 1
-
-    @classmethod
-    def parse(cls, value: WaitOrder | str) -> WaitOrder:
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value))
-        except ValueError:
-            raise ConstraintError("wait_order", f"wait_order {value!r} is not one of "
-                                                f"{[m.value for m in cls]}") from None
 
     @property
     def max_tiles(self) -> int | None:

@@ -6,6 +6,7 @@ platform; the runtime builds the device from the same table.
 """
 
 from mc2emu.arch.errors import EXIT_BAD_INPUT, EXIT_HAZARD, EXIT_MISMATCH, ConstraintError, Mc2EmuError
+from mc2emu.arch.keywords import parse_enum
 from mc2emu.arch.platform import DAV_3510, KIB, CoreType, FlagMode, Pipe, PlatformSpec
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "Mc2EmuError",
     "Pipe",
     "PlatformSpec",
+    "parse_enum",
 ]

@@ -26,3 +26,4 @@ class ConstraintError(Mc2EmuError, ValueError):
     def __init__(self, rule: str, message: str) -> None:
         super().__init__(f"{rule}: {message}")
         self.rule = rule
+        self.reason = message

@@ -1,5 +1,7 @@
-"""The host side of a collective operator call before any launch: every rank agrees on its communicator
-and refuses together (a collective that fails on one rank only would leave the others hanging)."""
+"""How an operator call refuses its input before any launch: the rules it broke, as (rule, reason) pairs,
+become one `ConstraintError` naming the first rule. A one-NPU call refuses at once (`refuse`); a collective
+call agrees on its communicator and every rank refuses together (`refuse_on_every_rank`: a collective that
+fails on one rank only would leave the others hanging)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,13 @@ def world_comm(comm: Any) -> Any:
     from mpi4py import MPI
 
     return MPI.COMM_WORLD
+
+
+def refuse(errs: list[tuple[str, str]]) -> None:
+    """Raise the first (rule, reason) of `errs` as a ConstraintError; nothing when `errs` is empty."""
+    if errs:
+        rule, reason = errs[0]
+        raise ConstraintError(rule, reason)
 
 
 def refuse_on_every_rank(comm: Any, errs: list[tuple[str, str]]) -> None:

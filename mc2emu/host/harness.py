@@ -1,11 +1,10 @@
 """The host harness: run one kernel launch on this rank (the host program of an apace / Blaze ST).
 
 Every operator's host code is "tile, allocate, launch, read back" inside `with LaunchHarness(KERNEL_NAME,
-opts, comm=comm) as h:` (`h.device.gm`, `h.window`, `h.launch`, `h.read`; `h.hazards` after success);
-everything around that lives here, once ("comm" = only for communicating calls):
-1. enter: free the windows an earlier call on this communicator left behind (comm); the `Device` with the
-   compute slots the host decides (`host.compute_slots`); the observers; `CommWorld`, the deadlock diagnosis
-   and, with `check`, the happens-before checker (comm);
+opts) as h:` (`opts`: the call's `CallOptions`; `h.device.gm`, `h.window`, `h.launch`, `h.read`; `h.hazards`
+after success); everything around that lives here, once ("comm" = only for calls with an `opts.comm`):
+1. enter: free the windows an earlier call on this communicator left behind (comm); the `Device` (compute slots:
+   `host.compute_slots`); the observers; `CommWorld`, deadlock diagnosis, happens-before checker (comm);
 2. launch: a host barrier (comm); the `launch` fault; the launch and its wall time;
 3. exit on success: a barrier; the happens-before check; the windows freed (comm); the call's hazards;
 4. exit on a deadlock: the hazards filed before the hang go on the `DeadlockError`; the windows are left
@@ -26,7 +25,7 @@ import atexit
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ from mc2emu.check.happens_before import HappensBeforeChecker
 from mc2emu.check.write_count import WriteCountChecker
 from mc2emu.comm.errors import HostBarrierFailed
 from mc2emu.comm.world import CommWorld
+from mc2emu.host.call_options import CallOptions
 from mc2emu.host.compute_slots import default_slots
 from mc2emu.runtime.device import Device, LaunchResult
 from mc2emu.runtime.faults import FaultHook
@@ -47,10 +47,7 @@ from mc2emu.runtime.kernel_type import KernelType
 
 if TYPE_CHECKING:
     from mc2emu.comm.window import Window
-    from mc2emu.runtime.events import Event
-    from mc2emu.runtime.faults import FaultPlan
     from mc2emu.runtime.gm import GmAddr
-    from mc2emu.runtime.perturb import PerturbPolicy
 
 # The `launch` fault hook: the host launches an AIC-only kernel as this mixed type.
 FAULTED_LAUNCH_TYPE = KernelType.MIX_AIC_1_1
@@ -58,26 +55,6 @@ FAULTED_LAUNCH_TYPE = KernelType.MIX_AIC_1_1
 # that does not arrive (killed, aborted, stuck) leaves them to the MPI library.
 EXIT_AGREEMENT_S = 10.0
 EXIT_POLL_S = 0.01
-
-
-@dataclass(frozen=True)
-class CallOptions:
-    """The keywords every operator takes (besides `comm` for the communicating ones).
-
-    check: hazard checkers on (error-severity hazards then raise `HazardError`); timeout: the wait
-    deadline in seconds; perturb: a seeded `PerturbPolicy`; observers: EventBus observers for the call
-    (trace, statistics); faults: a `FaultPlan` injecting one named fault."""
-
-    check: bool = True
-    timeout: float | None = None
-    perturb: PerturbPolicy | None = None
-    observers: tuple[Callable[[Event], None], ...] = ()
-    faults: FaultPlan | None = None
-
-    @classmethod
-    def of(cls, *, check: bool = True, timeout: float | None = None, perturb: PerturbPolicy | None = None,
-           observers: Iterable[Callable[[Event], None]] = (), faults: FaultPlan | None = None) -> CallOptions:
-        return cls(check, timeout, perturb, tuple(observers), faults)
 
 
 @dataclass(frozen=True)
@@ -206,11 +183,11 @@ class LaunchHarness:
     """One kernel launch on this rank with its device, observers, checkers and (when `comm` is given)
     communication world; a context manager whose exit is the teardown (see the module docstring)."""
 
-    def __init__(self, name: str, opts: CallOptions, *, comm: Any = None, rank: int | None = None,
+    def __init__(self, name: str, opts: CallOptions, *, rank: int | None = None,
                  platform: PlatformSpec = DAV_3510) -> None:
         self.name = name
         self.opts = opts
-        self.base = comm
+        self.base = comm = opts.comm
         self.call = -1
         if comm is not None:
             LEFT_BEHIND.free(comm)

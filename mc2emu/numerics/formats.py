@@ -59,6 +59,14 @@ class ElemFormat(enum.Enum):
     E1M2 = "e1m2"
 
     @classmethod
+    def _missing_(cls, value: object) -> ElemFormat | None:
+        """An ml_dtypes dtype, or its name, names the format of that dtype."""
+        try:
+            return cls.parse(value)
+        except MxValueError:
+            return None
+
+    @classmethod
     def parse(cls, x: object, param: str = "elem") -> ElemFormat:
         """Accept an ElemFormat, its string value (or ml_dtypes name), or a numpy/ml_dtypes dtype."""
         if isinstance(x, cls):

@@ -47,6 +47,17 @@ class OutDtype(enum.Enum):
     FP32 = "float32"
 
     @classmethod
+    def _missing_(cls, value: object) -> OutDtype | None:
+        """A numpy / ml_dtypes dtype (or a type it accepts) names the member of that dtype."""
+        if isinstance(value, str):
+            return None
+        try:
+            dt = np.dtype(value)  # type: ignore[call-overload]
+        except TypeError:
+            return None
+        return next((member for member in cls if dt == member.dtype), None)
+
+    @classmethod
     def parse(cls, x: object, param: str = "out_dtype") -> OutDtype:
         """Accept an OutDtype, its name string, or the numpy/ml_dtypes dtype."""
         if isinstance(x, cls):
@@ -56,13 +67,9 @@ class OutDtype(enum.Enum):
                 if x.strip().lower() == member.value:
                     return member
         elif x is not None:
-            try:
-                dt = np.dtype(x)  # type: ignore[call-overload]
-            except TypeError:
-                dt = None
-            for member in cls:
-                if dt is not None and dt == member.dtype:
-                    return member
+            found = cls._missing_(x)
+            if found is not None:
+                return found
         allowed = ", ".join(repr(m.value) for m in cls)
         raise MxValueError(f"{param}={x!r} is not a fixpipe output type; allowed: {allowed} or their dtypes")
 

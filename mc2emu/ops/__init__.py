@@ -13,10 +13,11 @@
 - `weight_quant_matmul(x, weight, antiquant_scale, antiquant_offset, *, mode, ...)` -> C (or B_dequant),
   one emulated NPU (seed 001); goldens `golden_weight_quant_matmul`, `golden_weight_dequant`.
 
-Every operator takes the common keywords `check`, `timeout`, `perturb`, `observers`, `faults` (and `comm`
-when it communicates); see `mc2emu.host.CallOptions`. The modules are named apart from the functions
-(`<op>_op.py` the entry, `<op>_host.py` the host program, `<op>_golden.py` the golden), so
-`mc2emu.ops.<op>` is always the callable; docs/adding-an-operator.md lists the files of an operator.
+One convention: tensors positional, the operator's keywords, then `check`, `timeout`, `perturb`, `observers`,
+`faults` (and `comm` when it communicates) with one set of defaults (`mc2emu.host.call_options`) and
+`return_stats` (True: `(output, frozen <Op>LaunchInfo)`); enum keywords take the member or its string
+(`mc2emu.arch.parse_enum`). Modules: `<op>_op.py` the entry, `<op>_host.py` the host program (owning the
+problem type), `<op>_golden.py` the golden; docs/adding-an-operator.md lists the files of an operator.
 """
 
 from mc2emu.ops.all_gather_quant_matmul_golden import gen_ag_st_inputs, golden_all_gather_quant_matmul

@@ -1,5 +1,5 @@
 """Host side of one all_gather_quant_matmul call on one rank (the ST host `RunAllGatherQuantMatmul`): tile,
-allocate, launch, read back.
+allocate, launch, read back. It owns the problem type (`AgProblem`, `AgProtocol`) the entry validates.
 
 Allocation note: the TAIL gather of the kernel reads paddedTailM rows from every rank's tail start, i.e.
 paddedTailM - tailM rows past the end of this rank's A / scaleA and past the last rank's scale region of
@@ -10,8 +10,9 @@ here the host pads A, scaleA and the window with that many zero rows so the GM b
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -22,17 +23,22 @@ from mc2emu.apace.all_gather_mx_matmul_urma_impl import (
     normalized_slot_num,
     slot_sizes,
 )
-from mc2emu.apace.all_gather_qbmm_mx_kernel import AG_WINDOW_LEN, FragmentParams, Params, QBMMTiling
+from mc2emu.apace.all_gather_qbmm_mx_kernel import AG_WINDOW_LEN, AgKernelVariant, FragmentParams, Params, QBMMTiling
+from mc2emu.apace.basic.buffer_channel import FLAG_ID_MODULO
 from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQuantBatchMatmulV3
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.comm.shmem import Shmem
 from mc2emu.comm.team_barrier import TeamBarrier
-from mc2emu.host.harness import CallOptions, LaunchHarness
+from mc2emu.host.call_options import CallOptions
+from mc2emu.host.collective import refuse
+from mc2emu.host.harness import LaunchHarness
+from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.scale_layout import scale_k_len
-from mc2emu.runtime.hazards import ConstraintError, HazardReport
+from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.tiling.all_gather_quant_matmul_tiling import (
     ag_constraint_violations,
@@ -40,15 +46,38 @@ from mc2emu.tiling.all_gather_quant_matmul_tiling import (
     make_ag_comm_tiling,
 )
 
-if TYPE_CHECKING:
-    from mc2emu.ops.all_gather_quant_matmul_op import AgProblem
-
 KERNEL_NAME = "all_gather_quant_matmul"
 KERNEL_TYPE = KernelType.MIX_AIC_1_1
 
 
-@dataclass
+class AgProtocol(enum.Enum):
+    SEED = "seed"            # every round in its own window rows (UDMA impl, 5778144076)
+    SLOT_RING = "slot_ring"  # window reuse through a ring of slot_num slots (URMA impl, 67a83540d75e)
+
+
+@dataclass(frozen=True)
+class AgProblem:
+    """The validated problem of one rank (filled by the entry, `all_gather_quant_matmul_op.py`)."""
+
+    rank: int
+    rank_size: int
+    m: int
+    k: int
+    n: int
+    elem: ElemFormat
+    b_elem: ElemFormat
+    out: OutDtype
+    wait_order: WaitOrder
+    variant: AgKernelVariant
+    protocol: AgProtocol = AgProtocol.SEED
+    slot_num: int = 0
+    has_bias: bool = False
+
+
+@dataclass(frozen=True)
 class AgLaunchInfo:
+    """What the host learnt about the launch (`return_stats=True`)."""
+
     block_dim: int
     base: tuple[int, int, int]
     comm_tiling: Any
@@ -65,8 +94,8 @@ def _padded(arr: np.ndarray, pad_rows: int) -> np.ndarray:
 
 
 def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
-           opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None,
-           bias: np.ndarray | None = None) -> tuple[np.ndarray, list[HazardReport]]:
+           opts: CallOptions, *, block_dim: int | None, bias: np.ndarray | None = None
+           ) -> tuple[np.ndarray, list[HazardReport], AgLaunchInfo]:
     R, rank = problem.rank_size, problem.rank
     m, k, n = problem.m, problem.k, problem.n
     # Tiling before any collective set-up: a refused tiling is refused on every rank (same shapes).
@@ -76,14 +105,11 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
     # the extra AICs find no tile and only drain their waits. A given block_dim is launched as given, as the ST
     # launcher launches usedCoreNum with no check against R: below R the impls report PEER_NOT_SERVED.
     used = mm.usedCoreNum if block_dim is not None else max(mm.usedCoreNum, R)
-    violations = ag_constraint_violations(m, k, n, R, slot_ring=problem.protocol.value == "slot_ring")
-    if violations:
-        rule, reason = violations[0]
-        raise ConstraintError(rule, reason)
+    refuse(ag_constraint_violations(m, k, n, R, slot_ring=problem.protocol is AgProtocol.SLOT_RING))
     rowBytes = k
     scaleRowBytes = scale_k_len(k)
     pad = ct.paddedTailM - ct.tailM
-    with LaunchHarness(KERNEL_NAME, opts, comm=comm, platform=DAV_3510) as h:
+    with LaunchHarness(KERNEL_NAME, opts, platform=DAV_3510) as h:
         gm = h.device.gm
         x1_addr = gm.alloc(0, "x1", data=_padded(x1, pad))
         x1s_addr = gm.alloc(0, "x1_scale", data=_padded(x1_scale, pad))
@@ -102,7 +128,7 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
         assert h.world is not None
         fp = FragmentParams(ct.tileCnt, ct.tileM, ct.tailCnt, ct.tailM, ct.paddedTailM, ct.commTurn, ct.headRows,
                             rank, R, m, k, n, scaleRowBytes)
-        slotRing = problem.protocol.value == "slot_ring"
+        slotRing = problem.protocol is AgProtocol.SLOT_RING
         if slotRing:
             # URMA impl: bufferCount_ data slots, then commTurn scale slots (R - 1 packed remote tiles each)
             dataSlot, scaleSlot = slot_sizes(fp, rowBytes, scaleRowBytes)
@@ -133,10 +159,9 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
             args = AgUdmaArgs(params, shmem, team, problem.wait_order, problem.variant)
             res = h.launch(all_gather_quant_matmul_udma, used, KERNEL_TYPE, args, BlockMmadFragC, BlockScheduler)
         c = h.read(c_addr, out_dtype, (R * m, n))
-    if stats is not None:
-        stats["launch"] = AgLaunchInfo(used, (mm.baseM, mm.baseN, mm.baseK), ct, mm, res.wall_s,
-                                       sum(v for v in res.returns.values() if isinstance(v, int)))
-    return c, h.hazards
+    info = AgLaunchInfo(used, (mm.baseM, mm.baseN, mm.baseK), ct, mm, res.wall_s,
+                        sum(v for v in res.returns.values() if isinstance(v, int)))
+    return c, h.hazards, info
 
 
 def _seed_describer(dataRegionBytes: int, m: int, tileM: int, rowBytes: int, scaleRowBytes: int, R: int) -> Any:
@@ -168,7 +193,6 @@ def _slot_describer(dataRegionBytes: int, dataSlot: int, scaleSlot: int, maxTile
                     scaleRowBytes: int, rank: int, R: int) -> Any:
     """Names the slot-ring place of a window byte offset (for the happens-before diagnoses): region, slot, the
     flag id its rounds signal with (slot % 11 + 1) and the source rank of the packed remote tile."""
-    from mc2emu.apace.basic.buffer_channel import FLAG_ID_MODULO
 
     def describe(offset: int) -> str:
         if offset < dataRegionBytes and dataSlot:

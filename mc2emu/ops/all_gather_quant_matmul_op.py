@@ -8,62 +8,43 @@ Every rank calls it with its own inputs and gets its own C (SPEC §7.1):
     x2_scale  float8_e8m0fnu                (N, ceil(K/64), 2)
     C         bf16 (fp16, fp32)             (R * m, N)             C[r*m:(r+1)*m] = deq(x1 of r) @ deq(x2)^T
 
-The kernel is the UDMA AllGather (`apace.all_gather_mx_matmul_udma_impl`), launched MIX_AIC_1_1 with the
-ST host's tiling. `protocol` "seed" is the UDMA impl (commit 5778144076: every round in its own window rows),
-with `wait_order` "mask" (the source before the in-order fix) or "in_order" (after); "slot_ring" is the
-window reuse of the URMA impl (`apace.all_gather_mx_matmul_urma_impl`, commit 67a83540d75e): `slot_num` data
-slots (0 or >= commTurn means no reuse). That source waits in order only: `wait_order` defaults to the
-protocol's and slot_ring with "mask" is refused. `bias` ((N,) fp32, added once to every row of C) on the slot ring only
-(its kernel passes `isBias`; the seed kernel's mmad runs with isBias = false). `block_dim` None launches
-max(usedCoreNum, R) blocks; a given block_dim is launched as given (the ST launcher launches usedCoreNum):
-below R some peers are never served, as on the device, and AG_PEER_UNSERVED is reported.
-`kernel_variant` reproduces a hazard (`AgKernelVariant`). With `check=True` error-severity hazards raise
-`HazardError` (its `.output` holds C); bad input raises `ConstraintError` naming the rule on every rank.
+The kernel is the UDMA AllGather (`apace.all_gather_mx_matmul_udma_impl`), launched MIX_AIC_1_1 with the ST host's
+tiling. `protocol` "seed" is the UDMA impl (commit 5778144076: every round in its own window rows), with `wait_order`
+"mask" (the source before the in-order fix) or "in_order" (after); "slot_ring" is the window reuse of the URMA impl
+(`apace.all_gather_mx_matmul_urma_impl`, commit 67a83540d75e): `slot_num` data slots (0 or >= commTurn means no
+reuse). That source waits in order only: `wait_order` defaults to the protocol's and slot_ring with "mask" is refused.
+`bias` ((N,) fp32, added once to every row of C) on the slot ring only (its kernel passes `isBias`; the seed kernel's
+mmad runs with isBias = false). `block_dim` None launches max(usedCoreNum, R) blocks, a given one as given (as the ST
+launcher): below R some peers are never served, as on the device (AG_PEER_UNSERVED). `kernel_variant`: a reproduced
+hazard. Error hazards raise `HazardError` (`.output`: C) with `check=True`.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
 from mc2emu.apace.all_gather_qbmm_mx_kernel import AgKernelVariant
 from mc2emu.apace.comm_policy import WaitOrder
+from mc2emu.arch import parse_enum
 from mc2emu.arch.platform import DAV_3510
+from mc2emu.host.call_options import Observer, call_options, call_result
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
-from mc2emu.host.harness import CallOptions
-from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics import OutDtype
 from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.ops.all_gather_quant_matmul_host import AgLaunchInfo, AgProblem, AgProtocol, run_ag
 from mc2emu.ops.mx_operands import mx_operand_violations
-from mc2emu.runtime.hazards import ConstraintError, HazardError
 from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations
 
+if TYPE_CHECKING:
+    from mc2emu.runtime.faults import FaultPlan
+    from mc2emu.runtime.perturb import PerturbPolicy
+
+__all__ = ["AgLaunchInfo", "AgProblem", "AgProtocol", "all_gather_quant_matmul", "validate"]
+
 PAIR_K = 64
-
-
-class AgProtocol(enum.Enum):
-    SEED = "seed"            # every round in its own window rows (UDMA impl, 5778144076)
-    SLOT_RING = "slot_ring"  # window reuse through a ring of slot_num slots (URMA impl, 67a83540d75e)
-
-
-@dataclass(frozen=True)
-class AgProblem:
-    rank: int
-    rank_size: int
-    m: int
-    k: int
-    n: int
-    elem: ElemFormat
-    b_elem: ElemFormat
-    out: OutDtype
-    wait_order: WaitOrder
-    variant: AgKernelVariant
-    protocol: AgProtocol = AgProtocol.SEED
-    slot_num: int = 0
-    has_bias: bool = False
 
 
 def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
@@ -71,16 +52,9 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
              kernel_variant: Any) -> tuple[AgProblem | None, list[tuple[str, str]]]:
     """Every input rule as (rule, reason) pairs; the problem when there are none."""
     errs: list[tuple[str, str]] = []
-    order = variant = out = proto = None
-    try:
-        proto = protocol if isinstance(protocol, AgProtocol) else AgProtocol(str(protocol))
-    except ValueError:
-        errs.append(("protocol", f"protocol={protocol!r} is not one of {[p.value for p in AgProtocol]}"))
-    try:
-        order = WaitOrder.parse(wait_order if wait_order is not None else
-                                (WaitOrder.IN_ORDER if proto is AgProtocol.SLOT_RING else WaitOrder.MASK))
-    except ConstraintError as exc:
-        errs.append((exc.rule, str(exc)))
+    proto = parse_enum(AgProtocol, protocol, "protocol", errs)
+    order = parse_enum(WaitOrder, wait_order if wait_order is not None else
+                       (WaitOrder.IN_ORDER if proto is AgProtocol.SLOT_RING else WaitOrder.MASK), "wait_order", errs)
     if proto is AgProtocol.SLOT_RING and order is WaitOrder.MASK:
         errs.append(("AG-6 slot_ring waits in order", "protocol 'slot_ring' with wait_order 'mask': the slot ring "
                      "(all_gather_qbmm_mx_kernel.h at 67a83540d75e) acquires rounds in order only; a per-flag mask "
@@ -90,18 +64,11 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
     elif slot_num != 0 and proto is AgProtocol.SEED:
         errs.append(("slot_num", f"slot_num={slot_num!r}: the seed protocol has no slots (protocol 'slot_ring' "
                                  f"takes slot_num)"))
-    try:
-        variant = kernel_variant if isinstance(kernel_variant, AgKernelVariant) else AgKernelVariant(kernel_variant)
-    except ValueError:
-        errs.append(("kernel_variant", f"kernel_variant={kernel_variant!r} is not one of "
-                                       f"{[v.value for v in AgKernelVariant]}"))
+    variant = parse_enum(AgKernelVariant, kernel_variant, "kernel_variant", errs)
     if variant is AgKernelVariant.SKIP_RELEASE_WAIT and proto is not AgProtocol.SLOT_RING:
         errs.append(("kernel_variant", "kernel_variant 'skip_release_wait' is a slot_ring variant (the seed "
                                        "protocol never reuses a window row)"))
-    try:
-        out = OutDtype.parse(out_dtype)
-    except ValueError as exc:
-        errs.append(("out_dtype", str(exc)))
+    out = parse_enum(OutDtype, out_dtype, "out_dtype", errs)
     if bias is not None and proto is not AgProtocol.SLOT_RING:
         errs.append(("bias", "protocol 'seed': the kernel (ops-transformer 5778144076 all_gather_qbmm_mx_kernel.h:313, "
                              "340) runs mmadFrag.Init(..., isBias = false) with a null bias tensor (the slot ring, "
@@ -131,22 +98,40 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
                      bias is not None), errs
 
 
+@overload
+def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
+                            bias: np.ndarray | None = ..., out_dtype: Any = ...,
+                            wait_order: str | WaitOrder | None = ..., protocol: str | AgProtocol = ...,
+                            slot_num: int = ..., block_dim: int | None = ...,
+                            kernel_variant: str | AgKernelVariant = ..., check: bool = ...,
+                            timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
+                            observers: Iterable[Observer] = ..., faults: FaultPlan | None = ..., comm: Any = ...,
+                            return_stats: Literal[False] = ...) -> np.ndarray: ...
+@overload
+def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
+                            bias: np.ndarray | None = ..., out_dtype: Any = ...,
+                            wait_order: str | WaitOrder | None = ..., protocol: str | AgProtocol = ...,
+                            slot_num: int = ..., block_dim: int | None = ...,
+                            kernel_variant: str | AgKernelVariant = ..., check: bool = ...,
+                            timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
+                            observers: Iterable[Observer] = ..., faults: FaultPlan | None = ..., comm: Any = ...,
+                            return_stats: Literal[True]) -> tuple[np.ndarray, AgLaunchInfo]: ...
+
+
 def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                             bias: np.ndarray | None = None, out_dtype: Any = "bfloat16",
                             wait_order: str | WaitOrder | None = None, protocol: str | AgProtocol = "seed",
-                            slot_num: int = 0, block_dim: int | None = None, check: bool = True,
-                            timeout: float | None = None, comm: Any = None, perturb: Any = None,
-                            observers: Iterable[Callable[[Any], None]] = (), faults: Any = None,
-                            stats: dict[str, Any] | None = None,
-                            kernel_variant: str | AgKernelVariant = "source") -> np.ndarray:
-    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C.
+                            slot_num: int = 0, block_dim: int | None = None,
+                            kernel_variant: str | AgKernelVariant = "source", check: bool = True,
+                            timeout: float | None = None, perturb: PerturbPolicy | None = None,
+                            observers: Iterable[Observer] = (), faults: FaultPlan | None = None, comm: Any = None,
+                            return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, AgLaunchInfo]:
+    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C (with
+    its `AgLaunchInfo` when `return_stats`).
 
     The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
-    `mc2emu.host.CallOptions`. Extras: `stats` (filled with launch facts), `kernel_variant` (a reproduced
-    hazard of the kernel, `AgKernelVariant`). `wait_order` None: the protocol's (seed "mask", slot_ring
-    "in_order")."""
-    from mc2emu.ops.all_gather_quant_matmul_host import run_ag
-
+    `mc2emu.host.call_options`. Extras: `kernel_variant` (a reproduced hazard of the kernel,
+    `AgKernelVariant`). `wait_order` None: the protocol's (seed "mask", slot_ring "in_order")."""
     comm = world_comm(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, wait_order=wait_order,
@@ -155,8 +140,6 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None
-    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
-    result, hazards = run_ag(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats,
-                             bias=bias)
-    HazardError.raise_on_errors(hazards, result, check=check)
-    return result
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults, comm=comm)
+    c, hazards, info = run_ag(problem, x1, x1_scale, x2, x2_scale, opts, block_dim=block_dim, bias=bias)
+    return call_result(c, info, hazards, opts, return_stats)

@@ -1,14 +1,16 @@
 """Host program of one all_to_all_quant_matmul call on one rank: tile, allocate, launch, read back.
 
 The host program of the apace ST (`kernel_launcher`), on the shared host harness (`mc2emu.host`), which
-owns the device, the communication world, the checkers and the teardown. The validated problem comes
-from the entry (`all_to_all_quant_matmul_op.py`); tiling is computed once, here, and passed down.
+owns the device, the communication world, the checkers and the teardown. It owns the problem type
+(`A2AProblem`, its modes `Impl` / `LaunchMode`) that the entry (`all_to_all_quant_matmul_op.py`) validates
+and fills; tiling is computed once, here, and passed down.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +20,7 @@ from mc2emu.apace.all_to_all_mx_quant_matmul_hcomm_impl import (
     all_to_all_mx_quant_matmul_hcomm,
 )
 from mc2emu.apace.all_to_all_mx_quant_matmul_udma_impl import UdmaArgs, all_to_all_mx_quant_matmul_udma
+from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.apace.quant_matmul_mx_kernel import (
     BiasMode,
     LocalParams,
@@ -34,9 +37,12 @@ from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QBMMTiling
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.comm.hccl import Hccl
 from mc2emu.comm.hccl_server import HcclServer
+from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.comm.shmem import Shmem
 from mc2emu.comm.team_barrier import TeamBarrier
-from mc2emu.host.harness import CallOptions, LaunchHarness
+from mc2emu.host.call_options import CallOptions
+from mc2emu.host.harness import LaunchHarness
+from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.formats import gm_storage_dtype
 from mc2emu.numerics.int_math import Align
 from mc2emu.numerics.scale_layout import scale_k_len
@@ -44,18 +50,54 @@ from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import a2a_tiling
 
-if TYPE_CHECKING:
-    from mc2emu.ops.all_to_all_quant_matmul_op import A2AProblem
-
 KERNEL_NAME = "all_to_all_quant_matmul"
 # UDMA launches one AIC and one AIV per block; hcomm launches AICs only.
 UDMA_KERNEL_TYPE = KernelType.MIX_AIC_1_1
 HCOMM_KERNEL_TYPE = KernelType.AIC_ONLY
 
 
-@dataclass
+class Impl(enum.Enum):
+    UDMA = "udma"
+    HCOMM = "hcomm"
+
+
+class LaunchMode(enum.Enum):
+    """How many blocks the UDMA host launches when `block_dim` is not given (AIV block r serves peer r).
+
+    CONVENIENT: the tiling's usedCoreNum, raised to R when it is smaller (the extra AICs find no tile and
+    only drain their waits); the launch info says so (`A2ALaunchInfo.note`). SOURCE: exactly usedCoreNum,
+    as the apace ST host does (`<<<tilingData.tileQbmmTilingData.usedCoreNum>>>` in
+    tests/st/all_to_all_quant_matmul/src/main.cpp, libochao-huawei/ops-transformer bb298b1c5), so a
+    tiling with fewer cores than ranks is refused with constraint 5 (peers would never be served)."""
+
+    CONVENIENT = "convenient"
+    SOURCE = "source"
+
+
+@dataclass(frozen=True)
+class A2AProblem:
+    """The validated problem of one rank."""
+
+    rank: int
+    rank_size: int
+    ori_m: int
+    ka: int
+    n: int
+    elem: ElemFormat
+    b_elem: ElemFormat
+    out: OutDtype
+    impl: Impl
+    local_matmul: int
+    wait_order: WaitOrder
+    hccl_server: HcclServerType
+    has_bias: bool
+    head_tile_size: int | None = None
+    launch: LaunchMode = LaunchMode.CONVENIENT
+
+
+@dataclass(frozen=True)
 class A2ALaunchInfo:
-    """What the host learnt about the launch (for the CLI table)."""
+    """What the host learnt about the launch (`return_stats=True`; the CLI table)."""
 
     block_dim: int
     base: tuple[int, int, int]
@@ -71,20 +113,17 @@ def _elem_bytes(problem: A2AProblem, count: int) -> int:
 
 
 def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
-            bias: np.ndarray | None, opts: CallOptions, *, comm: Any, block_dim: int | None,
-            head_tile_size: int | None, stats: dict[str, Any] | None, source_launch: bool = False
-            ) -> tuple[np.ndarray, list[HazardReport]]:
-    from mc2emu.ops.all_to_all_quant_matmul_op import Impl
-
+            bias: np.ndarray | None, opts: CallOptions, *, block_dim: int | None
+            ) -> tuple[np.ndarray, list[HazardReport], A2ALaunchInfo]:
     R, rank = problem.rank_size, problem.rank
     oriM, Ka, N = problem.ori_m, problem.ka, problem.n
     is_udma = problem.impl is Impl.UDMA
     # Tiling before any collective set-up: a refused tiling is refused on every rank (same shapes).
     tiling = a2a_tiling(DAV_3510, ori_m=oriM, ka=Ka, n=N, rank_size=R, elem=problem.elem, b_elem=problem.b_elem,
                         aiv_served=is_udma, wait_order=problem.wait_order, block_dim=block_dim,
-                        head_tile_size=head_tile_size, source_launch=source_launch)
+                        head_tile_size=problem.head_tile_size, source_launch=problem.launch is LaunchMode.SOURCE)
     mm, ct, used = tiling.mm, tiling.comm, tiling.usedCoreNum
-    with LaunchHarness(KERNEL_NAME, opts, comm=comm, platform=DAV_3510) as h:
+    with LaunchHarness(KERNEL_NAME, opts, platform=DAV_3510) as h:
         rowBytes = _elem_bytes(problem, Ka)
         scaleRowBytes = scale_k_len(Ka)
         gm = h.device.gm
@@ -149,8 +188,6 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
                            BlockScheduler, Hccl)
             server.end_session()
         c = h.read(c_addr, out_dtype, (oriM, N))
-    if stats is not None:
-        stats["launch"] = A2ALaunchInfo(used, (mm.baseM, mm.baseN, mm.baseK), ct, res.wall_s,
-                                        sum(v for v in res.returns.values() if isinstance(v, int)),
-                                        mm.usedCoreNum, tiling.note)
-    return c, h.hazards
+    info = A2ALaunchInfo(used, (mm.baseM, mm.baseN, mm.baseK), ct, res.wall_s,
+                         sum(v for v in res.returns.values() if isinstance(v, int)), mm.usedCoreNum, tiling.note)
+    return c, h.hazards, info

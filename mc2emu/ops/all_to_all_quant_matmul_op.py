@@ -10,115 +10,57 @@ Collective: every rank calls it with its own inputs and gets its own C back (SPE
 
 `impl` selects the orchestration: "udma" (MIX_AIC_1_1: AIV puts + TeamBarrier + cross-core flags) or
 "hcomm" (AIC_ONLY: HCCL AlltoAll tasks and an HCCL server). `local_matmul` 0 / 1 / 2, `wait_order` "mask"
-(the seed's) or "in_order" (the later source), `hccl_server` "ccu" or "aicpu". With `check=True` the
-hazard checkers run and error-severity hazards raise `HazardError` (its `.output` holds the C the kernel
-produced); bad input raises `ConstraintError` naming the rule, on every rank.
+(the seed's) or "in_order" (the later source), `hccl_server` "ccu" or "aicpu"; each enum keyword takes the
+member or its string (`mc2emu.arch.parse_enum`). The common keywords are `mc2emu.host.call_options`'. With
+`check=True` the hazard checkers run and error-severity hazards raise `HazardError` (its `.output` holds
+the C the kernel produced); bad input raises `ConstraintError` naming the rule, on every rank.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
 from mc2emu.apace.comm_policy import WaitOrder
+from mc2emu.arch import parse_enum
 from mc2emu.arch.platform import DAV_3510
 from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.host.call_options import Observer, call_options, call_result
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
-from mc2emu.host.harness import CallOptions
 from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.ops.all_to_all_quant_matmul_host import A2ALaunchInfo, A2AProblem, Impl, LaunchMode, run_a2a
 from mc2emu.ops.mx_operands import mx_operand_violations
-from mc2emu.runtime.hazards import ConstraintError, HazardError
+from mc2emu.tiling.quant_matmul_tiling_swat import dtype_pair_violations
 
 if TYPE_CHECKING:
-    from mc2emu.runtime.events import Event
     from mc2emu.runtime.faults import FaultPlan
     from mc2emu.runtime.perturb import PerturbPolicy
+
+__all__ = ["A2ALaunchInfo", "A2AProblem", "Impl", "LaunchMode", "all_to_all_quant_matmul", "validate"]
 
 LOCAL_MATMUL_VALUES = (0, 1, 2)
 
 
-class Impl(enum.Enum):
-    UDMA = "udma"
-    HCOMM = "hcomm"
-
-
-class LaunchMode(enum.Enum):
-    """How many blocks the UDMA host launches when `block_dim` is not given (AIV block r serves peer r).
-
-    CONVENIENT: the tiling's usedCoreNum, raised to R when it is smaller (the extra AICs find no tile and
-    only drain their waits); the launch info says so (`A2ALaunchInfo.note`). SOURCE: exactly usedCoreNum,
-    as the apace ST host does (`<<<tilingData.tileQbmmTilingData.usedCoreNum>>>` in
-    tests/st/all_to_all_quant_matmul/src/main.cpp, libochao-huawei/ops-transformer bb298b1c5), so a
-    tiling with fewer cores than ranks is refused with constraint 5 (peers would never be served)."""
-
-    CONVENIENT = "convenient"
-    SOURCE = "source"
-
-
-def _parse_enum(cls: type[enum.Enum], value: Any, param: str) -> Any:
-    if isinstance(value, cls):
-        return value
-    try:
-        return cls(str(value).lower())
-    except ValueError:
-        raise ConstraintError(param, f"{param}={value!r} is not one of {[m.value for m in cls]}") from None
-
-
-@dataclass(frozen=True)
-class A2AProblem:
-    """The validated problem of one rank."""
-
-    rank: int
-    rank_size: int
-    ori_m: int
-    ka: int
-    n: int
-    elem: ElemFormat
-    b_elem: ElemFormat
-    out: OutDtype
-    impl: Impl
-    local_matmul: int
-    wait_order: WaitOrder
-    hccl_server: HcclServerType
-    has_bias: bool
-
-
 def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
              rank_size: int, impl: Any, local_matmul: Any, wait_order: Any, hccl_server: Any,
-             bias: np.ndarray | None, out_dtype: Any) -> tuple[A2AProblem | None, list[tuple[str, str]]]:
+             bias: np.ndarray | None, out_dtype: Any, head_tile_size: int | None = None,
+             launch: Any = LaunchMode.CONVENIENT) -> tuple[A2AProblem | None, list[tuple[str, str]]]:
     """Every input rule, as (rule, reason) pairs; the problem when there are none."""
     errs: list[tuple[str, str]] = []
-
-    def enum_or_err(cls: type[enum.Enum], value: Any, param: str) -> Any:
-        try:
-            return _parse_enum(cls, value, param)
-        except ConstraintError as exc:
-            errs.append((exc.rule, str(exc)))
-            return None
-
-    impl_e = enum_or_err(Impl, impl, "impl")
-    order: WaitOrder | None = None
-    try:
-        order = WaitOrder.parse(wait_order)
-    except ConstraintError as exc:
-        errs.append((exc.rule, str(exc)))
-    server = enum_or_err(HcclServerType, hccl_server, "hccl_server")
+    impl_e = parse_enum(Impl, impl, "impl", errs)
+    order = parse_enum(WaitOrder, wait_order, "wait_order", errs)
+    server = parse_enum(HcclServerType, hccl_server, "hccl_server", errs)
+    launch_e = parse_enum(LaunchMode, launch, "launch", errs)
     if local_matmul not in LOCAL_MATMUL_VALUES:
         errs.append(("local_matmul", f"local_matmul={local_matmul!r} is not one of {LOCAL_MATMUL_VALUES}"))
-    out: OutDtype | None = None
-    try:
-        out = OutDtype.parse(out_dtype)
-    except ValueError as exc:
-        errs.append(("out_dtype", str(exc)))
+    out = parse_enum(OutDtype, out_dtype, "out_dtype", errs)
     elems, operand_errs, ranks_ok = mx_operand_violations(
         x1, x1_scale, x2, x2_scale, elems=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1))
     errs += operand_errs
-    if len(elems) == 2 and elems[0].is_fp4 != elems[1].is_fp4:
-        errs.append(("x1/x2 dtypes", f"x1 ({elems[0].value}) and x2 ({elems[1].value}) must both be FP8 or both FP4"))
+    if len(elems) == 2:
+        errs += [("x1/x2 dtypes", reason) for reason in dtype_pair_violations(*elems)]
     if not ranks_ok:
         return None, errs
     rows, ka = x1.shape
@@ -144,39 +86,54 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
             errs.append(("bias shape", f"bias must be (N,) = ({n},) float32, got {np.shape(bias)}"))
     if errs:
         return None, errs
-    assert out is not None and order is not None  # both parsed when errs is empty
+    assert out is not None and order is not None and impl_e is not None and server is not None
+    assert launch_e is not None  # every keyword parsed when errs is empty
     return A2AProblem(rank, rank_size, ori_m, ka, n, elems[0], elems[1], out, impl_e, int(local_matmul), order,
-                      server, bias is not None), errs
+                      server, bias is not None, head_tile_size, launch_e), errs
+
+
+@overload
+def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
+                            impl: str | Impl = ..., local_matmul: int = ..., wait_order: str | WaitOrder = ...,
+                            hccl_server: str | HcclServerType = ..., bias: np.ndarray | None = ...,
+                            out_dtype: Any = ..., block_dim: int | None = ..., head_tile_size: int | None = ...,
+                            launch: str | LaunchMode = ..., check: bool = ..., timeout: float | None = ...,
+                            perturb: PerturbPolicy | None = ..., observers: Iterable[Observer] = ...,
+                            faults: FaultPlan | None = ..., comm: Any = ..., return_stats: Literal[False] = ...
+                            ) -> np.ndarray: ...
+@overload
+def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
+                            impl: str | Impl = ..., local_matmul: int = ..., wait_order: str | WaitOrder = ...,
+                            hccl_server: str | HcclServerType = ..., bias: np.ndarray | None = ...,
+                            out_dtype: Any = ..., block_dim: int | None = ..., head_tile_size: int | None = ...,
+                            launch: str | LaunchMode = ..., check: bool = ..., timeout: float | None = ...,
+                            perturb: PerturbPolicy | None = ..., observers: Iterable[Observer] = ...,
+                            faults: FaultPlan | None = ..., comm: Any = ..., return_stats: Literal[True]
+                            ) -> tuple[np.ndarray, A2ALaunchInfo]: ...
 
 
 def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                             impl: str | Impl = "udma", local_matmul: int = 0, wait_order: str | WaitOrder = "mask",
                             hccl_server: str | HcclServerType = "ccu", bias: np.ndarray | None = None,
-                            out_dtype: Any = "bfloat16", block_dim: int | None = None, check: bool = True,
-                            timeout: float | None = None, comm: Any = None, perturb: PerturbPolicy | None = None,
-                            observers: Iterable[Callable[[Event], None]] = (),
-                            faults: FaultPlan | None = None, head_tile_size: int | None = None,
-                            stats: dict[str, Any] | None = None, launch: str | LaunchMode = "convenient"
-                            ) -> np.ndarray:
-    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C.
+                            out_dtype: Any = "bfloat16", block_dim: int | None = None,
+                            head_tile_size: int | None = None, launch: str | LaunchMode = "convenient",
+                            check: bool = True, timeout: float | None = None, perturb: PerturbPolicy | None = None,
+                            observers: Iterable[Observer] = (), faults: FaultPlan | None = None, comm: Any = None,
+                            return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, A2ALaunchInfo]:
+    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C (with
+    its `A2ALaunchInfo` when `return_stats`).
 
     The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
-    `mc2emu.host.CallOptions`. Extras beyond the CANN operator: `head_tile_size` (override the ST
-    head-tile rule), `stats` (filled with launch facts), `launch` (`LaunchMode`: what the UDMA host launches
-    when `block_dim` is not given)."""
-    from mc2emu.ops.all_to_all_quant_matmul_host import run_a2a
-
+    `mc2emu.host.call_options`. Extras beyond the CANN operator: `head_tile_size` (override the ST
+    head-tile rule), `launch` (`LaunchMode`: what the UDMA host launches when `block_dim` is not given)."""
     comm = world_comm(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, impl=impl,
                              local_matmul=local_matmul, wait_order=wait_order, hccl_server=hccl_server, bias=bias,
-                             out_dtype=out_dtype)
+                             out_dtype=out_dtype, head_tile_size=head_tile_size, launch=launch)
     errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None
-    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
-    result, hazards = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, opts, comm=comm, block_dim=block_dim,
-                              head_tile_size=head_tile_size, stats=stats,
-                              source_launch=_parse_enum(LaunchMode, launch, "launch") is LaunchMode.SOURCE)
-    HazardError.raise_on_errors(hazards, result, check=check)
-    return result
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults, comm=comm)
+    c, hazards, info = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, opts, block_dim=block_dim)
+    return call_result(c, info, hazards, opts, return_stats)

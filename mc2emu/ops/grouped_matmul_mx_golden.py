@@ -66,10 +66,10 @@ def _per_element(scale_rows_k: np.ndarray, k: int) -> np.ndarray:
 def golden_grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, group_list: Any, *,
                              group_type: str = "split_m", group_list_type: str = "cumsum", trans_b: bool = False,
                              bias: Any = None, out_dtype: Any = "bfloat16", x_format: ElemFormat | str | None = None,
-                             w_format: ElemFormat | str | None = None) -> np.ndarray:
+                             weight_format: ElemFormat | str | None = None) -> np.ndarray:
     """y of the MX GroupedMatmul (see the module docstring)."""
     fx = infer_format(x, x_format, "x")
-    fw = infer_format(weight, w_format, "weight")
+    fw = infer_format(weight, weight_format, "weight")
     xv = golden_decode_elements(np.asarray(x), fx)
     wv = golden_decode_elements(np.asarray(weight), fw)
     sx = golden_decode_scales(np.asarray(x_scale))

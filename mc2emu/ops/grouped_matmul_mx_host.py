@@ -9,6 +9,7 @@ the group list says (once for a row / group the list covers, never otherwise): O
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,8 @@ from mc2emu.blaze.gemm.kernel.gqmm_cgmct_mx_kernel import grouped_matmul_mx
 from mc2emu.blaze.gemm.kernel.kernel_qgmm_mx import GMMTiling
 from mc2emu.blaze.gemm.kernel.kernel_qgmm_mx_run import QGmmMxMmadParams, QGmmMxParams
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
-from mc2emu.host.harness import CallOptions, LaunchHarness
+from mc2emu.host.call_options import CallOptions
+from mc2emu.host.harness import LaunchHarness
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.formats import gm_storage_dtype
 from mc2emu.ops.grouped_matmul_mx_golden import group_entries, split_m_segments
@@ -30,9 +32,39 @@ from mc2emu.runtime.gm import GlobalMemory, GmAddr
 from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.tiling.grouped_matmul_tiling import GmmTilingResult
+from mc2emu.tiling.grouped_matmul_tiling_context import (
+    GROUPLIST_TYPE_COUNT,
+    GROUPLIST_TYPE_CUMSUM,
+    GROUPLIST_TYPE_SPARSE_M,
+    SPLIT_K,
+    SPLIT_M,
+)
 
 KERNEL_NAME = "grouped_matmul_mx"
-GROUP_LIST_TYPES = {"cumsum": 0, "count": 1, "sparse": 2}
+
+
+class GmmGroupType(enum.Enum):
+    """The `groupType` attribute: which axis the groups split (the source's code: `code`)."""
+
+    SPLIT_M = "split_m"
+    SPLIT_K = "split_k"
+
+    @property
+    def code(self) -> int:
+        return {GmmGroupType.SPLIT_M: SPLIT_M, GmmGroupType.SPLIT_K: SPLIT_K}[self]
+
+
+class GmmGroupListType(enum.Enum):
+    """The `groupListType` attribute: how group_list holds the group sizes (the source's code: `code`)."""
+
+    CUMSUM = "cumsum"
+    COUNT = "count"
+    SPARSE = "sparse"
+
+    @property
+    def code(self) -> int:
+        return {GmmGroupListType.CUMSUM: GROUPLIST_TYPE_CUMSUM, GmmGroupListType.COUNT: GROUPLIST_TYPE_COUNT,
+                GmmGroupListType.SPARSE: GROUPLIST_TYPE_SPARSE_M}[self]
 
 
 @dataclass(frozen=True)
@@ -81,7 +113,17 @@ def _put(gm: GlobalMemory, arr: np.ndarray, fmt: ElemFormat, name: str) -> GmAdd
     return addr
 
 
-def run_grouped_matmul_mx(p: GmmProblem, opts: CallOptions) -> tuple[np.ndarray, list[HazardReport]]:
+@dataclass(frozen=True)
+class GmmLaunchInfo:
+    """What the host learnt about the launch (`return_stats=True`): blocks launched, the tiling, wall time
+    (0, None, 0.0: no launch, the empty y of a split-K call with M or N 0)."""
+
+    block_dim: int
+    tiling: GmmTilingResult | None
+    wall_s: float
+
+
+def run_grouped_matmul_mx(p: GmmProblem, opts: CallOptions) -> tuple[np.ndarray, list[HazardReport], GmmLaunchInfo]:
     mm, gq = p.tiling.mmTilingData, p.tiling.gmmQuantParams
     with LaunchHarness(KERNEL_NAME, opts, platform=DAV_3510) as h:
         gm = h.device.gm
@@ -108,6 +150,6 @@ def run_grouped_matmul_mx(p: GmmProblem, opts: CallOptions) -> tuple[np.ndarray,
                                                x1ScaleGmAddr=sx_addr, cGmAddr=y_addr, biasGmAddr=bias_addr,
                                                groupListGmAddr=gl_addr), gmmParams)
         kernel_type = KernelType.MIX_AIC_1_2 if p.split_k else KernelType.AIC_ONLY
-        h.launch(grouped_matmul_mx, p.tiling.blockDim, kernel_type, BlockMmad, params, p.variant)
+        res = h.launch(grouped_matmul_mx, p.tiling.blockDim, kernel_type, BlockMmad, params, p.variant)
         y = h.read(y_addr, p.out.dtype, p.y_shape)
-    return y, h.hazards
+    return y, h.hazards, GmmLaunchInfo(p.tiling.blockDim, p.tiling, res.wall_s)

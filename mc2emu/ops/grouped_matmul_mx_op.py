@@ -1,62 +1,63 @@
 """`grouped_matmul_mx`: the MX GroupedMatmul (aclnnGroupedMatmulV4 on DAV_3510, seeds 002 / 003) on one emulated
 NPU (no MPI).
 
-    y = grouped_matmul_mx(x, x_scale, weight, weight_scale, group_list, group_type="split_m",
-                          group_list_type="cumsum", trans_a=False, trans_b=False, out_dtype="bfloat16")
+    y = grouped_matmul_mx(x, x_scale, weight, weight_scale, group_list, *, group_type="split_m",
+                          group_list_type="cumsum", trans_a=False, trans_b=False, out_dtype="bfloat16", ...)
 
 Shapes (the source's; `golden_grouped_matmul_mx` documents them): split-M x [M, K], x_scale [M, ceil(K/64), 2],
 weight [g, K, N] (trans_b: [g, N, K]), weight_scale [g, ceil(K/64), N, 2] (trans_b: [g, N, ceil(K/64), 2]),
 y [M, N]; split-K (trans_a=True) x [K, M], x_scale [K/64 + g, M, 2], weight [K, N], weight_scale
 [K/64 + g, N, 2], y [g, M, N]. group_list: int64 [g] ("cumsum" / "count") or [g, 2] ("sparse": (group, size)).
 Elements are ml_dtypes arrays (float8_e4m3fn, float8_e5m2, float4_e2m1fn, one code per byte) or uint8 codes
-with x_format / w_format; scales float8_e8m0fnu or uint8 codes. bias: FP32 [g, N] (FP4 only, as the source).
-
-Errors: ConstraintError naming the rule: the tiling's (`TilingGMM`: dtypes, transposes per split mode, scale
-shapes, FP4 shape rules, groupNum, split-K total K 0, ...) and the entry's (operand ranks, K / N agreement;
-group list sizes >= 0, at most M rows (split-M) or K (split-K: K past the list is never read, as on the
-device), sparse indices in [0, g)). Split-K with M or N 0 returns the empty y [g, M, N] untiled, as the
-framework does (ops-transformer 5778144 `grouped_quant_matmul_tiling.cpp:1107`). Rows of y past the list's
-total stay 0 (device: whatever y held). `check=True`: HazardError on an error hazard (e.g. OUTPUT_WRITE_COUNT).
+with x_format / weight_format; scales float8_e8m0fnu or uint8 codes. bias: FP32 [g, N] (FP4 only, as the source).
+Enum keywords: member or string (`mc2emu.arch.parse_enum`); `return_stats=True`: (y, stats). Errors: ConstraintError
+naming the rule: the tiling's (`TilingGMM`: dtypes, transposes per split mode, scale shapes, FP4 shape rules,
+groupNum, split-K total K 0, ...) and the entry's (operand ranks, K / N agreement; group list sizes >= 0, at most M
+rows (split-M) or K (split-K: K past the list is never read, as on the device), sparse indices in [0, g)). Split-K
+with M or N 0 returns the empty y [g, M, N] untiled, as the framework does (ops-transformer 5778144
+`grouped_quant_matmul_tiling.cpp:1107`). Rows of y past the list's total stay 0 (device: whatever y held).
+`check=True`: HazardError on an error hazard (e.g. OUTPUT_WRITE_COUNT).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
+from mc2emu.arch import parse_enum
+from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import TailSplitVariant
-from mc2emu.host.harness import CallOptions
+from mc2emu.host.call_options import Observer, call_options, call_result
+from mc2emu.host.collective import refuse
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.errors import MxTypeError, MxValueError
 from mc2emu.numerics.formats import E8M0_DTYPE
 from mc2emu.ops.grouped_matmul_mx_golden import group_entries
-from mc2emu.ops.grouped_matmul_mx_host import GROUP_LIST_TYPES, GmmProblem, run_grouped_matmul_mx
-from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
-from mc2emu.runtime.hazards import ConstraintError, HazardError
-from mc2emu.tiling.grouped_matmul_tiling import TilingGMM
-from mc2emu.tiling.grouped_matmul_tiling_context import (
-    GeDataType,
-    GMMCompileInfo,
-    GmmTilingContext,
-    parse_group_type,
+from mc2emu.ops.grouped_matmul_mx_host import (
+    GmmGroupListType,
+    GmmGroupType,
+    GmmLaunchInfo,
+    GmmProblem,
+    run_grouped_matmul_mx,
 )
+from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
+from mc2emu.runtime.hazards import ConstraintError
+from mc2emu.tiling.grouped_matmul_tiling import TilingGMM
+from mc2emu.tiling.grouped_matmul_tiling_context import GeDataType, GMMCompileInfo, GmmTilingContext
 
 if TYPE_CHECKING:
-    from mc2emu.runtime.events import Event
     from mc2emu.runtime.faults import FaultPlan
     from mc2emu.runtime.perturb import PerturbPolicy
 
 GE_NAMES = {ElemFormat.E4M3: "float8_e4m3fn", ElemFormat.E5M2: "float8_e5m2", ElemFormat.E2M1: "float4_e2m1fn",
             ElemFormat.E1M2: "float4_e1m2"}
-SPLIT_K_GROUP_TYPE = 2
-
 
 def _operand(arr: Any, fmt: ElemFormat | str | None, param: str, ndim: int) -> tuple[np.ndarray, ElemFormat]:
     a = np.asarray(arr)
     try:
-        elem = infer_format(a, fmt, param)
+        elem = infer_format(a, None, param) if fmt is None else parse_enum(ElemFormat, fmt, f"{param}_format")
     except (MxValueError, MxTypeError) as exc:
         raise ConstraintError(f"{param}.dtype", f"{exc}; pass uint8 codes with {param}_format") from None
     if a.dtype.itemsize != 1:
@@ -75,13 +76,34 @@ def _scale(s: Any, param: str) -> np.ndarray:
     return arr
 
 
+@overload
 def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, group_list: Any, *,
-                      group_type: str = "split_m", group_list_type: str = "cumsum", trans_a: bool = False,
-                      trans_b: bool = False, out_dtype: Any = "bfloat16", bias: Any = None,
-                      block_dim: int | None = None, check: bool = True, timeout: float | None = None,
-                      x_format: ElemFormat | str | None = None, w_format: ElemFormat | str | None = None,
-                      variant: str = "cgmct", perturb: PerturbPolicy | None = None,
-                      observers: Iterable[Callable[[Event], None]] = (), faults: FaultPlan | None = None) -> np.ndarray:
+                      group_type: GmmGroupType | str = ..., group_list_type: GmmGroupListType | str = ...,
+                      trans_a: bool = ..., trans_b: bool = ..., out_dtype: Any = ..., bias: Any = ...,
+                      block_dim: int | None = ..., x_format: ElemFormat | str | None = ...,
+                      weight_format: ElemFormat | str | None = ..., variant: TailSplitVariant | str = ...,
+                      check: bool = ..., timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
+                      observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                      return_stats: Literal[False] = ...) -> np.ndarray: ...
+@overload
+def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, group_list: Any, *,
+                      group_type: GmmGroupType | str = ..., group_list_type: GmmGroupListType | str = ...,
+                      trans_a: bool = ..., trans_b: bool = ..., out_dtype: Any = ..., bias: Any = ...,
+                      block_dim: int | None = ..., x_format: ElemFormat | str | None = ...,
+                      weight_format: ElemFormat | str | None = ..., variant: TailSplitVariant | str = ...,
+                      check: bool = ..., timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
+                      observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                      return_stats: Literal[True]) -> tuple[np.ndarray, GmmLaunchInfo]: ...
+
+
+def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, group_list: Any, *,
+                      group_type: GmmGroupType | str = "split_m", group_list_type: GmmGroupListType | str = "cumsum",
+                      trans_a: bool = False, trans_b: bool = False, out_dtype: Any = "bfloat16", bias: Any = None,
+                      block_dim: int | None = None, x_format: ElemFormat | str | None = None,
+                      weight_format: ElemFormat | str | None = None, variant: TailSplitVariant | str = "cgmct",
+                      check: bool = True, timeout: float | None = None, perturb: PerturbPolicy | None = None,
+                      observers: Iterable[Observer] = (), faults: FaultPlan | None = None,
+                      return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, GmmLaunchInfo]:
     """Run the MX GroupedMatmul kernel on a fresh emulated device and return y (see the module docstring).
 
     block_dim: AICs the tiling may use (default: the platform's 32). variant: which source kernel runs,
@@ -89,29 +111,21 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
     branch: ops-tensor kernel_qgmm_mx.h with its BlockMmad block_mmad_qgmm_mx.h and tail alignments; every
     group-list type) or "blaze_sample" (ops-tensor's sample kernel: its tail alignments, CGMCT's BlockMmad, a
     count group list only). The outputs are bitwise equal across variants. The common keywords
-    (check, timeout, perturb, observers, faults) are those of `mc2emu.host.CallOptions`."""
-    gt = parse_group_type(group_type)
-    split_k = gt == SPLIT_K_GROUP_TYPE
-    glt_name = str(group_list_type).strip().lower()
-    if glt_name not in GROUP_LIST_TYPES:
-        raise ConstraintError("AnalyzeAttrs: groupListType", f"group_list_type {group_list_type!r} is not one of "
-                              f"{sorted(GROUP_LIST_TYPES)}")
-    try:
-        tail_variant = TailSplitVariant(str(variant).strip().lower())
-    except ValueError:
-        raise ConstraintError("variant", f"variant {variant!r} is not 'cgmct', 'blaze' or "
-                              "'blaze_sample'") from None
+    (check, timeout, perturb, observers, faults) are those of `mc2emu.host.call_options`."""
+    refuse(DAV_3510.block_dim_violations(block_dim))
+    gt = parse_enum(GmmGroupType, group_type, "group_type")
+    split_k = gt is GmmGroupType.SPLIT_K
+    glt = parse_enum(GmmGroupListType, group_list_type, "group_list_type")
+    glt_name = glt.value
+    tail_variant = parse_enum(TailSplitVariant, variant, "variant")
     xa, fx = _operand(x, x_format, "x", 2)
-    wa, fw = _operand(weight, w_format, "weight", 2 if split_k else 3)
+    wa, fw = _operand(weight, weight_format, "weight", 2 if split_k else 3)
     sx, sw = _scale(x_scale, "x_scale"), _scale(weight_scale, "weight_scale")
     gl = np.asarray(group_list)
     if gl.dtype.kind not in "iu":
         raise ConstraintError("group_list.dtype", f"group_list must hold integers (int64 on the device), got "
                               f"{gl.dtype}")
-    try:
-        out = OutDtype.parse(out_dtype)
-    except MxValueError as exc:
-        raise ConstraintError("out_dtype", str(exc)) from None
+    out = parse_enum(OutDtype, out_dtype, "out_dtype")
     m, k = (xa.shape[1], xa.shape[0]) if trans_a else xa.shape
     kw, n = (wa.shape[-1], wa.shape[-2]) if trans_b else (wa.shape[-2], wa.shape[-1])
     if kw != k:
@@ -127,27 +141,27 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
                            bias_shape=None if bias_arr is None else tuple(bias_arr.shape),
                            x_dtype=GeDataType.parse(GE_NAMES[fx]), weight_dtype=GeDataType.parse(GE_NAMES[fw]),
                            y_dtype=GeDataType.parse(out.value),
-                           transpose_x=bool(trans_a), transpose_weight=bool(trans_b), group_type=gt,
-                           group_list_type=GROUP_LIST_TYPES[glt_name], compile_info=info)
+                           transpose_x=bool(trans_a), transpose_weight=bool(trans_b), group_type=gt.code,
+                           group_list_type=glt.code, compile_info=info)
     if split_k and (m == 0 or n == 0):  # TQ:1107: the framework skips tiling and returns the empty y
-        return np.zeros((g, m, n), dtype=out.dtype)
+        empty = np.zeros((g, m, n), dtype=out.dtype)
+        return (empty, GmmLaunchInfo(0, None, 0.0)) if return_stats else empty
     tiling = TilingGMM(ctx)  # every source rule: ConstraintError naming it
     entries = group_entries(gl, glt_name)
     sizes = [s for _g, s in entries]
     if any(s < 0 for s in sizes):
         raise ConstraintError("group_list: sizes >= 0", f"group sizes {sizes} (a cumsum list must not decrease)")
-    if glt_name == "sparse" and any(not 0 <= gi < g for gi, _s in entries):
+    if glt is GmmGroupListType.SPARSE and any(not 0 <= gi < g for gi, _s in entries):
         raise ConstraintError("group_list: sparse group index in [0, g)", f"group indices "
                               f"{[gi for gi, _ in entries]} for {g} group(s)")
-    if glt_name == "sparse" and not split_k and wa.shape[0] < g:
+    if glt is GmmGroupListType.SPARSE and not split_k and wa.shape[0] < g:
         raise ConstraintError("weight groups", f"weight holds {wa.shape[0]} groups, the list names {g}")
     if split_k and sum(sizes) > k:
         raise ConstraintError("group_list: split-K sizes <= K", f"sizes {sizes} sum to {sum(sizes)}, K is {k}")
     if not split_k and sum(sizes) > m:
         raise ConstraintError("group_list: split-M rows <= M", f"sizes {sizes} cover {sum(sizes)} rows, x has {m}")
-    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
     problem = GmmProblem(xa, fx, wa, fw, sx, sw, gl, glt_name, split_k, bool(trans_b), int(m), int(n), int(k), g,
                          out, bias_arr, tiling, tail_variant)
-    y, hazards = run_grouped_matmul_mx(problem, opts)
-    HazardError.raise_on_errors(hazards, y, check=check)
-    return y
+    y, hazards, launch_info = run_grouped_matmul_mx(problem, opts)
+    return call_result(y, launch_info, hazards, opts, return_stats)

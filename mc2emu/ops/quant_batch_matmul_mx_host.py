@@ -30,12 +30,13 @@ from mc2emu.blaze import (
     QBMMTiling,
     kernel_qbmm_mx,
 )
-from mc2emu.host.harness import CallOptions, LaunchHarness
+from mc2emu.host.call_options import CallOptions
+from mc2emu.host.harness import LaunchHarness
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.formats import gm_storage_dtype
 from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
-from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingSwat
+from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData, QuantMatmulTilingSwat
 
 KERNEL_NAME = "quant_batch_matmul_mx"
 
@@ -67,7 +68,17 @@ class QbmmProblem:
     revision: QbmmMxRevision
 
 
-def run_qbmm(p: QbmmProblem, opts: CallOptions, *, block_dim: int | None) -> tuple[np.ndarray, list[HazardReport]]:
+@dataclass(frozen=True)
+class QbmmLaunchInfo:
+    """What the host learnt about the launch (`return_stats=True`): blocks launched, the tiling, wall time."""
+
+    block_dim: int
+    tiling: QuantMatmulTilingData
+    wall_s: float
+
+
+def run_qbmm(p: QbmmProblem, opts: CallOptions, *, block_dim: int | None
+             ) -> tuple[np.ndarray, list[HazardReport], QbmmLaunchInfo]:
     tiling = QuantMatmulTilingSwat(DAV_3510, aic_num=block_dim).GetTilingData(p.m, p.n, p.k, p.trans_a, p.trans_b,
                                                                              p.fa, p.fb)
     with LaunchHarness(KERNEL_NAME, opts, platform=DAV_3510) as h:
@@ -105,6 +116,7 @@ def run_qbmm(p: QbmmProblem, opts: CallOptions, *, block_dim: int | None) -> tup
             qbmmParams=QBMMTiling(*p.batchA, *p.batchB, *p.batchC, biasThreeDim=p.biasThreeDim, baseM=tiling.baseM,
                                   baseN=tiling.baseN, baseK=tiling.baseK, isBias=int(p.bias is not None),
                                   dbL0C=tiling.dbL0c))
-        h.launch(kernel_qbmm_mx, tiling.block_dim, KernelType.AIC_ONLY, BlockMmad, BlockScheduler, params, p.revision)
+        res = h.launch(kernel_qbmm_mx, tiling.block_dim, KernelType.AIC_ONLY, BlockMmad, BlockScheduler, params,
+                       p.revision)
         c = h.read(c_addr, p.out.dtype, p.c_shape)
-    return c, h.hazards
+    return c, h.hazards, QbmmLaunchInfo(tiling.block_dim, tiling, res.wall_s)

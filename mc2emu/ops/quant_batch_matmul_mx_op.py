@@ -4,14 +4,14 @@ Emulates the CANN MX quant batch matmul as ops-tensor builds it. This module is 
 its contract and input validation; the host program (tiling, GM, the AIC_ONLY launch of `kernel_qbmm_mx`
 on a fresh `Device`, read-back) is `quant_batch_matmul_mx_host.py`.
 
-    C = quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, bias=None, trans_a=False, trans_b=False,
-                              out_dtype="bfloat16")
+    C = quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, bias=None, trans_a=False, trans_b=False, ...)
 
 x1 (..., m, k) (transposed: (..., k, m)), x2 (..., k, n) (transposed: (..., n, k)), up to 4 batch
 dimensions broadcast numpy-style (each pair equal or one of them 1); Ascend-layout E8M0 scales with the
 operand's batch dimensions in front (`golden_quant_batch_matmul_mx` documents the shapes); bias (n,),
 (1, n) or (batchC, 1, n) in float32 / bfloat16 / float16. Returns C (..., m, n) as a numpy array of
-`out_dtype` (bfloat16 via ml_dtypes, float16 or float32).
+`out_dtype` (bfloat16 via ml_dtypes, float16 or float32). Enum keywords take the member or its string
+(`mc2emu.arch.parse_enum`); common keywords: `mc2emu.host.call_options`; `return_stats=True`: (C, stats).
 
 Errors: ConstraintError (the rule named) for shapes and dtypes the operator refuses; with `check=True`,
 HazardError(hazards, output) when the launch filed error-severity hazards (e.g. ATOMIC_LEFT_SET from the
@@ -21,24 +21,26 @@ accumulated onto `c_init` (zeros by default) with one RNE rounding per write-out
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
+from mc2emu.arch import parse_enum
+from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze import QbmmMxRevision
-from mc2emu.host.harness import CallOptions
+from mc2emu.host.call_options import Observer, call_options, call_result
+from mc2emu.host.collective import refuse
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE, SCALE_C0
 from mc2emu.numerics.errors import MxTypeError, MxValueError
 from mc2emu.numerics.formats import E8M0_DTYPE
 from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
-from mc2emu.ops.quant_batch_matmul_mx_host import QbmmProblem, run_qbmm
-from mc2emu.runtime.hazards import ConstraintError, HazardError
+from mc2emu.ops.quant_batch_matmul_mx_host import QbmmLaunchInfo, QbmmProblem, run_qbmm
+from mc2emu.runtime.hazards import ConstraintError
 from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulArgs, can_implement
 
 if TYPE_CHECKING:
-    from mc2emu.runtime.events import Event
     from mc2emu.runtime.faults import FaultPlan
     from mc2emu.runtime.perturb import PerturbPolicy
 
@@ -49,7 +51,8 @@ BIAS_DTYPES = ("float32", "bfloat16", "float16")  # BiasType instantiations of t
 def _operand(x: Any, fmt: ElemFormat | str | None, param: str) -> tuple[np.ndarray, ElemFormat]:
     arr = np.asarray(x)
     try:
-        elem = infer_format(arr, fmt, param)
+        elem = (infer_format(arr, None, param) if fmt is None
+                else parse_enum(ElemFormat, fmt, f"{param}_format"))
     except (MxValueError, MxTypeError) as exc:
         raise ConstraintError(f"{param}.dtype", f"{exc}; pass uint8 codes with {param}_format for E1M2") from None
     if arr.dtype.itemsize != 1:
@@ -83,28 +86,45 @@ def _check_scale(scale: Any, batch: tuple[int, ...], rows: int, k: int, pairs_fi
     return s
 
 
+@overload
+def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bias: Any = ..., trans_a: bool = ...,
+                          trans_b: bool = ..., out_dtype: Any = ..., atomic: bool = ..., block_dim: int | None = ...,
+                          x1_format: ElemFormat | str | None = ..., x2_format: ElemFormat | str | None = ...,
+                          c_init: Any = ..., revision: QbmmMxRevision | str = ..., check: bool = ...,
+                          timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
+                          observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                          return_stats: Literal[False] = ...) -> np.ndarray: ...
+@overload
+def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bias: Any = ..., trans_a: bool = ...,
+                          trans_b: bool = ..., out_dtype: Any = ..., atomic: bool = ..., block_dim: int | None = ...,
+                          x1_format: ElemFormat | str | None = ..., x2_format: ElemFormat | str | None = ...,
+                          c_init: Any = ..., revision: QbmmMxRevision | str = ..., check: bool = ...,
+                          timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
+                          observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                          return_stats: Literal[True]) -> tuple[np.ndarray, QbmmLaunchInfo]: ...
+
+
 def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bias: Any = None,
                           trans_a: bool = False, trans_b: bool = False, out_dtype: Any = "bfloat16",
-                          atomic: bool = False, block_dim: int | None = None, check: bool = True,
-                          timeout: float | None = None, x1_format: ElemFormat | str | None = None,
-                          x2_format: ElemFormat | str | None = None, c_init: Any = None,
-                          revision: QbmmMxRevision = QbmmMxRevision.R106B970C,
-                          perturb: PerturbPolicy | None = None, observers: Iterable[Callable[[Event], None]] = (),
-                          faults: FaultPlan | None = None) -> np.ndarray:
+                          atomic: bool = False, block_dim: int | None = None,
+                          x1_format: ElemFormat | str | None = None, x2_format: ElemFormat | str | None = None,
+                          c_init: Any = None, revision: QbmmMxRevision | str = QbmmMxRevision.R106B970C,
+                          check: bool = True, timeout: float | None = None, perturb: PerturbPolicy | None = None,
+                          observers: Iterable[Observer] = (), faults: FaultPlan | None = None,
+                          return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, QbmmLaunchInfo]:
     """Run the QBMM MX kernel on a fresh emulated device and return C (see the module docstring).
 
     The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`) are those of
-    `mc2emu.host.CallOptions`; the operator does not communicate (no `comm`).
+    `mc2emu.host.call_options`; the operator does not communicate (no `comm`).
 
     block_dim: AICs to tile for and launch (default: the platform's AIC count; the launch uses the tiling's
     usedCoreNum). x1_format / x2_format: element formats for uint8 code inputs. c_init: initial C (what an
     atomic kernel adds onto; default zeros). revision: which kernel_qbmm_mx.h revision to reproduce."""
+    refuse(DAV_3510.block_dim_violations(block_dim))
+    rev = parse_enum(QbmmMxRevision, revision, "revision")
     a, fa = _operand(x1, x1_format, "x1")
     b, fb = _operand(x2, x2_format, "x2")
-    try:
-        out = OutDtype.parse(out_dtype)
-    except MxValueError as exc:
-        raise ConstraintError("out_dtype", str(exc)) from None
+    out = parse_enum(OutDtype, out_dtype, "out_dtype")
     m, k = (a.shape[-1], a.shape[-2]) if trans_a else (a.shape[-2], a.shape[-1])
     kb, n = (b.shape[-1], b.shape[-2]) if trans_b else (b.shape[-2], b.shape[-1])
     if kb != k:
@@ -137,9 +157,8 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
     if c_init is not None and np.shape(c_init) != c_shape:
         raise ConstraintError("c_init.shape", f"c_init must have the output shape {c_shape}, got {np.shape(c_init)}")
 
-    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
     problem = QbmmProblem(a, fa, b, fb, sa, sb, out, int(m), int(n), int(k), bool(trans_a), bool(trans_b), batchA,
-                          batchB, batchC, c_shape, bias_arr, biasThreeDim, c_init, atomic, revision)
-    c, hazards = run_qbmm(problem, opts, block_dim=block_dim)
-    HazardError.raise_on_errors(hazards, c, check=check)
-    return c
+                          batchB, batchC, c_shape, bias_arr, biasThreeDim, c_init, atomic, rev)
+    c, hazards, info = run_qbmm(problem, opts, block_dim=block_dim)
+    return call_result(c, info, hazards, opts, return_stats)

@@ -1,4 +1,5 @@
-"""Host side of one quant_matmul_reduce_scatter call on one rank: tile, allocate, launch, read back.
+"""Host side of one quant_matmul_reduce_scatter call on one rank: tile, allocate, launch, read back. It owns
+the problem type (`QmrsProblem`, `QmrsImpl`, `QmrsSplit`) the entry validates.
 
 `impl="per_block"` (the shipped kernel, `tests/st/quant_matmul_reduce_scatter/ubmem/src/main.cpp` 0f2296ba3e):
 the SWAT tiling of (M, N, K) with optimization off and M-tail alignment on; the source also caps baseM at
@@ -14,8 +15,9 @@ the TeamBarrier a window of its own. The launch is MIX_AIC_1_1 with block_dim = 
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,9 +45,12 @@ from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithSca
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.comm.shmem import Shmem
 from mc2emu.comm.team_barrier import TeamBarrier
-from mc2emu.host.harness import CallOptions, LaunchHarness
+from mc2emu.host.call_options import CallOptions
+from mc2emu.host.collective import refuse
+from mc2emu.host.harness import LaunchHarness
+from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.scale_layout import scale_k_len
-from mc2emu.runtime.hazards import ConstraintError, HazardReport
+from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     make_rs_comm_tiling,
@@ -54,9 +59,6 @@ from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     rounds_violations,
     rs_round_tiling,
 )
-
-if TYPE_CHECKING:
-    from mc2emu.ops.quant_matmul_reduce_scatter_op import QmrsProblem
 
 KERNEL_NAME = "quant_matmul_reduce_scatter"
 ROUNDS_KERNEL_TYPE = KernelType.MIX_AIC_1_1
@@ -67,8 +69,38 @@ PER_BLOCK_L1_BUFFERS = 2
 TEAM_BARRIER_JOBS = 1
 
 
-@dataclass
+class QmrsImpl(enum.Enum):
+    ROUNDS = "rounds"        # the cannbot design-spec kernel
+    PER_BLOCK = "per_block"  # the shipped ops-transformer kernel
+
+
+class QmrsSplit(enum.Enum):
+    M = "m"   # full input per rank (seed 000 §4.7 完整输入)
+    K = "k"   # K-split, tensor parallel (§4.7 K 轴切分)
+
+
+@dataclass(frozen=True)
+class QmrsProblem:
+    """The validated problem of one rank (filled by the entry, `quant_matmul_reduce_scatter_op.py`)."""
+
+    rank: int
+    rank_size: int
+    m: int
+    k: int
+    n: int
+    elem: ElemFormat
+    b_elem: ElemFormat
+    out: OutDtype
+    impl: QmrsImpl
+    split: QmrsSplit
+    head_m_size: int | None
+    variant: RsKernelVariant | PerBlockVariant
+
+
+@dataclass(frozen=True)
 class QmrsLaunchInfo:
+    """What the host learnt about the launch (`return_stats=True`)."""
+
     impl: str
     block_dim: int
     comm_tiling: Any
@@ -78,15 +110,11 @@ class QmrsLaunchInfo:
 
 
 def run_qmrs(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
-             opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None,
-             bias: np.ndarray | None = None) -> tuple[np.ndarray, list[HazardReport]]:
-    from mc2emu.ops.quant_matmul_reduce_scatter_op import QmrsImpl
-
+             opts: CallOptions, *, block_dim: int | None, bias: np.ndarray | None = None
+             ) -> tuple[np.ndarray, list[HazardReport], QmrsLaunchInfo]:
     if problem.impl is QmrsImpl.PER_BLOCK:
-        return _run_per_block(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim,
-                              stats=stats, bias=bias)
-    return _run_rounds(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim, stats=stats,
-                       bias=bias)
+        return _run_per_block(problem, x1, x1_scale, x2, x2_scale, opts, block_dim=block_dim, bias=bias)
+    return _run_rounds(problem, x1, x1_scale, x2, x2_scale, opts, block_dim=block_dim, bias=bias)
 
 
 def _inputs(gm: Any, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray) -> tuple[Any, ...]:
@@ -102,9 +130,8 @@ def _bias(gm: Any, bias: np.ndarray | None) -> Any:
 
 
 def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray,
-                   x2_scale: np.ndarray, opts: CallOptions, *, comm: Any, block_dim: int | None,
-                   stats: dict[str, Any] | None, bias: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, list[HazardReport]]:
+                   x2_scale: np.ndarray, opts: CallOptions, *, block_dim: int | None, bias: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, list[HazardReport], QmrsLaunchInfo]:
     """The ST host (main.cpp): SWAT tiling of (M, N, K); block_dim = usedCoreNum; workspace [M, N] bf16 for C
     (cGM = workspaceGM); y (M/R, N); the HCCL window (state area + data [M, N]). With a bias: the (1, N)
     float32 bias in GM, isBias = 1 (the ST main.cpp passes none)."""
@@ -112,12 +139,9 @@ def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x
     m, k, n = problem.m, problem.k, problem.n
     tiling = rs_round_tiling(m, n, k, problem.elem, problem.b_elem, DAV_3510, block_dim)
     used = tiling.usedCoreNum if block_dim is None else block_dim
-    violations = per_block_violations(R, used, DAV_3510)
-    if violations:
-        rule, reason = violations[0]
-        raise ConstraintError(rule, reason)
+    refuse(per_block_violations(R, used, DAV_3510))
     cBytesPerM = n * BF16.itemsize
-    with LaunchHarness(KERNEL_NAME, opts, comm=comm, platform=DAV_3510) as h:
+    with LaunchHarness(KERNEL_NAME, opts, platform=DAV_3510) as h:
         gm = h.device.gm
         x1_addr, x1s_addr, x2_addr, x2s_addr = _inputs(gm, x1, x1_scale, x2, x2_scale)
         workspace = gm.alloc(m * cBytesPerM, "workspace")
@@ -145,35 +169,28 @@ def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x
         res = h.launch(quant_matmul_reduce_scatter_per_block, used, PER_BLOCK_KERNEL_TYPE, args, BlockMmad,
                        BlockScheduler)
         y = h.read(y_addr, problem.out.dtype, (m // R, n))
-    if stats is not None:
-        stats["launch"] = QmrsLaunchInfo(problem.impl.value, used, None, (tiling,), res.wall_s,
-                                         sum(v for v in res.returns.values() if isinstance(v, int)))
-    return y, h.hazards
+    info = QmrsLaunchInfo(problem.impl.value, used, None, (tiling,), res.wall_s,
+                          sum(v for v in res.returns.values() if isinstance(v, int)))
+    return y, h.hazards, info
 
 
 def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray,
-                opts: CallOptions, *, comm: Any, block_dim: int | None, stats: dict[str, Any] | None,
-                bias: np.ndarray | None = None) -> tuple[np.ndarray, list[HazardReport]]:
+                opts: CallOptions, *, block_dim: int | None, bias: np.ndarray | None = None
+                ) -> tuple[np.ndarray, list[HazardReport], QmrsLaunchInfo]:
     R, rank = problem.rank_size, problem.rank
     m, k, n = problem.m, problem.k, problem.n
     # Tiling before any collective set-up: a refused tiling is refused on every rank (same shapes).
     ct = make_rs_comm_tiling(m, R, problem.head_m_size, n)
     full = rs_round_tiling(m, n, k, problem.elem, problem.b_elem, DAV_3510, block_dim)
     used = block_dim if block_dim is not None else full.usedCoreNum
-    violations = rounds_violations(ct, n, R, used, DAV_3510)
-    if violations:
-        rule, reason = violations[0]
-        raise ConstraintError(rule, reason)
+    refuse(rounds_violations(ct, n, R, used, DAV_3510))
     tilings = tuple(rs_round_tiling(R * ct.tile_m(t), n, k, problem.elem, problem.b_elem, DAV_3510, used)
                     for t in range(ct.commTurn))
     if bias is not None:
-        violations = rounds_bias_violations(tilings, problem.elem, DAV_3510)
-        if violations:
-            rule, reason = violations[0]
-            raise ConstraintError(rule, reason)
+        refuse(rounds_bias_violations(tilings, problem.elem, DAV_3510))
     scaleKLen = scale_k_len(k)
     cBytesPerM = n * BF16.itemsize
-    with LaunchHarness(KERNEL_NAME, opts, comm=comm, platform=DAV_3510) as h:
+    with LaunchHarness(KERNEL_NAME, opts, platform=DAV_3510) as h:
         gm = h.device.gm
         x1_addr, x1s_addr, x2_addr, x2s_addr = _inputs(gm, x1, x1_scale, x2, x2_scale)
         staging = gm.alloc(m * cBytesPerM, "staging")
@@ -194,7 +211,6 @@ def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: 
         res = h.launch(quant_matmul_reduce_scatter_rounds, used, ROUNDS_KERNEL_TYPE, args, BlockMmadFragC,
                        BlockScheduler)
         y = h.read(y_addr, problem.out.dtype, (ct.mSeg, n))
-    if stats is not None:
-        stats["launch"] = QmrsLaunchInfo(problem.impl.value, used, ct, tilings, res.wall_s,
-                                         sum(v for v in res.returns.values() if isinstance(v, int)))
-    return y, h.hazards
+    info = QmrsLaunchInfo(problem.impl.value, used, ct, tilings, res.wall_s,
+                          sum(v for v in res.returns.values() if isinstance(v, int)))
+    return y, h.hazards, info

@@ -14,70 +14,42 @@ ends with one unconsumed flag-9 round per AIC (UNCONSUMED_FLAG, so with `check=T
 carrying y; kernel_variant "final_wait" adds the missing wait). `split`: "m" (seed 000 §4.7 "完整输入") or
 "k" (tensor parallel; ceil(K_slice / 64) must be even). Bias, float32 (N,), by both kernels: the first L0C
 value of every tile, so y_r sums R biases; rounds refuses a tiling with no L1 room for it (RS-9).
-`kernel_variant` reproduces a hazard (`RsKernelVariant` / `PerBlockVariant`). With `check=True` error-severity
+`kernel_variant` reproduces a hazard (`RsKernelVariant` / `PerBlockVariant`). Enum keywords take the member or
+its string (`mc2emu.arch.parse_enum`); common keywords: `mc2emu.host.call_options`. With `check=True` error
 hazards raise `HazardError` (its `.output` holds y); bad input raises `ConstraintError` naming the rule.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal, overload
 
-import ml_dtypes
 import numpy as np
 
 from mc2emu.apace.quant_matmul_reduce_scatter_impl import PerBlockVariant
 from mc2emu.apace.quant_matmul_reduce_scatter_rounds_impl import RsKernelVariant
+from mc2emu.arch import parse_enum
 from mc2emu.arch.platform import DAV_3510
+from mc2emu.host.call_options import Observer, call_options, call_result
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
-from mc2emu.host.harness import CallOptions
-from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics import OutDtype
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.mx_operands import mx_operand_violations
-from mc2emu.runtime.hazards import HazardError
+from mc2emu.ops.quant_matmul_reduce_scatter_host import QmrsImpl, QmrsLaunchInfo, QmrsProblem, QmrsSplit, run_qmrs
 from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     make_rs_comm_tiling,
     qmrs_shape_violations,
     rounds_violations,
 )
 
+if TYPE_CHECKING:
+    from mc2emu.runtime.faults import FaultPlan
+    from mc2emu.runtime.perturb import PerturbPolicy
+
+__all__ = ["QmrsImpl", "QmrsLaunchInfo", "QmrsProblem", "QmrsSplit", "quant_matmul_reduce_scatter", "validate"]
+
 PAIR_K = 64
-
-
-class QmrsImpl(enum.Enum):
-    ROUNDS = "rounds"        # the cannbot design-spec kernel
-    PER_BLOCK = "per_block"  # the shipped ops-transformer kernel
-
-
-class QmrsSplit(enum.Enum):
-    M = "m"   # full input per rank (seed 000 §4.7 完整输入)
-    K = "k"   # K-split, tensor parallel (§4.7 K 轴切分)
-
-
-@dataclass(frozen=True)
-class QmrsProblem:
-    rank: int
-    rank_size: int
-    m: int
-    k: int
-    n: int
-    elem: ElemFormat
-    b_elem: ElemFormat
-    out: OutDtype
-    impl: QmrsImpl
-    split: QmrsSplit
-    head_m_size: int | None
-    variant: RsKernelVariant | PerBlockVariant
-
-
-def _enum(cls: type[enum.Enum], value: Any, name: str, errs: list[tuple[str, str]]) -> Any:
-    try:
-        return value if isinstance(value, cls) else cls(value)
-    except ValueError:
-        errs.append((name, f"{name}={value!r} is not one of {[v.value for v in cls]}"))
-        return None
 
 
 def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
@@ -85,20 +57,17 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
              kernel_variant: Any) -> tuple[QmrsProblem | None, list[tuple[str, str]]]:
     """Every input rule as (rule, reason) pairs; the problem when there are none."""
     errs: list[tuple[str, str]] = []
-    imp = _enum(QmrsImpl, impl, "impl", errs)
-    spl = _enum(QmrsSplit, split, "split", errs)
-    variant_cls: type[enum.Enum] = PerBlockVariant if imp is QmrsImpl.PER_BLOCK else RsKernelVariant
-    variant = _enum(variant_cls, kernel_variant.value if isinstance(kernel_variant, enum.Enum) else kernel_variant,
-                    "kernel_variant", errs)
+    imp = parse_enum(QmrsImpl, impl, "impl", errs)
+    spl = parse_enum(QmrsSplit, split, "split", errs)
+    variant_cls: type[RsKernelVariant | PerBlockVariant] = (PerBlockVariant if imp is QmrsImpl.PER_BLOCK
+                                                            else RsKernelVariant)
+    variant = parse_enum(variant_cls, kernel_variant.value if isinstance(kernel_variant, enum.Enum) else kernel_variant,
+                         "kernel_variant", errs)
     if head_m_size is not None and imp is QmrsImpl.PER_BLOCK:
         errs.append(("head_m_size", "head_m_size sets the rounds of impl='rounds'; the per-block kernel has none"))
-    out = None
-    try:
-        out = OutDtype.parse(out_dtype)
-        if out.dtype != np.dtype(ml_dtypes.bfloat16):
-            errs.append(("out_dtype", f"out_dtype={out_dtype!r}: the staging and y are bf16 in both kernels"))
-    except ValueError as exc:
-        errs.append(("out_dtype", str(exc)))
+    out = parse_enum(OutDtype, out_dtype, "out_dtype", errs)
+    if out is not None and out is not OutDtype.BF16:
+        errs.append(("out_dtype", f"out_dtype={out_dtype!r}: the staging and y are bf16 in both kernels"))
     if head_m_size is not None and (not isinstance(head_m_size, (int, np.integer)) or head_m_size <= 0):
         errs.append(("head_m_size", f"head_m_size={head_m_size!r} must be a positive integer or None"))
     elems, operand_errs, ranks_ok = mx_operand_violations(x1, x1_scale, x2, x2_scale)
@@ -131,20 +100,40 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
                        None if head_m_size is None else int(head_m_size), variant), errs
 
 
+@overload
+def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
+                                bias: np.ndarray | None = ..., split: str | QmrsSplit = ...,
+                                impl: str | QmrsImpl = ..., head_m_size: int | None = ..., out_dtype: Any = ...,
+                                block_dim: int | None = ...,
+                                kernel_variant: str | RsKernelVariant | PerBlockVariant = ..., check: bool = ...,
+                                timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
+                                observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                                comm: Any = ..., return_stats: Literal[False] = ...) -> np.ndarray: ...
+@overload
+def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
+                                bias: np.ndarray | None = ..., split: str | QmrsSplit = ...,
+                                impl: str | QmrsImpl = ..., head_m_size: int | None = ..., out_dtype: Any = ...,
+                                block_dim: int | None = ...,
+                                kernel_variant: str | RsKernelVariant | PerBlockVariant = ..., check: bool = ...,
+                                timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
+                                observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                                comm: Any = ..., return_stats: Literal[True]) -> tuple[np.ndarray, QmrsLaunchInfo]: ...
+
+
 def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                                 bias: np.ndarray | None = None, split: str | QmrsSplit = "m",
                                 impl: str | QmrsImpl = "rounds", head_m_size: int | None = None,
-                                out_dtype: Any = "bfloat16", block_dim: int | None = None, check: bool = True,
-                                timeout: float | None = None, comm: Any = None, perturb: Any = None,
-                                observers: Iterable[Callable[[Any], None]] = (), faults: Any = None,
-                                stats: dict[str, Any] | None = None,
-                                kernel_variant: str | RsKernelVariant | PerBlockVariant = "source") -> np.ndarray:
-    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return y (M/R, N).
+                                out_dtype: Any = "bfloat16", block_dim: int | None = None,
+                                kernel_variant: str | RsKernelVariant | PerBlockVariant = "source",
+                                check: bool = True, timeout: float | None = None,
+                                perturb: PerturbPolicy | None = None, observers: Iterable[Observer] = (),
+                                faults: FaultPlan | None = None, comm: Any = None,
+                                return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, QmrsLaunchInfo]:
+    """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return y (M/R, N)
+    (with its `QmrsLaunchInfo` when `return_stats`).
 
     The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
-    `mc2emu.host.CallOptions`. Extras: `stats` (filled with launch facts), `kernel_variant`."""
-    from mc2emu.ops.quant_matmul_reduce_scatter_host import run_qmrs
-
+    `mc2emu.host.call_options`. Extra: `kernel_variant`."""
     comm = world_comm(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, bias=bias, split=split,
@@ -152,8 +141,6 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
     errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None
-    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
-    result, hazards = run_qmrs(problem, x1, x1_scale, x2, x2_scale, opts, comm=comm, block_dim=block_dim,
-                               stats=stats, bias=bias)
-    HazardError.raise_on_errors(hazards, result, check=check)
-    return result
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults, comm=comm)
+    y, hazards, info = run_qmrs(problem, x1, x1_scale, x2, x2_scale, opts, block_dim=block_dim, bias=bias)
+    return call_result(y, info, hazards, opts, return_stats)

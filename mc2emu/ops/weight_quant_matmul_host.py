@@ -26,7 +26,8 @@ from mc2emu.blaze.gemm.kernel.weight_quant_matmul_kernel import (
     WeightQuantPrologueParams,
     weight_quant_matmul_kernel,
 )
-from mc2emu.host.harness import CallOptions, LaunchHarness
+from mc2emu.host.call_options import CallOptions
+from mc2emu.host.harness import LaunchHarness
 from mc2emu.numerics.weight_dequant import WeightDtype
 from mc2emu.runtime.hazards import ConstraintError, Hazard, HazardReport, Severity
 from mc2emu.runtime.kernel_type import KernelType
@@ -60,12 +61,25 @@ class WqmmProblem:
 
 
 @dataclass(frozen=True)
+class WqmmLaunchInfo:
+    """What the host learnt about the launch (`return_stats=True`): blocks launched, the tiling, wall time."""
+
+    block_dim: int
+    tiling: WeightQuantMatmulTilingData
+    wall_s: float
+
+
+@dataclass(frozen=True)
 class WqmmResult:
-    """C (zeros in DEQUANT_ONLY), the AIVs' B_dequant (DEQUANT_ONLY, weight layout), the tiling used."""
+    """C (zeros in DEQUANT_ONLY), the AIVs' B_dequant (DEQUANT_ONLY, weight layout), the launch facts."""
 
     c: np.ndarray
     b_dequant: np.ndarray | None
-    tiling: WeightQuantMatmulTilingData
+    info: WqmmLaunchInfo
+
+    @property
+    def tiling(self) -> WeightQuantMatmulTilingData:
+        return self.info.tiling
 
 
 TILING_FIELDS = frozenset(f.name for f in fields(WeightQuantMatmulTilingData))
@@ -112,9 +126,9 @@ def run_wqmm(p: WqmmProblem, opts: CallOptions, *, block_dim: int | None,
                                                      td.hasOffset),
             AType=p.x.dtype, BType=p.weight_dtype, CType=p.out_dtype, transB=p.trans_b, mode=p.mode,
             bDequantGmAddr=bdq_addr)
-        h.launch(weight_quant_matmul_kernel, td.block_dim, KernelType.MIX_AIC_1_2, params,
-                 WeightQuantL1(DAV_3510.l1_size))
+        res = h.launch(weight_quant_matmul_kernel, td.block_dim, KernelType.MIX_AIC_1_2, params,
+                       WeightQuantL1(DAV_3510.l1_size))
         c = h.read(c_addr, p.out_dtype, (p.m, p.n))
         b_shape = (p.n, p.k) if p.trans_b else (p.k, p.n)
         bdq = h.read(bdq_addr, p.x.dtype, b_shape) if bdq_addr is not None else None
-    return WqmmResult(c, bdq, td), h.hazards
+    return WqmmResult(c, bdq, WqmmLaunchInfo(td.block_dim, td, res.wall_s)), h.hazards

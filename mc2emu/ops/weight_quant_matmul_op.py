@@ -1,7 +1,7 @@
 """`weight_quant_matmul`: the V+C weight-dequant prologue fusion (seed 001) on one emulated NPU (no MPI).
 
     C = weight_quant_matmul(x, weight, antiquant_scale, antiquant_offset=None, *, bias=None, trans_b=False,
-                            out_dtype=None, mode="full", block_dim=None, check=True, timeout=None, ...)
+                            out_dtype=None, mode="full", block_dim=None, ..., check=True, timeout=None, ...)
 
 x (M, K) bfloat16 / float16; weight (K, N), or (N, K) when `trans_b`, int8 / float8_e4m3fn / float8_e5m2;
 antiquant_scale and antiquant_offset (N,) in x's dtype; bias (N,) float32; out_dtype bfloat16, float16 or
@@ -14,35 +14,37 @@ returns C); "a_only_mmad" (B arrives dequantized by the golden, the AIVs only mo
 
 The host program is `weight_quant_matmul_host.py`. `tiling_overrides` replaces fields of the computed
 `WeightQuantMatmulTilingData` (a hand-written tiling); the kernel then runs what it is given, hazards included.
-Errors: ConstraintError naming the rule for inputs the operator refuses; with check=True, HazardError
-(hazards, output) when the launch filed error-severity hazards.
+Enum keywords take the member or its string (`mc2emu.arch.parse_enum`); common keywords:
+`mc2emu.host.call_options`; `return_stats=True`: (output, stats). Errors: ConstraintError naming the rule;
+with check=True, HazardError (hazards, output) when the launch filed error-severity hazards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import ml_dtypes
 import numpy as np
 
+from mc2emu.arch import parse_enum
 from mc2emu.arch.platform import DAV_3510
 from mc2emu.blaze.gemm.kernel.weight_quant_matmul_kernel import WeightQuantMatmulMode
-from mc2emu.host.harness import CallOptions
+from mc2emu.host.call_options import Observer, call_options, call_result
+from mc2emu.host.collective import refuse
+from mc2emu.numerics import OutDtype
 from mc2emu.numerics.errors import MxTypeError
 from mc2emu.numerics.weight_dequant import WeightDtype
 from mc2emu.ops.weight_quant_matmul_golden import golden_weight_dequant
-from mc2emu.ops.weight_quant_matmul_host import WqmmProblem, run_wqmm
-from mc2emu.runtime.hazards import ConstraintError, HazardError
+from mc2emu.ops.weight_quant_matmul_host import WqmmLaunchInfo, WqmmProblem, run_wqmm
+from mc2emu.runtime.hazards import ConstraintError
 from mc2emu.tiling.weight_quant_tiling_swat import WeightQuantArgs, can_implement
 
 if TYPE_CHECKING:
-    from mc2emu.runtime.events import Event
     from mc2emu.runtime.faults import FaultPlan
     from mc2emu.runtime.perturb import PerturbPolicy
 
 X_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
-OUT_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
 BIAS_DTYPE = np.dtype(np.float32)  # BlockMmad's BiasType is float (seed pitfall 2)
 
 
@@ -59,6 +61,7 @@ def _channel_vector(v: Any, n: int, dtype: np.dtype, param: str) -> np.ndarray:
 def validate(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any, bias: Any, trans_b: bool,
              out_dtype: Any, mode: Any, block_dim: int | None) -> WqmmProblem:
     """The operator's input rules, each a ConstraintError naming the rule; the validated problem."""
+    refuse(DAV_3510.block_dim_violations(block_dim))
     a = np.asarray(x)
     if a.dtype not in X_DTYPES:
         raise ConstraintError("x.dtype", f"x must be bfloat16 or float16, got {a.dtype}")
@@ -83,16 +86,8 @@ def validate(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any, b
         if bias_arr.dtype != BIAS_DTYPE or bias_arr.shape != (n,):
             raise ConstraintError("bias", f"bias must be float32 of shape ({n},) (the BlockMmad's BiasType is "
                                   f"float), got {bias_arr.dtype} {bias_arr.shape}")
-    out = a.dtype if out_dtype is None else np.dtype(out_dtype)
-    if out not in OUT_DTYPES:
-        raise ConstraintError("out_dtype", f"out_dtype must be bfloat16, float16 or float32, got {out}")
-    try:
-        md = WeightQuantMatmulMode.parse(mode)
-    except ValueError as exc:
-        raise ConstraintError("mode", str(exc)) from None
-    if block_dim is not None and not (isinstance(block_dim, int) and 1 <= block_dim <= DAV_3510.aic_count):
-        raise ConstraintError("block_dim", f"block_dim must be an integer in [1, {DAV_3510.aic_count}] (a mixed "
-                              f"kernel runs on at most the physical AIC count), got {block_dim!r}")
+    out = a.dtype if out_dtype is None else parse_enum(OutDtype, out_dtype, "out_dtype").dtype
+    md = parse_enum(WeightQuantMatmulMode, mode, "mode")
     reasons = can_implement(WeightQuantArgs(int(m), int(n), int(k), bool(trans_b), offset is not None,
                                             bias_arr is not None))
     if reasons:
@@ -102,20 +97,36 @@ def validate(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any, b
     return WqmmProblem(a, w, wt, scale, offset, bias_arr, out, int(m), int(n), int(k), bool(trans_b), md, b_dequant)
 
 
+@overload
+def weight_quant_matmul(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any = ..., *, bias: Any = ...,
+                        trans_b: bool = ..., out_dtype: Any = ..., mode: WeightQuantMatmulMode | str = ...,
+                        block_dim: int | None = ..., tiling_overrides: Mapping[str, int] | None = ...,
+                        check: bool = ..., timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
+                        observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                        return_stats: Literal[False] = ...) -> np.ndarray: ...
+@overload
+def weight_quant_matmul(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any = ..., *, bias: Any = ...,
+                        trans_b: bool = ..., out_dtype: Any = ..., mode: WeightQuantMatmulMode | str = ...,
+                        block_dim: int | None = ..., tiling_overrides: Mapping[str, int] | None = ...,
+                        check: bool = ..., timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
+                        observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                        return_stats: Literal[True]) -> tuple[np.ndarray, WqmmLaunchInfo]: ...
+
+
 def weight_quant_matmul(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any = None, *,
                         bias: Any = None, trans_b: bool = False, out_dtype: Any = None,
                         mode: WeightQuantMatmulMode | str = "full", block_dim: int | None = None,
-                        check: bool = True, timeout: float | None = None,
-                        tiling_overrides: Mapping[str, int] | None = None, perturb: PerturbPolicy | None = None,
-                        observers: Iterable[Callable[[Event], None]] = (),
-                        faults: FaultPlan | None = None) -> np.ndarray:
+                        tiling_overrides: Mapping[str, int] | None = None, check: bool = True,
+                        timeout: float | None = None, perturb: PerturbPolicy | None = None,
+                        observers: Iterable[Observer] = (), faults: FaultPlan | None = None,
+                        return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, WqmmLaunchInfo]:
     """Run the V+C weight-quant matmul kernel on a fresh emulated device (see the module docstring).
 
     block_dim: AICs to tile for (default: the platform's; the launch uses the tiling's usedCoreNum). The
-    common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`) are `mc2emu.host.CallOptions`'."""
+    common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`) are `mc2emu.host.call_options`'."""
     problem = validate(x, weight, antiquant_scale, antiquant_offset, bias, trans_b, out_dtype, mode, block_dim)
-    opts = CallOptions.of(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
     res, hazards = run_wqmm(problem, opts, block_dim=block_dim, tiling_overrides=tiling_overrides)
     out = res.b_dequant if problem.mode is WeightQuantMatmulMode.DEQUANT_ONLY else res.c
-    HazardError.raise_on_errors(hazards, out, check=check)
-    return out  # type: ignore[return-value]
+    assert out is not None
+    return call_result(out, res.info, hazards, opts, return_stats)

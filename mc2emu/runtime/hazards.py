@@ -155,26 +155,28 @@ class DeadlockError(Mc2EmuError):
 
 class HazardError(Mc2EmuError):
     """Checks were on and the launch filed error-severity hazards. `output` holds what the kernel
-    produced (for inspection, never as a result)."""
+    produced (for inspection, never as a result), `stats` the call's statistics (what `return_stats=True`
+    would have returned beside it)."""
 
-    def __init__(self, hazards: list[HazardReport], output: Any = None) -> None:
+    def __init__(self, hazards: list[HazardReport], output: Any = None, stats: Any = None) -> None:
         names = sorted({h.hazard.value for h in hazards})
         lines = "\n  ".join(str(h) for h in hazards[:20])
         more = f"\n  ... {len(hazards) - 20} more" if len(hazards) > 20 else ""
         super().__init__(f"{len(hazards)} hazard(s) {names}:\n  {lines}{more}")
         self.hazards = hazards
         self.output = output
+        self.stats = stats
 
     def names(self) -> set[str]:
         return {h.hazard.value for h in self.hazards}
 
     @classmethod
-    def raise_on_errors(cls, hazards: list[HazardReport], output: Any, *, check: bool) -> None:
+    def raise_on_errors(cls, hazards: list[HazardReport], output: Any, *, check: bool, stats: Any = None) -> None:
         """What every operator does at the end of a call: with checks on, error-severity hazards raise
-        (carrying the output for inspection); warnings never do."""
+        (carrying the output and the statistics for inspection); warnings never do."""
         errors = [h for h in hazards if h.severity is Severity.ERROR]
         if check and errors:
-            raise cls(errors, output=output)
+            raise cls(errors, output=output, stats=stats)
 
 
 class CoreError(Mc2EmuError):

@@ -57,6 +57,15 @@ ALIGN_SPLIT_MAX_INCREMENT = 2  # CalcAlignedSplit tries growing a tail split by 
 UINT32_MAX = (1 << 32) - 1  # QuantMatmulTilingData serializes shapes as uint32
 
 
+def dtype_pair_violations(aType: ElemFormat, bType: ElemFormat) -> list[str]:
+    """The rule on the pair of element formats every SWAT-tiled MX matmul (QBMM, A2A) shares: both FP8 or
+    both FP4 (one C0_SIZE and one L1 size rule serve both operands)."""
+    if aType.is_fp4 != bType.is_fp4:
+        return [f"aType {aType.value} / bType {bType.value}: both operands must be FP8 or both FP4 (one C0_SIZE "
+                f"and one L1 size rule serve both)"]
+    return []
+
+
 def can_implement(args: QuantMatmulArgs, platform: PlatformSpec = DAV_3510) -> list[str]:
     """Every rule `args` breaks, each naming the parameter; an empty list means tiling and kernel accept it."""
     reasons: list[str] = []
@@ -67,9 +76,7 @@ def can_implement(args: QuantMatmulArgs, platform: PlatformSpec = DAV_3510) -> l
         elif v > UINT32_MAX:
             reasons.append(f"{name} = {v}: QuantMatmulTilingData serializes shapes as uint32")
     a, b = ElemFormat.parse(args.aType, "aType"), ElemFormat.parse(args.bType, "bType")
-    if a.is_fp4 != b.is_fp4:
-        reasons.append(f"aType {a.value} / bType {b.value}: both operands must be FP8 or both FP4 (one C0_SIZE "
-                       f"and one L1 size rule serve both)")
+    reasons += dtype_pair_violations(a, b)
     if reasons:
         return reasons
     if a.is_fp4:

@@ -46,10 +46,8 @@ def test_head_tile_from_the_launched_core_count(impl):
     comm = world()
     r, size = comm.Get_rank(), comm.Get_size()
     inp = gen_st_inputs(r, size, 600, 128, 64)
-    stats = {}
     block_dim = max(2, size) if impl == "udma" else 2
-    c = run(inp, impl=impl, wait_order="in_order", block_dim=block_dim, stats=stats)
-    info = stats["launch"]
+    c, info = run(inp, impl=impl, wait_order="in_order", block_dim=block_dim, return_stats=True)
     base_m, base_n, _ = info.base
     head = -(-info.block_dim // -(-64 // base_n)) * base_m
     ct = info.comm_tiling
@@ -95,9 +93,8 @@ def test_hcomm_runs_more_than_16_rounds():
     comm = world()
     r, size = comm.Get_rank(), comm.Get_size()
     inp = gen_st_inputs(r, size, 17 * 16, 128, 64)
-    stats = {}
-    c = run(inp, impl="hcomm", wait_order="in_order", head_tile_size=16, block_dim=2, stats=stats)
-    assert stats["launch"].comm_tiling.commTurn == 17
+    c, stats = run(inp, impl="hcomm", wait_order="in_order", head_tile_size=16, block_dim=2, return_stats=True)
+    assert stats.comm_tiling.commTurn == 17
     x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])
     ulp = bf16_ulp_distance(c, golden_a2a(x1s, x1ss, inp["x2"], inp["x2_scale"], r, "e4m3"))
     assert_all_ranks(comm, ulp <= 1, f"{ulp} ULP")
@@ -149,10 +146,9 @@ def test_no_finalize_race_warning_where_it_cannot_occur(server, block_dim):
     r, size = comm.Get_rank(), comm.Get_size()
     inp = gen_st_inputs(r, size, ORI_M, 128, N)
     rec = EventRecorder()
-    stats = {}
-    run(inp, impl="hcomm", hccl_server=server, wait_order="in_order", block_dim=block_dim, observers=[rec],
-        stats=stats)
-    assert stats["launch"].block_dim == block_dim
+    _, stats = run(inp, impl="hcomm", hccl_server=server, wait_order="in_order", block_dim=block_dim,
+                   observers=[rec], return_stats=True)
+    assert stats.block_dim == block_dim
     assert _finalize_reports(rec) == []
 
 
@@ -165,11 +161,10 @@ def test_finalize_race_with_several_aics_is_a_diagnosed_hazard():
     r, size = comm.Get_rank(), comm.Get_size()
     inp = gen_st_inputs(r, size, ORI_M, 128, N)
     rec = EventRecorder()
-    stats = {}
     outcome, text = "ok", ""
     try:
         c = run(inp, impl="hcomm", hccl_server="aicpu", wait_order="in_order", block_dim=4, observers=[rec],
-                stats=stats, timeout=3.0)
+                timeout=3.0)
     except DeadlockError as exc:
         outcome, text = "deadlock", "" if exc.declared_elsewhere else str(exc)
     except HazardError as exc:
@@ -269,9 +264,7 @@ def test_udma_launch_raised_to_r_blocks_is_noted_and_the_source_launch_refused()
     comm = world()
     r, size = comm.Get_rank(), comm.Get_size()
     inp = gen_st_inputs(r, size, 16, 64, 16)
-    stats = {}
-    c = run(inp, impl="udma", stats=stats)
-    info = stats["launch"]
+    c, info = run(inp, impl="udma", return_stats=True)
     assert (info.tiling_cores, info.block_dim) == (1, size)
     assert f"launched {size} blocks where the tiling's usedCoreNum is 1" in info.note
     x1s, x1ss = comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"])

@@ -3,6 +3,7 @@
 import pytest
 
 from mc2emu.apace.comm_policy import WaitOrder
+from mc2emu.arch import ConstraintError, parse_enum
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import (
     CommTilingData,
     comm_constraint_violations,
@@ -70,8 +71,8 @@ def test_every_peer_needs_an_aiv_block():
 
 @pytest.mark.parametrize("bad", ["fifo", 3, None])
 def test_wait_order_values(bad):
-    with pytest.raises(ValueError, match="wait_order"):
-        WaitOrder.parse(bad)
+    with pytest.raises(ConstraintError, match="wait_order"):
+        parse_enum(WaitOrder, bad, "wait_order")
 
 
 def test_a_comm_policy_without_wait_tile_is_refused_when_the_kernel_is_built():

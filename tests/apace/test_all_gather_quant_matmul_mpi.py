@@ -54,13 +54,11 @@ def test_st_cases_pass_the_st_verify_rule(case, wait_order):
     comm = world()
     m, k, n = ST_CASES[case]
     inp = gen_ag_st_inputs(m, k, n, comm.Get_rank())
-    stats = {}
-    c = run(inp, wait_order=wait_order, stats=stats)
+    c, launch = run(inp, wait_order=wait_order, return_stats=True)
     g = golden(comm, inp)
     assert c.shape == (comm.Get_size() * m, n)
     ok, raw_max, _ = ag_st_verify(c, g)
     assert_all_ranks(comm, ok, f"{case} {wait_order}: max raw bf16 distance {raw_max}")
-    launch = stats["launch"]
     ct = launch.comm_tiling
     assert (ct.tileM, ct.tailM) == (min(512, m), m % min(512, m))
     assert launch.tiles > 0 and launch.base[0] == 256
@@ -194,8 +192,7 @@ def test_a_block_straddling_two_regions_is_reported_and_its_rows_are_lost():
     comm = world()
     m, k, n = 525, 128, 256
     inp = gen_ag_st_inputs(m, k, n, comm.Get_rank())
-    stats = {}
-    err = _hazard_error(inp, block_dim=None, wait_order="in_order", stats=stats)
+    err = _hazard_error(inp, block_dim=None, wait_order="in_order")
     reps = [h for h in err.hazards if h.hazard.value == "FRAGMENT_OUT_OF_RANGE"]
     assert reps and {h.hazard.value for h in err.hazards} == {"FRAGMENT_OUT_OF_RANGE"}
     assert any("headFragA_" in h.message for h in reps)
@@ -239,13 +236,12 @@ def test_l2_hints_are_recorded_per_tile_by_the_ag_rule():
     for (m, k, n), want in L2_CASES.items():
         rec = EventRecorder()
         inp = gen_ag_st_inputs(m, k, n, comm.Get_rank())
-        stats = {}
         try:
-            run(inp, wait_order="in_order", block_dim=size, observers=(rec,), stats=stats)
+            _, stats = run(inp, wait_order="in_order", block_dim=size, observers=(rec,), return_stats=True)
             names = set()
         except HazardError as exc:
-            names = set(exc.names())
-        M = stats["launch"].comm_tiling.total_logical_m(size)
+            names, stats = set(exc.names()), exc.stats
+        M = stats.comm_tiling.total_logical_m(size)
         seen = {"B": set(), "scaleB": set()}
         tiles = 0
         pending = {}
@@ -264,7 +260,7 @@ def test_l2_hints_are_recorded_per_tile_by_the_ag_rule():
                 for name, mode in hints.items():
                     seen[name].add(mode)
                 tiles += 1
-        assert tiles == stats["launch"].tiles and not pending, (tiles, pending)
+        assert tiles == stats.tiles and not pending, (tiles, pending)
         assert_all_ranks(comm, all(want[t] <= seen[t] for t in want), f"{(m, k, n)}: hints {seen}, expected {want}")
         # a tile covering all of logical M spans HEAD and MAIN: the crossing is reported
         assert_all_ranks(comm, names == {"FRAGMENT_OUT_OF_RANGE"}, f"{(m, k, n)}: {names}")

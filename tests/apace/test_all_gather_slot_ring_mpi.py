@@ -53,9 +53,8 @@ def test_slot_ring_equals_the_seed_protocol_and_the_golden_bitwise_reproducibly(
     g = golden_all_gather_quant_matmul(comm.allgather(inp["x1"]), comm.allgather(inp["x1_scale"]), inp["x2"],
                                        inp["x2_scale"])
     for slot_num, perturb in ((1, None), (2, PerturbPolicy(3, max_delay_s=1e-3))):
-        stats = {}
-        c = run(inp, protocol="slot_ring", slot_num=slot_num, stats=stats, perturb=perturb)
-        assert stats["launch"].comm_tiling.commTurn == 3
+        c, stats = run(inp, protocol="slot_ring", slot_num=slot_num, perturb=perturb, return_stats=True)
+        assert stats.comm_tiling.commTurn == 3
         assert_all_ranks(comm, np.array_equal(u16(c), u16(seed)), f"slot_num {slot_num} (perturbed: "
                                                                   f"{perturb is not None}) vs the seed protocol")
         ok, raw_max, _ = ag_st_verify(c, g)

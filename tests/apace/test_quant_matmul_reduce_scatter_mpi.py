@@ -72,13 +72,12 @@ def test_rounds_kernel_matches_the_golden_bitwise(case):
     R = comm.Get_size()
     seg, k, n, head = CASES[case]
     inp = gen_qmrs_st_inputs(R * seg, k, n, comm.Get_rank())
-    stats = {}
-    y = run(inp, head_m_size=head, stats=stats)
+    y, stats = run(inp, head_m_size=head, return_stats=True)
     assert y.shape == (seg, n)
     g = golden(comm, inp)
     bad = int((bits(y) != bits(g)).sum())
     assert_all_ranks(comm, bad == 0, f"{case}: {bad} elements differ from the golden")
-    ct = stats["launch"].comm_tiling
+    ct = stats.comm_tiling
     expect_t = {"one_round": 1, "rounds_and_tail_ragged_n": 2, "three_rounds": 3}[case]
     assert ct.commTurn == expect_t and ct.mSeg == seg
     if case == "rounds_and_tail_ragged_n":
@@ -151,9 +150,9 @@ def test_rounds_reduction_overlaps_the_next_rounds_matmul_by_happens_before():
     R, rank = comm.Get_size(), comm.Get_rank()
     seg, head, n, block_dim = 96, 32, 40, R + 2    # baseM 32 at R = 2, 4, 8: the own fragment has its own tiles
     inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
-    rec, stats = PredictRecorder(), {}
-    y = run(inp, head_m_size=head, block_dim=block_dim, observers=(rec,), stats=stats)
-    T = stats["launch"].comm_tiling.commTurn
+    rec = PredictRecorder()
+    y, stats = run(inp, head_m_size=head, block_dim=block_dim, observers=(rec,), return_stats=True)
+    T = stats.comm_tiling.commTurn
     assert T == 3
     got = gather_records(comm, rec, root=0)
     verdict = round_overlap(event_order(got), R, block_dim, T) if rank == 0 else None
@@ -222,10 +221,9 @@ def test_rounds_bias_is_added_once_per_rank_before_the_bf16_staging():
     seg, n = 32, 300
     inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
     bias = np.random.default_rng(11 + rank).integers(-4096, 4096, n).astype(np.float32)
-    stats = {}
-    y = run(inp, head_m_size=16, bias=bias, stats=stats)
-    assert stats["launch"].comm_tiling.commTurn == 2
-    n_block = stats["launch"].round_tilings[0].baseN
+    y, stats = run(inp, head_m_size=16, bias=bias, return_stats=True)
+    assert stats.comm_tiling.commTurn == 2
+    n_block = stats.round_tilings[0].baseN
     assert n_block < n, "two N blocks"
     bias_all = comm.allgather(bias)
     g = golden(comm, inp, bias_all=bias_all)
@@ -307,9 +305,8 @@ def test_default_head_m_size_is_searched_and_runs(seg, n):
             run(inp)
         assert info.value.rule.startswith("RS-11 no rounds tiling") and "RS-6" in info.value.rule
         return
-    stats = {}
-    y = run(inp, stats=stats)
-    ct = stats["launch"].comm_tiling
+    y, stats = run(inp, return_stats=True)
+    ct = stats.comm_tiling
     assert (ct.headMSize, ct.commTurn, ct.tailCnt) == (head, T, 0)
     assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), f"seg {seg} n {n}: bit-exact")
 
@@ -413,15 +410,14 @@ def test_per_block_matches_the_golden_and_reports_the_leftover_flag_9(case):
     kind, seg, k, n = PB_CASES[case]
     gen = gen_qmrs_st_inputs if kind == "st" else gen_qmrs_signed_inputs
     inp = gen(R * seg, k, n, rank)
-    stats = {}
     with pytest.raises(HazardError) as info:
-        run(inp, impl="per_block", block_dim=pb_block_dim(R), stats=stats)
+        run(inp, impl="per_block", block_dim=pb_block_dim(R), return_stats=True)
     y = info.value.output
     g = golden(comm, inp)
     assert_all_ranks(comm, np.array_equal(bits(y), bits(g)), f"{case}: per_block y")
     reps = info.value.hazards
     assert {h.hazard.value for h in reps} == {"UNCONSUMED_FLAG"}
-    ran = stats["launch"].tiles
+    ran = info.value.stats.tiles
     assert all("flag id 9 holds 1 unconsumed" in h.message and h.core.startswith("AIC") for h in reps)
     assert len(reps) == min(pb_block_dim(R), ran)
     clean = run(inp, impl="per_block", block_dim=pb_block_dim(R), kernel_variant="final_wait")
@@ -517,10 +513,10 @@ def test_l2_hints_use_the_tiles_own_n_extent():
     R = comm.Get_size()
     seg, n = 32, 704
     inp = gen_qmrs_st_inputs(R * seg, 128, n, comm.Get_rank())
-    rec, stats = EventRecorder(), {}
-    run(inp, head_m_size=seg, block_dim=R + 8, observers=(rec,), stats=stats)
+    rec = EventRecorder()
+    _, stats = run(inp, head_m_size=seg, block_dim=R + 8, observers=(rec,), return_stats=True)
     M = R * seg
-    base_n = stats["launch"].round_tilings[0].baseN
+    base_n = stats.round_tilings[0].baseN
     pending, tiles, distinguishing = {}, 0, 0
     for e in rec.events:
         if isinstance(e, L2Hint) and e.core.startswith("AIC"):
@@ -533,6 +529,6 @@ def test_l2_hints_use_the_tiles_own_n_extent():
             assert hints["scaleB"] == ("CACHE_MODE_DISABLE" if stream else "CACHE_MODE_NORMAL"), (e.core, cur_n)
             distinguishing += full and ((cur_n * 2) % 128 == 0) != ((base_n * 2) % 128 == 0)
             tiles += 1
-    assert tiles == stats["launch"].tiles and not pending
+    assert tiles == stats.tiles and not pending
     if R == 2:
         assert distinguishing > 0, "no tile whose own N extent and baseN disagree on the alignment"

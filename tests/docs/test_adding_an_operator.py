@@ -28,7 +28,9 @@ def test_worked_example_files_exist_and_define_what_the_table_says():
         "mc2emu.cli.operators.quant_batch_matmul": ("QbmmMode", "SPEC"),
         "mc2emu.apace.comm_policy": ("CommPolicy", "check_comm_policy", "MaskWaitOrder", "InOrderWaitOrder",
                                      "FaultInjectingCommPolicy"),
-        "mc2emu.host.harness": ("LaunchHarness", "CallOptions"),
+        "mc2emu.host.harness": ("LaunchHarness",),
+        "mc2emu.host.call_options": ("CallOptions", "call_options", "call_result"),
+        "mc2emu.arch.keywords": ("parse_enum",),
     }
     for module, names in table.items():
         mod = importlib.import_module(module)

@@ -39,7 +39,7 @@ def sum_kernel(ctx, addr, n: int) -> int:
 
 def call(comm, kernel, *args, window: bool = True, timeout: float = SHORT_TIMEOUT, check: bool = True):
     """One harness call with a window of WINDOW_BYTES; returns the read-back of its first 16 bytes."""
-    with LaunchHarness("harness_test", CallOptions(check=check, timeout=timeout), comm=comm) as h:
+    with LaunchHarness("harness_test", CallOptions(check=check, timeout=timeout, comm=comm)) as h:
         win = h.window(WINDOW_BYTES, "harness_test") if window else None
         args = [win.addr(0) if a == "win" else a for a in args]
         h.launch(kernel, 2, KernelType.AIC_ONLY, *args)

@@ -109,8 +109,8 @@ def test_a_rank_leaving_before_a_window_stops_every_rank_there():
     next call."""
     comm = world()
     before = settled(comm)
-    opts = CallOptions(timeout=SHORT_TIMEOUT)
-    with pytest.raises((HostCodeBug, DeadlockError)) as info, LaunchHarness("harness_test", opts, comm=comm) as h:
+    opts = CallOptions(timeout=SHORT_TIMEOUT, comm=comm)
+    with pytest.raises((HostCodeBug, DeadlockError)) as info, LaunchHarness("harness_test", opts) as h:
         if comm.Get_rank() == 0:
             raise HostCodeBug("rank 0: the operator's host code failed")
         h.window(WINDOW_BYTES, "harness_test")

@@ -54,7 +54,7 @@ def test_the_read_back_of_a_window_is_a_copy_that_outlives_the_window():
     from mpi4py import MPI
 
     value = _value(4).reshape(-1)[:256]
-    with LaunchHarness("read_test", CallOptions(check=True, timeout=5.0), comm=MPI.COMM_SELF) as h:
+    with LaunchHarness("read_test", CallOptions(check=True, timeout=5.0, comm=MPI.COMM_SELF)) as h:
         win = h.window(value.nbytes, "read_test")
         h.launch(write_kernel, 2, KernelType.AIC_ONLY, win.addr(0), value)
         out = h.read(win.addr(0), np.uint8, value.shape)

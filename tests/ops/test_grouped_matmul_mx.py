@@ -195,7 +195,7 @@ def _x_transposed(c):
     (lambda: split_m_case([10, 20], 64, 128), {"bias": np.zeros((2, 64), np.float32)}, "bias"),
     (lambda: split_m_case([10, 20], 64, 128, m=25), {}, "split-M rows <= M"),
     (lambda: split_k_case([64, 64], 16, 32), {"group_list": np.array([64, 96])}, "split-K sizes <= K"),
-    (lambda: split_m_case([10, 20], 64, 128), {"group_list_type": "bogus"}, "groupListType"),
+    (lambda: split_m_case([10, 20], 64, 128), {"group_list_type": "bogus"}, "group_list_type"),
 ])
 def test_refusals_name_the_rule(case, kw, rule):
     c = case()

@@ -13,10 +13,11 @@ import pytest
 import mc2emu.ops as ops
 from mc2emu.host import CallOptions
 
-OPERATORS = {"quant_batch_matmul_mx": False, "all_to_all_quant_matmul": True,
-             "quant_matmul_reduce_scatter": True, "grouped_matmul_mx": False}   # name -> communicates
+OPERATORS = {"quant_batch_matmul_mx": False, "all_to_all_quant_matmul": True, "all_gather_quant_matmul": True,
+             "quant_matmul_reduce_scatter": True, "grouped_matmul_mx": False,
+             "weight_quant_matmul": False}   # name -> communicates
 GOLDENS = ("golden_quant_batch_matmul_mx", "golden_a2a", "golden_grouped_matmul_mx")
-COMMON = tuple(CallOptions.__dataclass_fields__)
+COMMON = tuple(f for f in CallOptions.__dataclass_fields__ if f != "comm")   # comm: the communicating ones
 OPS_DIR = Path(ops.__file__).parent
 
 

@@ -41,8 +41,8 @@ from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics import ElemFormat, a2a_allclose, fixpipe_cast, max_abs_error, ulp_distance
 from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a
-from mc2emu.ops.all_to_all_quant_matmul_op import Impl, LaunchMode
-from mc2emu.runtime.hazards import Hazard
+from mc2emu.ops.all_to_all_quant_matmul_op import A2ALaunchInfo, Impl, LaunchMode
+from mc2emu.runtime.hazards import Hazard, HazardError
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import KA_ALIGN, MAX_COMM_TURNS, MAX_RANKS
 
 
@@ -168,18 +168,21 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     mode = case.mode
     assert isinstance(mode, A2AMode)
     options = ctx.options if isinstance(ctx.options, A2AOptions) else A2AOptions()
-    stats: dict[str, Any] = {}
+    info: A2ALaunchInfo | None = None
     try:
-        return all_to_all_quant_matmul(
+        c, info = all_to_all_quant_matmul(
             inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], impl=mode.impl,
             local_matmul=mode.local_matmul, wait_order=mode.wait_order,
             hccl_server=mode.hccl_server if mode.hccl_server is not None else HcclServer.CCU, bias=inputs.get("bias"),
             out_dtype="bfloat16", block_dim=ctx.block_dim,
             head_tile_size=head_tile_size(case.shape.m, mode.comm_tiles) if mode.comm_tiles else None,
             check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
-            stats=stats, launch=options.launch)
+            launch=options.launch, return_stats=True)
+        return c
+    except HazardError as exc:
+        info = exc.stats
+        raise
     finally:
-        info = stats.get("launch")
         if info is not None and info.note:
             ctx.notes.append(info.note)
 

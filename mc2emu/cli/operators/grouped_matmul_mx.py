@@ -257,7 +257,7 @@ def _kw(case: Case) -> dict[str, Any]:
     if mode.split is GmmSplit.K:
         kw.update(group_type="split_k", group_list_type=GroupListType.COUNT.value)
     if fmt.ml_dtype is None:
-        kw.update(x_format=fmt, w_format=fmt)
+        kw.update(x_format=fmt, weight_format=fmt)
     return kw
 
 

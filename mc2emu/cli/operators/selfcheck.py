@@ -17,7 +17,7 @@ import numpy as np
 from mc2emu.cli.scenarios import Arrays, Case, Comparison, ExecContext, NoMode, OperatorSpec, Shape
 from mc2emu.comm.errors import TransportError
 from mc2emu.comm.transport_check import check_window_protocols
-from mc2emu.host import CallOptions, LaunchHarness
+from mc2emu.host import LaunchHarness, call_options
 from mc2emu.runtime import Device, HazardError, Pipe
 from mc2emu.runtime.kernel_type import KernelType
 
@@ -57,7 +57,7 @@ def _make_inputs(case: Case, rank: int, size: int) -> Arrays:
 
 
 def _execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
-    opts = CallOptions.of(check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers)
+    opts = call_options(check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers)
     with LaunchHarness("self_check", opts, rank=ctx.rank) as h:
         res = h.launch(self_check_kernel, _block_dim(ctx), KernelType.MIX_AIC_1_2, int(inputs["rounds"][0]))
     out = np.array([res.returns[label] for label in sorted(res.returns)], dtype=np.int64)

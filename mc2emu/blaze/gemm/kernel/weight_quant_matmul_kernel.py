@@ -70,13 +70,6 @@ class WeightQuantMatmulMode(enum.Enum):
     A_ONLY_MMAD = "a_only_mmad"
     DEQUANT_ONLY = "dequant_only"
 
-    @classmethod
-    def parse(cls, x: object) -> WeightQuantMatmulMode:
-        for m in cls:
-            if x is m or (isinstance(x, str) and x.strip().lower().replace("-", "_") == m.value):
-                return m
-        raise ValueError(f"mode must be one of {', '.join(m.value for m in cls)}, got {x!r}")
-
 
 @dataclass(frozen=True)
 class WeightQuantMatmulTiling:
