@@ -1,24 +1,21 @@
 """The design-spec compute-first reduce-scatter kernel (`impl="rounds"`), launched MIX_AIC_1_1.
 
 Emulates the orchestration the cannbot MC2 skill prescribes for scenario `compute-first-reduce-scatter`
-(`development.md` §5.1, §5.2, §5.9, §5.10, §5.11; `design.md` §3.1-§3.6; seed 000 §4.6-4.8, SPEC §7.2); no
-public ops-transformer source implements it. AIC: per round t, `QmmMxKernelRsFrag` (sets flagA at the local
-fragment), then flagB. AIV, per round: wait flagA, SyncAll, the last R cores PUT their staging segment into
-slot rankId of the target's window and drain, the compute cores reduce round t - 1, SyncAll / CrossDevice /
-SyncAll, wait flagB; after the loop the last ReduceSum. ReduceSum (§5.2, seed 000 §4.8): rows split over the
-compute cores, j = 0 .. R - 1 ascending, bf16 -> fp32 adds, fp32 -> bf16 (CAST_RINT), DataCopyPad to y, in
-batches of redUbM rows x redUbN columns from the §5.4 UB budget (18 B an element; N segmented past it).
-
+(`development.md` §5.1, §5.2, §5.9-§5.11; `design.md` §3.1-§3.6; seed 000 §4.6-4.8, SPEC §7.2); no public
+ops-transformer source implements it. AIC: per round t, `QmmMxKernelRsFrag` (flagA at the local fragment), then
+flagB. AIV, per round: wait flagA, SyncAll, the last R cores PUT their staging segment into slot rankId of the
+target's window and drain, the compute cores reduce round t - 1, SyncAll / CrossDevice / SyncAll, wait flagB;
+after the loop the last ReduceSum (§5.2, seed 000 §4.8): rows over the compute cores, j = 0 .. R - 1 ascending,
+bf16 -> fp32 adds, fp32 -> bf16 (CAST_RINT), DataCopyPad to y, in batches of redUbM rows x redUbN columns from
+the §5.4 UB budget (18 B an element; N segmented past it).
 Departures: design.md §3.4 / §5.11 has the comm cores wait flagA and the reduce cores flagB, but a mode-2 Set
-only reaches its own AIC's AIVs, so here every AIV waits both flags and the SyncAll after makes them
-launch-wide (each counter may hold up to T pending Sets: hence T <= 15). The window follows design.md §3.6:
-the TeamBarrier in a window of its own, data slot j = rank j's rows at j * chunkBytes.
-
-Hazard variants (`RsKernelVariant`): TEMPLATED_WAIT (comm cores wait `CrossCoreWaitFlag<0x2, PIPE_MTE2>`,
-which does not block the scalar pipe: the Commit is issued before the wait) reports READ_BEFORE_WAIT (rank,
-core, round, staging range, flag) and READ_UNWRITTEN for never-written staging; TAIL_COPY_ROUNDED (DataCopy
-rounded up to 32 bytes instead of DataCopyPad, seed 000 §4.8 rule 2) reports TAIL_COPY_OVERRUN (rank, core,
-byte range, overrun size).
+only reaches its own AIC's AIVs, so every AIV waits both flags and the SyncAll after makes them launch-wide
+(each counter may hold up to T pending Sets: T <= 15). The window follows design.md §3.6: the TeamBarrier in a
+window of its own, data slot j = rank j's rows at j * chunkBytes.
+Hazard variants (`RsKernelVariant`): TEMPLATED_WAIT (`CrossCoreWaitFlag<0x2, PIPE_MTE2>` does not block the
+scalar pipe: the Commit is issued before the wait) reports READ_BEFORE_WAIT and READ_UNWRITTEN;
+TAIL_COPY_ROUNDED (DataCopy rounded up to 32 bytes instead of DataCopyPad, seed 000 §4.8 rule 2) reports
+TAIL_COPY_OVERRUN (rank, core, byte range, overrun size).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from mc2emu.numerics import ElemFormat, gen_st_elements, golden_mx_matmul
+from mc2emu.numerics.compare import AG_MAX_ULP, ulp_distances
 from mc2emu.numerics.golden import ag_st_seed, gen_ag_scales, golden_cast, golden_mx_operands
 from mc2emu.numerics.int_math import CeilDiv
 
@@ -60,10 +61,9 @@ def golden_all_gather_quant_matmul(x1_all: list[np.ndarray], x1_scale_all: list[
 
 
 def ag_st_verify(out: np.ndarray, golden: np.ndarray) -> tuple[bool, int, int]:
-    """The ST verify rule on bf16 outputs: (pass, max raw uint16 distance, count of differing elements);
-    pass when bit-exact or every element within 1 raw step (1 ULP) of the golden."""
-    o = np.asarray(out).view(np.uint16).astype(np.int32)
-    g = np.asarray(golden).view(np.uint16).astype(np.int32)
-    diff = np.abs(o - g)
-    raw_max = int(diff.max()) if diff.size else 0
-    return raw_max <= 1, raw_max, int((diff > 0).sum())
+    """The ST verify rule on bf16 outputs: (pass, max ULP distance, count of differing elements); pass when
+    bit-exact or every element within 1 ULP of the golden (`numerics.compare.ulp_distances`: +0 and -0 are 0
+    apart, a sign crossing counts the values between)."""
+    diff = ulp_distances(np.asarray(out), np.asarray(golden))
+    ulp_max = int(diff.max()) if diff.size else 0
+    return ulp_max <= AG_MAX_ULP, ulp_max, int((diff > 0).sum())

@@ -4,19 +4,17 @@ Every rank calls it with its own inputs and gets its own C (SPEC §7.1):
 
     x1        float8_e4m3fn / float8_e5m2   (m, K)                 this rank's rows of A
     x1_scale  float8_e8m0fnu                (m, ceil(K/64), 2)
-    x2        float8                        (N, K)                 B stored transposed (transB), this rank's
+    x2        float8                        (N, K)                 B stored transposed (transB)
     x2_scale  float8_e8m0fnu                (N, ceil(K/64), 2)
     C         bf16 (fp16, fp32)             (R * m, N)             C[r*m:(r+1)*m] = deq(x1 of r) @ deq(x2)^T
 
-The kernel is the UDMA AllGather (`apace.all_gather_mx_matmul_udma_impl`), launched MIX_AIC_1_1 with the ST host's
-tiling. `protocol` "seed" is the UDMA impl (commit 5778144076: every round in its own window rows), with `wait_order`
-"mask" (the source before the in-order fix) or "in_order" (after); "slot_ring" is the window reuse of the URMA impl
-(`apace.all_gather_mx_matmul_urma_impl`, commit 67a83540d75e): `slot_num` data slots (0 or >= commTurn means no
-reuse). That source waits in order only: `wait_order` defaults to the protocol's and slot_ring with "mask" is refused.
-`bias` ((N,) fp32, added once to every row of C) on the slot ring only (its kernel passes `isBias`; the seed kernel's
-mmad runs with isBias = false). `block_dim` None launches max(usedCoreNum, R) blocks, a given one as given (as the ST
-launcher): below R some peers are never served, as on the device (AG_PEER_UNSERVED). `kernel_variant`: a reproduced
-hazard. Error hazards raise `HazardError` (`.output`: C) with `check=True`.
+`protocol` "seed" is the UDMA impl (5778144076: every round in its own window rows), `wait_order` "mask" (before
+the in-order fix) or "in_order"; "slot_ring" is the URMA impl's window reuse (67a83540d75e): `slot_num` data
+slots (0 or >= commTurn: no reuse), in-order waits only (with "mask": refused). `bias` ((N,) fp32, added once)
+on the slot ring only (its kernel passes `isBias`; the seed kernel's mmad has none). `block_dim` None launches
+max(usedCoreNum, R) blocks, a given one as given (as the ST launcher): below R some peers are never served, as
+on the device (PEER_NOT_SERVED). `kernel_variant`: a reproduced hazard. Error hazards raise `HazardError`
+(`.output`: C) with `check=True`.
 """
 
 from __future__ import annotations

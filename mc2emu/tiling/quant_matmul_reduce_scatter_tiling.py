@@ -1,25 +1,19 @@
 """Host tiling of quant_matmul_reduce_scatter: the rounds of the design-spec kernel, the SWAT matmul tilings,
 and the operator's constraints.
-
-Sources:
-- the cannbot MC2 skill, scenario `compute-first-reduce-scatter`, hicann/cannbot-skills aa55f948ed86,
-  `ops/ascendc-mc2-best-practice/references/foundations/apace/scenarios/compute-first-reduce-scatter/`
-  `design.md` (§3.3 T derivation, §3.4 flags) and `development.md` (§3.1 the nine host checks, §3.2 T
-  derivation, §5.4 reduction UB budget, §5.6 headMSize calibration, §5.7 tiling fields); `../../fundamentals/
-  fusion.md` §6.2.7 (the strategy-B search) and §6.2.10 (limits).
-- the shipped ST host `mc2/common/op_kernel/apace/tests/st/quant_matmul_reduce_scatter/ubmem/src/main.cpp`
+- The cannbot MC2 skill, scenario `compute-first-reduce-scatter` (hicann/cannbot-skills aa55f948ed86,
+  `ops/ascendc-mc2-best-practice/references/foundations/apace/scenarios/compute-first-reduce-scatter/`):
+  `design.md` §3.3-§3.4 and `development.md` §3.1 (the nine host checks), §3.2 (T), §5.4 (reduction UB budget),
+  §5.6-§5.7; `fundamentals/fusion.md` §6.2.7 (the strategy-B search) and §6.2.10 (limits).
+- The shipped ST host `mc2/common/op_kernel/apace/tests/st/quant_matmul_reduce_scatter/ubmem/src/main.cpp`
   (hicann/ops-transformer 0f2296ba3e): M % R == 0, K % 32 == 0, CeilDiv(K, 64) even; the SWAT tiling of
   (M, N, K) with `SetOptimizeEnable(false)`, `SetMTailAlignEnable(true)`.
-
-Rounds (`impl="rounds"`): mSeg = M / R rows per rank segment; T = headCnt + tailCnt rounds of headMSize rows
-(one tail round of mSeg % headMSize rows, 16-aligned, when the user gives a headMSize that leaves one: the
-spec's strategy A). Round t covers rows [t * headMSize, + curTileM) of every rank segment, so the AIC's
-FragmentTensor problem of round t is R * curTileM rows.
-headMSize default: development.md §3.2's search (strategy B, fusion.md §6.2.7): the base is maxTileM =
-512 KiB / (N * 2) (check #7); T0 = max(1, ceil(mSeg / maxTileM)); the smallest T in [T0, min(15, 32 / R)]
-(checks #5, #8) with T | mSeg (no tail, R10) and, for T > 1, mSeg / T a multiple of 16 (§5.6). The smallest
-such T is the largest tile (§5.6: fewer SyncAlls; the example calibration 512 / 128 is not used). When no T
-fits, the call is refused naming every rule that binds (RS-11).
+Rounds: mSeg = M / R rows per rank segment; T = headCnt + tailCnt rounds of headMSize rows (a 16-aligned tail
+round only when the user's headMSize leaves one: strategy A). Round t covers rows [t * headMSize, + curTileM)
+of every segment, so the AIC's FragmentTensor problem of round t is R * curTileM rows.
+Default headMSize (development.md §3.2, strategy B): maxTileM = 512 KiB / (N * 2) (check #7); T0 =
+max(1, ceil(mSeg / maxTileM)); the smallest T in [T0, min(15, 32 / R)] (checks #5, #8) with T | mSeg and, for
+T > 1, mSeg / T a multiple of 16 (§5.6): the largest tile (fewer SyncAlls). When no T fits, the call is
+refused naming every rule that binds (RS-11).
 """
 from __future__ import annotations
 

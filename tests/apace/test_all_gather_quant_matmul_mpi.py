@@ -57,8 +57,8 @@ def test_st_cases_pass_the_st_verify_rule(case, wait_order):
     c, launch = run(inp, wait_order=wait_order, return_stats=True)
     g = golden(comm, inp)
     assert c.shape == (comm.Get_size() * m, n)
-    ok, raw_max, _ = ag_st_verify(c, g)
-    assert_all_ranks(comm, ok, f"{case} {wait_order}: max raw bf16 distance {raw_max}")
+    ok, ulp_max, _ = ag_st_verify(c, g)
+    assert_all_ranks(comm, ok, f"{case} {wait_order}: max bf16 ULP distance {ulp_max}")
     ct = launch.comm_tiling
     assert (ct.tileM, ct.tailM) == (min(512, m), m % min(512, m))
     assert launch.tiles > 0 and launch.base[0] == 256
@@ -73,8 +73,8 @@ def test_few_cores_walk_several_main_rounds(wait_order):
     m, k, n = 1037, 128, 64   # the two_tiles_tail rows (512-row MAIN rounds + tail), a narrow N
     inp = gen_ag_st_inputs(m, k, n, comm.Get_rank())
     c = run(inp, wait_order=wait_order, block_dim=comm.Get_size())
-    ok, raw_max, _ = ag_st_verify(c, golden(comm, inp))
-    assert_all_ranks(comm, ok, f"block_dim {comm.Get_size()} {wait_order}: max raw bf16 distance {raw_max}")
+    ok, ulp_max, _ = ag_st_verify(c, golden(comm, inp))
+    assert_all_ranks(comm, ok, f"block_dim {comm.Get_size()} {wait_order}: max bf16 ULP distance {ulp_max}")
 
 
 @pytest.mark.mpi(min_size=2)

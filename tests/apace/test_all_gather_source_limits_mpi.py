@@ -64,8 +64,8 @@ def test_in_order_waits_past_15_rounds_pass_the_golden(m):
     skip_seed_past_its_ranks(comm)
     inp = gen_ag_st_inputs(m, K, N, comm.Get_rank())
     c = run(inp, wait_order="in_order")
-    ok, raw_max, _ = ag_st_verify(c, golden(comm, inp))
-    assert_all_ranks(comm, ok, f"m {m} in_order: max raw bf16 distance {raw_max}")
+    ok, ulp_max, _ = ag_st_verify(c, golden(comm, inp))
+    assert_all_ranks(comm, ok, f"m {m} in_order: max bf16 ULP distance {ulp_max}")
 
 
 @pytest.mark.mpi(min_size=2)
@@ -76,8 +76,8 @@ def test_slot_ring_past_15_rounds_passes_the_golden(m, slot_num):
     comm = world()
     inp = gen_ag_st_inputs(m, K, N, comm.Get_rank())
     c = run(inp, protocol="slot_ring", slot_num=slot_num)
-    ok, raw_max, _ = ag_st_verify(c, golden(comm, inp))
-    assert_all_ranks(comm, ok, f"m {m} slot_num {slot_num}: max raw bf16 distance {raw_max}")
+    ok, ulp_max, _ = ag_st_verify(c, golden(comm, inp))
+    assert_all_ranks(comm, ok, f"m {m} slot_num {slot_num}: max bf16 ULP distance {ulp_max}")
 
 
 @pytest.mark.mpi(min_size=2)
@@ -89,8 +89,8 @@ def test_slot_ring_adds_the_bias_once(m, slot_num):
     inp = gen_ag_st_inputs(m, K, N, comm.Get_rank())
     bias = np.random.RandomState(7).uniform(-1024, 1024, N).astype(np.float32)   # C is ~6000: bf16 ULP 32
     c = run(inp, protocol="slot_ring", slot_num=slot_num, bias=bias, block_dim=max(BLOCK_DIM, comm.Get_size()))
-    ok, raw_max, _ = ag_st_verify(c, golden(comm, inp, bias))
-    assert_all_ranks(comm, ok, f"bias m {m}: max raw bf16 distance {raw_max}")
+    ok, ulp_max, _ = ag_st_verify(c, golden(comm, inp, bias))
+    assert_all_ranks(comm, ok, f"bias m {m}: max bf16 ULP distance {ulp_max}")
     assert_all_ranks(comm, not ag_st_verify(c, golden(comm, inp))[0], "the bias changed nothing")
 
 

@@ -108,3 +108,18 @@ def test_each_operators_cli_compare_reports_the_ulp_of_numerics_compare():
         assert got.max_abs == max_abs_error(OUT, REF), spec.name
         seen.add(spec.name)
     assert len(seen) == len(OPERATOR_MODULES) - 1
+
+
+def test_ag_st_verify_measures_on_the_ordered_line():
+    """The AG ST rule: +0 against -0 is bit-different but 0 ULP (passes); 1.0 against -1.0 fails with the
+    true count of bf16 values between them."""
+    from mc2emu.ops.all_gather_quant_matmul_golden import ag_st_verify
+
+    bf16 = ml_dtypes.bfloat16
+    zeros = np.array([0.0, 1.0], dtype=bf16)
+    signed = np.array([-0.0, 1.0], dtype=bf16)
+    assert ag_st_verify(signed, zeros) == (True, 0, 0)
+    ok, ulp, count = ag_st_verify(np.array([1.0], dtype=bf16), np.array([-1.0], dtype=bf16))
+    assert (ok, ulp, count) == (False, 2 * 0x3F80, 1)
+    nxt = np.array([1.0], dtype=bf16).view(np.uint16) + 1
+    assert ag_st_verify(nxt.view(bf16), np.array([1.0], dtype=bf16)) == (True, 1, 1)
