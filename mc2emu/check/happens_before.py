@@ -21,14 +21,27 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
-import math
 import threading
-from collections import defaultdict, deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from mc2emu.check.happens_before_clocks import _Clocks
+from mc2emu.check.happens_before_records import (
+    _AcquireRec,
+    _CoreLog,
+    _Exchange,
+    _HcclPutRec,
+    _ObserveRec,
+    _PostRec,
+    _PutRec,
+    _QuietRec,
+    _SetRec,
+    _SigWaitRec,
+    _StoreRec,
+)
+from mc2emu.check.read_content import ReadContent, _byte_mask, _extent, _PutIndex, _ReadContents, _span
 from mc2emu.comm.hccl_server import SERVER_CORE
 from mc2emu.comm.hccl_task import HCCL_SUCCESS
 from mc2emu.comm.shmem import SignalOp
@@ -52,7 +65,7 @@ from mc2emu.runtime.gm import POISON_BYTE
 from mc2emu.runtime.hazards import Hazard
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from mc2emu.runtime.device import Device
 
@@ -65,95 +78,6 @@ RECORDED_KINDS: tuple[type[Event], ...] = (GmRead, GmWrite, HcclWait, FlagSet, F
                                            SignalPost, SignalWait, BarrierStore, BarrierObserve)
 # GM accesses are recorded for windows only (reads of other GM cannot race a put; only windows are poisoned).
 WINDOW_ACCESSES: dict[type[GmAccess], str] = {GmAccess: WINDOW_PREFIX}
-
-
-# The synchronization records of a core's log (what the ranks exchange at the end of a launch).
-class _SetRec(NamedTuple):
-    """CrossCoreSetFlag: an edge to the Wait consuming a round it is part of."""
-
-    set_id: int
-
-
-class _AcquireRec(NamedTuple):
-    """CrossCoreWaitFlag returned: the Sets of the round `token` happen before."""
-
-    token: int | None
-
-
-class _PutRec(NamedTuple):
-    """A put of window bytes [lo, hi) into rank `pe`: completes at the core's next quiet / signal to pe."""
-
-    pe: int
-    window: str
-    lo: int
-    hi: int
-
-
-class _HcclPutRec(NamedTuple):
-    """A put of the HCCL server (repeat `repeat` of task `handle`): checked against the reader's HCCL Waits."""
-
-    pe: int
-    window: str
-    lo: int
-    hi: int
-    handle: int
-    repeat: int
-
-
-class _QuietRec(NamedTuple):
-    """shmem quiet: completes the core's puts."""
-
-
-class _PostRec(NamedTuple):
-    """A signal post (`op` by value) to the word at `offset` of `window` on rank `pe`: edges to its waits."""
-
-    pe: int
-    window: str
-    offset: int
-    op: str
-    signal: int
-
-
-class _SigWaitRec(NamedTuple):
-    """A signal wait returned having seen `observed` in the own word at `offset` of `window`."""
-
-    window: str
-    offset: int
-    observed: int
-
-
-class _StoreRec(NamedTuple):
-    """TeamBarrier stored `value` in slot `slot` of `barrier`: an edge to the peer's observation."""
-
-    barrier: str
-    slot: int
-    value: int
-
-
-class _ObserveRec(NamedTuple):
-    """TeamBarrier read `value` from slot `slot` of rank `peer`'s `barrier`."""
-
-    barrier: str
-    peer: int
-    slot: int
-    value: int
-
-
-_SyncRec = (_SetRec | _AcquireRec | _PutRec | _HcclPutRec | _QuietRec | _PostRec | _SigWaitRec | _StoreRec
-            | _ObserveRec)
-# Every rank's (core -> its sync log, flag round token -> the round's (core, set_id) sources).
-_Exchange = list[tuple[dict[str, list[_SyncRec]], dict]]
-
-
-@dataclass
-class _CoreLog:
-    sync: list[_SyncRec] = field(default_factory=list)   # program-ordered sync records
-    # (sync position, window, lo, hi, (byte offsets read, the bytes returned) or None)
-    reads: list[tuple[int, str, int, int, Any]] = field(default_factory=list)
-    # Program-ordered HCCL Waits that returned 0: (handle, waits on it, total Waits, follows_working).
-    hwaits: list[tuple[int, int, int, bool]] = field(default_factory=list)
-    # Reads of poisoned windows: (window, offset, storage shape, strides, itemsize, hwait position).
-    exact: list[tuple[str, int, tuple, tuple, int, int]] = field(default_factory=list)
 
 
 class HappensBeforeChecker:
@@ -566,243 +490,3 @@ class HappensBeforeChecker:
         describe = getattr(self._windows.get(window), "describe", None)
         text = describe(offset) if describe is not None else ""
         return f" ({text})" if text else ""
-
-
-class _Clocks:
-    """Vector clocks of the sync events of every entity (rank, core): `at(ent, pos)[j]` counts the events of
-    entity j that happen before or at event `pos` of `ent` (program order plus the `preds` edges: event
-    (r, core, pos) -> its source events (r', core', pos')).
-
-    A topological sweep: an entity blocked on a source event waits for that source's entity to advance, so each
-    entity is re-tried only when something it waits for moved; events on or after a cycle stay unswept
-    (`swept(ent)` counts the swept prefix). A clock is stored only at an event with sources (a merge): an event
-    without sources has the clock of the entity's last merge at or before it, its own component advanced. Most
-    records are Sets, puts and quiets, so the sweep steps from merge to merge."""
-
-    def __init__(self, entities: list[tuple[int, str]], lengths: dict[tuple[int, str], int],
-                 preds: Mapping[tuple[int, str, int], Sequence[tuple[int, str, int]]]) -> None:
-        self.index = index = {ent: i for i, ent in enumerate(entities)}
-        self.n = n_ent = len(entities)
-        merges: dict[tuple[int, str], list[int]] = defaultdict(list)
-        for (r, core, pos), srcs in preds.items():
-            if srcs and pos < lengths.get((r, core), 0):
-                merges[(r, core)].append(pos)
-        for mlist in merges.values():
-            mlist.sort()
-        self._merges = merges                                               # merge positions, ascending
-        self._mvc: dict[tuple[int, str], list[np.ndarray]] = {ent: [] for ent in entities}   # their clocks
-        done = self._done = dict.fromkeys(entities, 0)
-        # The join of a source list, once all its sources are swept: every core acquiring one round of a flag
-        # (a SyncAll: each core waits on every core's Set) has the same sources, so it is computed once.
-        join: dict[object, np.ndarray] = {}
-        waiting: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
-        queue = deque(entities)
-        queued = set(entities)
-        while queue:
-            ent = queue.popleft()
-            queued.discard(ent)
-            r, core = ent
-            start = done[ent]
-            mpos, mvc, length = merges.get(ent, ()), self._mvc[ent], lengths.get(ent, 0)
-            while done[ent] < length:
-                if len(mvc) == len(mpos):
-                    done[ent] = length           # no merge left: the rest has no sources
-                    break
-                pos = mpos[len(mvc)]
-                srcs = preds[(r, core, pos)]
-                # A tuple is shared by every event with the same sources (`_check`): keyed by identity.
-                key = id(srcs) if type(srcs) is tuple else tuple(srcs)
-                joined = join.get(key)
-                if joined is None:
-                    blocker = next(((sr, sc) for sr, sc, sp in srcs if done[(sr, sc)] <= sp), None)
-                    if blocker is not None:
-                        done[ent] = pos          # the events before the merge have no sources
-                        waiting[blocker].append(ent)
-                        break
-                    joined = join[key] = self._join(srcs)
-                vc = mvc[-1].copy() if mvc else np.zeros(n_ent, dtype=np.int64)
-                np.maximum(vc, joined, out=vc)
-                vc[index[ent]] = pos + 1
-                mvc.append(vc)
-                done[ent] = pos + 1
-            if done[ent] > start:
-                for w in waiting.pop(ent, ()):
-                    if w not in queued:
-                        queue.append(w)
-                        queued.add(w)
-
-    def _join(self, srcs: Sequence[tuple[int, str, int]]) -> np.ndarray:
-        """The element-wise maximum of the clocks of swept source events."""
-        vc = np.zeros(self.n, dtype=np.int64)
-        for sr, sc, sp in srcs:
-            src = (sr, sc)
-            base = self._base(src, sp)
-            if base is not None:
-                np.maximum(vc, base, out=vc)
-            j = self.index[src]
-            if vc[j] <= sp:
-                vc[j] = sp + 1
-        return vc
-
-    def _base(self, ent: tuple[int, str], pos: int) -> np.ndarray | None:
-        """The clock of the last merge of `ent` at or before swept event `pos` (None: no merge yet)."""
-        i = bisect.bisect_right(self._merges.get(ent, ()), pos)
-        return self._mvc[ent][i - 1] if i else None
-
-    def swept(self, ent: tuple[int, str]) -> int:
-        return self._done.get(ent, 0)
-
-    def at(self, ent: tuple[int, str], pos: int) -> np.ndarray:
-        """The clock of swept event `pos` of `ent` (a fresh array)."""
-        base = self._base(ent, pos)
-        vc = base.copy() if base is not None else np.zeros(self.n, dtype=np.int64)
-        vc[self.index[ent]] = pos + 1
-        return vc
-
-    def component(self, ent: tuple[int, str], pos: int, j: int) -> int:
-        """`at(ent, pos)[j]` without building the clock."""
-        if j == self.index[ent]:
-            return pos + 1
-        base = self._base(ent, pos)
-        return int(base[j]) if base is not None else 0
-
-
-class _PutIndex:
-    """The puts into this rank, per window sorted by first byte: `overlapping` gives the puts that overlap a read's
-    [lo, hi), in their order in the list (the reports name the last earlier put, and the others in order),
-    without visiting the window's other puts (a launch has thousands of reads and tens of puts per window)."""
-
-    def __init__(self, puts: list[tuple]) -> None:
-        groups: dict[str, list[tuple[int, int, tuple]]] = defaultdict(list)
-        for i, put in enumerate(puts):
-            groups[put[0]].append((put[1], i, put))
-        self._by: dict[str, tuple[list[int], list[tuple[int, tuple]], int]] = {}
-        for window, group in groups.items():
-            group.sort(key=lambda g: (g[0], g[1]))
-            self._by[window] = ([g[0] for g in group], [(g[1], g[2]) for g in group],
-                                max(g[2][2] - g[2][1] for g in group))
-
-    def overlapping(self, window: str, lo: int, hi: int) -> list[tuple]:
-        entry = self._by.get(window)
-        if entry is None:
-            return []
-        starts, items, longest = entry
-        first = bisect.bisect_right(starts, lo - longest)   # an earlier start ends at or before lo
-        last = bisect.bisect_left(starts, hi)                # a later start begins at or after hi
-        hits = [item for item in items[first:last] if item[1][2] > lo]
-        hits.sort(key=lambda item: item[0])
-        return [put for _, put in hits]
-
-
-class ReadContent:
-    """What one `GmRead` of a window returned: its geometry (byte offset, element shape and byte strides, item
-    size) and its bytes, shape (*shape, item). Offsets are computed only where a put covers part of the read."""
-
-    __slots__ = ("data", "dense", "item", "offset", "shape", "strides")
-
-    def __init__(self, offset: int, shape: tuple, strides: tuple, item: int, data: np.ndarray) -> None:
-        self.offset, self.shape, self.strides, self.item, self.data = offset, shape, strides, item, data
-        self.dense = _dense(shape, strides, item)   # the bytes are [offset, offset + size), in order
-
-    def span(self) -> tuple[int, int]:
-        return _span(self.offset, self.shape, self.strides, self.item)
-
-    def same_bytes(self, raw: np.ndarray) -> bool:
-        a, b = self.data.reshape(-1), raw.reshape(-1)
-        if a.size != b.size:
-            return False
-        if a.size % _WORD.itemsize == 0:
-            a, b = a.view(_WORD), b.view(_WORD)
-        return bool((a == b).all())
-
-    def offsets(self) -> np.ndarray:
-        """Absolute byte offset of every returned byte, in the order of `data`."""
-        offs = np.full(self.shape, self.offset, dtype=np.int64)
-        for axis, st in enumerate(self.strides):
-            idx = np.arange(self.shape[axis], dtype=np.int64) * int(st)
-            offs += idx.reshape([-1 if a == axis else 1 for a in range(len(self.shape))])
-        return (offs[..., None] + np.arange(self.item, dtype=np.int64)).reshape(-1)
-
-    def compare(self, buf: np.ndarray, plo: int, phi: int) -> tuple[int, int, int, int]:
-        """(differing bytes, bytes compared, lowest and one past the highest offset compared) of the returned
-        bytes inside [plo, phi) against `buf` (the window's bytes); (0, 0, 0, 0) when none lies inside."""
-        lo, hi = self.span()
-        if hi > buf.shape[0] or hi <= lo:
-            return 0, 0, 0, 0
-        if plo <= lo and hi <= phi:
-            # The whole read lies inside the put: compare through a strided view of the window, no offsets.
-            now = np.ndarray((*self.shape, self.item), dtype=np.uint8, buffer=buf, offset=self.offset,
-                             strides=(*self.strides, 1))
-            return int(np.count_nonzero(now != self.data)), int(self.data.size), lo, hi
-        if self.dense:
-            # Dense bytes: those inside the put are one run, [a, b) of the window and of `data`, no offsets.
-            a, b = max(lo, plo), min(hi, phi)
-            if a >= b:
-                return 0, 0, 0, 0
-            return int(np.count_nonzero(buf[a:b] != self.data.reshape(-1)[a - lo:b - lo])), b - a, a, b
-        offs = self.offsets()
-        sel = (offs >= plo) & (offs < phi)
-        if not sel.any():
-            return 0, 0, 0, 0
-        inside = offs[sel]
-        diff = int(np.count_nonzero(buf[inside] != self.data.reshape(-1)[sel]))
-        return diff, int(sel.sum()), int(inside.min()), int(inside.max()) + 1
-
-
-# Byte compares run over 8-byte words (as the decode memo's).
-_WORD = np.dtype(np.uint64)
-
-
-class _ReadContents:
-    """The `ReadContent`s of one launch, shared between reads of the same place that returned the same bytes
-    (cores reading one window chunk for several tiles): the bytes are kept once, the verdict computed once.
-    Sharing needs equal geometry and equal bytes, so the check sees exactly what every read returned."""
-
-    def __init__(self) -> None:
-        self._last: dict[tuple, ReadContent] = {}
-
-    def of(self, window: str, e: GmRead) -> ReadContent | None:
-        data = e.data
-        if data is None:
-            return None
-        shape, strides, item = e.shape, e.strides, e.item
-        raw = np.ascontiguousarray(data).view(np.uint8)
-        if raw.size != math.prod(shape) * item:
-            return None
-        key = (window, e.offset, shape, strides, item)
-        last = self._last.get(key)   # dict get / set are atomic under the GIL; a lost race only costs a copy
-        if last is not None and last.same_bytes(raw):
-            return last
-        content = ReadContent(e.offset, shape, strides, item, raw.reshape(*shape, item).copy())
-        self._last[key] = content
-        return content
-
-
-def _dense(shape: tuple, strides: tuple, item: int) -> bool:
-    """Whether an access of `shape` elements of `item` bytes with byte `strides` covers one run of bytes in
-    element order (C order, no gaps): then its k-th byte lies at offset + k."""
-    step = item
-    for n, st in zip(reversed(shape), reversed(strides), strict=True):
-        if n != 1 and st != step:
-            return False
-        step *= n
-    return True
-
-
-def _span(offset: int, shape: tuple, strides: tuple, item: int) -> tuple[int, int]:
-    """[lo, hi) of a strided access (non-negative strides, as GM reads here have)."""
-    if any(n == 0 for n in shape):
-        return offset, offset
-    return offset, offset + sum((n - 1) * st for n, st in zip(shape, strides, strict=True)) + item
-
-
-def _byte_mask(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, item: int) -> np.ndarray:
-    """The bytes of a strided access as a view into the bool array `buf` (one entry per window byte)."""
-    return np.ndarray((*shape, item), dtype=bool, buffer=buf, offset=offset, strides=(*strides, 1))
-
-
-def _extent(mask: np.ndarray, offset: int, strides: tuple) -> tuple[int, int, int]:
-    """[lo, hi) byte offsets and count of the True entries of an access mask."""
-    idx = np.nonzero(mask)
-    pos = offset + sum(i * st for i, st in zip(idx, (*strides, 1), strict=True))
-    return int(pos.min()), int(pos.max()) + 1, int(pos.size)

@@ -8,7 +8,7 @@ before or at it."""
 import numpy as np
 import pytest
 
-from mc2emu.check.happens_before import _Clocks
+from mc2emu.check.happens_before_clocks import _Clocks
 
 
 def _random_graph(rng, cycles):

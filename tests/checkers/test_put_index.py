@@ -3,7 +3,7 @@ its byte range, in the order of the put list (the reports name the last earlier 
 
 import numpy as np
 
-from mc2emu.check.happens_before import _PutIndex
+from mc2emu.check.read_content import _PutIndex
 
 
 def _brute(puts, window, lo, hi):

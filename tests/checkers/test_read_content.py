@@ -6,7 +6,7 @@ same verdict as the plain per-byte model (serial: no MPI)."""
 import numpy as np
 import pytest
 
-from mc2emu.check.happens_before import ReadContent, _ReadContents
+from mc2emu.check.read_content import ReadContent, _ReadContents
 from mc2emu.runtime.events import GmRead
 
 ROW, COLS, ROWS = 64, 16, 4   # a (4, 16) uint8 read out of rows of 64 bytes

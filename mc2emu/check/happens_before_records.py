@@ -1,0 +1,101 @@
+"""The synchronization log of a core, as HappensBeforeChecker records it (mc2emu/check/happens_before.py).
+
+One NamedTuple per kind of sync record (flag Sets and the Waits consuming them, puts and HCCL repeats,
+quiets, signal posts and waits, TeamBarrier stores and observations), `_CoreLog` (a core's program-ordered
+sync records, its window reads, HCCL Waits and reads of poisoned windows) and `_Exchange`, what the ranks
+exchange at the end of a launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+
+# The synchronization records of a core's log (what the ranks exchange at the end of a launch).
+class _SetRec(NamedTuple):
+    """CrossCoreSetFlag: an edge to the Wait consuming a round it is part of."""
+
+    set_id: int
+
+
+class _AcquireRec(NamedTuple):
+    """CrossCoreWaitFlag returned: the Sets of the round `token` happen before."""
+
+    token: int | None
+
+
+class _PutRec(NamedTuple):
+    """A put of window bytes [lo, hi) into rank `pe`: completes at the core's next quiet / signal to pe."""
+
+    pe: int
+    window: str
+    lo: int
+    hi: int
+
+
+class _HcclPutRec(NamedTuple):
+    """A put of the HCCL server (repeat `repeat` of task `handle`): checked against the reader's HCCL Waits."""
+
+    pe: int
+    window: str
+    lo: int
+    hi: int
+    handle: int
+    repeat: int
+
+
+class _QuietRec(NamedTuple):
+    """shmem quiet: completes the core's puts."""
+
+
+class _PostRec(NamedTuple):
+    """A signal post (`op` by value) to the word at `offset` of `window` on rank `pe`: edges to its waits."""
+
+    pe: int
+    window: str
+    offset: int
+    op: str
+    signal: int
+
+
+class _SigWaitRec(NamedTuple):
+    """A signal wait returned having seen `observed` in the own word at `offset` of `window`."""
+
+    window: str
+    offset: int
+    observed: int
+
+
+class _StoreRec(NamedTuple):
+    """TeamBarrier stored `value` in slot `slot` of `barrier`: an edge to the peer's observation."""
+
+    barrier: str
+    slot: int
+    value: int
+
+
+class _ObserveRec(NamedTuple):
+    """TeamBarrier read `value` from slot `slot` of rank `peer`'s `barrier`."""
+
+    barrier: str
+    peer: int
+    slot: int
+    value: int
+
+
+_SyncRec = (_SetRec | _AcquireRec | _PutRec | _HcclPutRec | _QuietRec | _PostRec | _SigWaitRec | _StoreRec
+            | _ObserveRec)
+# Every rank's (core -> its sync log, flag round token -> the round's (core, set_id) sources).
+_Exchange = list[tuple[dict[str, list[_SyncRec]], dict]]
+
+
+@dataclass
+class _CoreLog:
+    sync: list[_SyncRec] = field(default_factory=list)   # program-ordered sync records
+    # (sync position, window, lo, hi, (byte offsets read, the bytes returned) or None)
+    reads: list[tuple[int, str, int, int, Any]] = field(default_factory=list)
+    # Program-ordered HCCL Waits that returned 0: (handle, waits on it, total Waits, follows_working).
+    hwaits: list[tuple[int, int, int, bool]] = field(default_factory=list)
+    # Reads of poisoned windows: (window, offset, storage shape, strides, itemsize, hwait position).
+    exact: list[tuple[str, int, tuple, tuple, int, int]] = field(default_factory=list)
