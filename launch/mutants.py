@@ -374,11 +374,11 @@ MUTANTS: list[Mutant] = [
            "            return 0, int(self.data.size), lo, hi",
            serial=("tests/checkers/test_read_content.py",), mpi=("tests/checkers/test_put_visibility_mpi.py",)),
     # -- host-time paths: what they skip must be provably the same ----------------------------------
-    Mutant("events: an observer of some kinds receives none of them", "mc2emu/runtime/events.py",
+    Mutant("events: an observer of some kinds receives none of them", "mc2emu/runtime/event_bus.py",
            "                    if kinds is None or issubclass(cls, kinds))",
            "                    if kinds is None)",
            serial=("tests/runtime/test_device.py",), mpi=("tests/checkers/test_happens_before_mpi.py",)),
-    Mutant("events: an observer of some objects receives none of them", "mc2emu/runtime/events.py",
+    Mutant("events: an observer of some objects receives none of them", "mc2emu/runtime/event_bus.py",
            "            obs = tuple((o, p) for o, p in obs if p is None or buffer.startswith(p))",
            "            obs = tuple((o, p) for o, p in obs if p is None)",
            serial=("tests/runtime/test_device.py",), mpi=("tests/checkers/test_happens_before_mpi.py",)),

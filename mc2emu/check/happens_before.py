@@ -45,22 +45,8 @@ from mc2emu.check.read_content import ReadContent, _byte_mask, _extent, _PutInde
 from mc2emu.comm.hccl_server import SERVER_CORE
 from mc2emu.comm.hccl_task import HCCL_SUCCESS
 from mc2emu.comm.shmem import SignalOp
-from mc2emu.runtime.events import (
-    BarrierObserve,
-    BarrierStore,
-    Event,
-    FlagConsume,
-    FlagRaise,
-    FlagSet,
-    GmAccess,
-    GmRead,
-    GmWrite,
-    HcclWait,
-    Put,
-    Quiet,
-    SignalPost,
-    SignalWait,
-)
+from mc2emu.runtime.comm_events import BarrierObserve, BarrierStore, HcclWait, Put, Quiet, SignalPost, SignalWait
+from mc2emu.runtime.events import Event, FlagConsume, FlagRaise, FlagSet, GmAccess, GmRead, GmWrite
 from mc2emu.runtime.gm import POISON_BYTE
 from mc2emu.runtime.hazards import Hazard
 

@@ -19,20 +19,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from mc2emu.runtime.events import (
-    CoreBegin,
-    CoreEnd,
-    Event,
-    Fixpipe,
-    Get,
-    HazardReported,
-    Mmad,
-    Put,
-    SignalPost,
-    Span,
-    WaitBegin,
-    WaitEnd,
-)
+from mc2emu.runtime.comm_events import Get, Put, SignalPost
+from mc2emu.runtime.events import CoreBegin, CoreEnd, Event, Fixpipe, HazardReported, Mmad, Span, WaitBegin, WaitEnd
 
 Interval = tuple[int, int]
 

@@ -41,15 +41,7 @@ from mc2emu.comm.hccl_task import (
     HcclTask,
     hccl_dtype,
 )
-from mc2emu.runtime.events import (
-    HcclCommit,
-    HcclEvent,
-    HcclFinalize,
-    HcclInit,
-    HcclPrepare,
-    HcclQuery,
-    HcclWait,
-)
+from mc2emu.runtime.comm_events import HcclCommit, HcclEvent, HcclFinalize, HcclInit, HcclPrepare, HcclQuery, HcclWait
 from mc2emu.runtime.hazards import ConstraintError, Hazard, HazardLog, KernelError
 
 P = ParamSpec("P")

@@ -31,7 +31,7 @@ from mpi4py import MPI
 from mc2emu.arch.platform import CoreType
 from mc2emu.comm.hccl_session import HcclSession, tag
 from mc2emu.comm.hccl_task import HCCL_MAX_HANDLE_ID, HcclReduceOp, HcclServerType, HcclTask
-from mc2emu.runtime.events import HcclExecuted, Put
+from mc2emu.runtime.comm_events import HcclExecuted, Put
 from mc2emu.runtime.hazards import ConstraintError, Hazard
 from mc2emu.runtime.waiting import Doorbell
 

@@ -34,7 +34,8 @@ from mpi4py import MPI
 
 from mc2emu.comm.errors import WindowError
 from mc2emu.comm.window import SIGNAL_BYTES
-from mc2emu.runtime.events import BarrierAll, FaultFired, Get, Put, Quiet, SignalPost, SignalWait
+from mc2emu.runtime.comm_events import BarrierAll, Get, Put, Quiet, SignalPost, SignalWait
+from mc2emu.runtime.events import FaultFired
 from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.hazards import GmError, KernelError
 from mc2emu.runtime.waiting import ANY_CORE, Doorbell

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from mpi4py import MPI
 
-from mc2emu.runtime.events import BarrierObserve, BarrierStore, CrossCore, CrossDevice
+from mc2emu.runtime.comm_events import BarrierObserve, BarrierStore, CrossCore, CrossDevice
 from mc2emu.runtime.hazards import ConstraintError, KernelError
 from mc2emu.runtime.waiting import Doorbell
 

@@ -18,8 +18,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from mc2emu.runtime.comm_events import Barrier, Get, HcclEvent, Put, Quiet, SignalPost, SignalWait
 from mc2emu.runtime.events import (
-    Barrier,
     CoreBegin,
     CoreEnd,
     Event,
@@ -27,16 +27,10 @@ from mc2emu.runtime.events import (
     FlagConsume,
     FlagRaise,
     FlagSet,
-    Get,
     GmAccess,
-    HcclEvent,
     LaunchBegin,
     LaunchEnd,
     Mmad,
-    Put,
-    Quiet,
-    SignalPost,
-    SignalWait,
     SyncAllBegin,
     SyncAllEnd,
 )

@@ -38,33 +38,35 @@ from mc2emu.predict.analysis import (
     union_of,
 )
 from mc2emu.predict.cost_model import DEFAULT_COST_MODEL, CostModel
-from mc2emu.runtime.events import (
+from mc2emu.runtime.comm_events import (
     BarrierAll,
     BarrierObserve,
     BarrierStore,
-    CoreBegin,
-    CoreEnd,
     CrossCore,
-    Event,
-    Fixpipe,
-    FlagConsume,
-    FlagRaise,
-    FlagSet,
     Get,
-    GmRead,
-    GmWrite,
     HcclCommit,
     HcclEvent,
     HcclInit,
     HcclPrepare,
     HcclWait,
-    LaunchBegin,
-    LaunchEnd,
-    Mmad,
     Put,
     Quiet,
     SignalPost,
     SignalWait,
+)
+from mc2emu.runtime.events import (
+    CoreBegin,
+    CoreEnd,
+    Event,
+    Fixpipe,
+    FlagConsume,
+    FlagRaise,
+    FlagSet,
+    GmRead,
+    GmWrite,
+    LaunchBegin,
+    LaunchEnd,
+    Mmad,
     SyncAllEnd,
 )
 

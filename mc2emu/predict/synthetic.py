@@ -15,9 +15,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from mc2emu.runtime.comm_events import BarrierObserve, BarrierStore, Put, Quiet
 from mc2emu.runtime.events import (
-    BarrierObserve,
-    BarrierStore,
     CoreBegin,
     CoreEnd,
     Event,
@@ -29,8 +28,6 @@ from mc2emu.runtime.events import (
     LaunchBegin,
     LaunchEnd,
     Mmad,
-    Put,
-    Quiet,
 )
 
 _ROUND_NS = 1_000_000_000

@@ -4,7 +4,8 @@ blocking wait primitive, events and hazards."""
 from mc2emu.arch.platform import DAV_3510, CoreType, FlagMode, Pipe, PlatformSpec
 from mc2emu.runtime.core import CoreContext
 from mc2emu.runtime.device import Device, Launch, LaunchResult
-from mc2emu.runtime.events import Event, EventBus, EventRecorder
+from mc2emu.runtime.event_bus import EventBus, EventRecorder
+from mc2emu.runtime.events import Event
 from mc2emu.runtime.gm import GlobalMemory, GmAddr
 from mc2emu.runtime.hazards import (
     CapacityError,

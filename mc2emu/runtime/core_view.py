@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from mc2emu.arch.platform import CoreType, FlagMode, Pipe, PlatformSpec
     from mc2emu.runtime.compute_slots import ComputeSlots
     from mc2emu.runtime.decode_cache import DecodeCache
-    from mc2emu.runtime.events import EventBus
+    from mc2emu.runtime.event_bus import EventBus
     from mc2emu.runtime.faults import FaultPlan
     from mc2emu.runtime.gm import GlobalMemory
     from mc2emu.runtime.hazards import HazardLog

@@ -24,7 +24,7 @@ from mc2emu.runtime.gm import FP4_DTYPES
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mc2emu.runtime.events import EventBus
+    from mc2emu.runtime.event_bus import EventBus
     from mc2emu.runtime.gm import Allocation, GmAddr
 
 

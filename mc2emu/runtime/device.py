@@ -23,7 +23,8 @@ from mc2emu.runtime.compute_slots import ComputeSlots
 from mc2emu.runtime.core import CoreContext
 from mc2emu.runtime.cross_core import CoreKey, CrossCoreFlags
 from mc2emu.runtime.decode_cache import DecodeCache
-from mc2emu.runtime.events import CoreBegin, CoreEnd, EventBus, HazardReported, LaunchBegin, LaunchEnd
+from mc2emu.runtime.event_bus import EventBus
+from mc2emu.runtime.events import CoreBegin, CoreEnd, HazardReported, LaunchBegin, LaunchEnd
 from mc2emu.runtime.faults import FaultPlan
 from mc2emu.runtime.gm import GlobalMemory
 from mc2emu.runtime.hazards import (

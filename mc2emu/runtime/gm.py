@@ -27,7 +27,8 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.numerics.int_math import Align
-from mc2emu.runtime.events import EventBus, GmRead, GmWrite
+from mc2emu.runtime.event_bus import EventBus
+from mc2emu.runtime.events import GmRead, GmWrite
 from mc2emu.runtime.hazards import GmError, Hazard, HazardLog
 
 if TYPE_CHECKING:

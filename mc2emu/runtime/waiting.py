@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mc2emu.runtime.events import EventBus, WaitBegin, WaitEnd
+from mc2emu.runtime.event_bus import EventBus
+from mc2emu.runtime.events import WaitBegin, WaitEnd
 from mc2emu.runtime.hazards import DeadlockError, LaunchAborted
 
 # Default deadline: seconds without any progress anywhere. A legitimate wait at the benchmark sizes

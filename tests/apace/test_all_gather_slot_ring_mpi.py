@@ -12,7 +12,8 @@ from mc2emu.apace.all_gather_qbmm_mx_kernel import FragmentParams
 from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gather_quant_matmul
 from mc2emu.ops.all_gather_quant_matmul_golden import ag_st_verify
 from mc2emu.runtime import ConstraintError, EventRecorder, HazardError, PerturbPolicy
-from mc2emu.runtime.events import FlagConsume, HazardReported, Put
+from mc2emu.runtime.comm_events import Put
+from mc2emu.runtime.events import FlagConsume, HazardReported
 from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.all_gather_quant_matmul_tiling import make_ag_comm_tiling
 

@@ -10,7 +10,7 @@ from mc2emu.blaze.tensor_api.layout import MakeFrameLayout, NDExtLayoutPtn
 from mc2emu.blaze.tensor_api.tensor import MakeMemPtr, MakeTensor
 from mc2emu.runtime import Device
 from mc2emu.runtime.decode_cache import DecodeCache, read_stamp
-from mc2emu.runtime.events import EventBus
+from mc2emu.runtime.event_bus import EventBus
 
 
 def _stamp(t):

@@ -9,7 +9,7 @@ import pytest
 from mc2emu.blaze.gemm.tile.tile_mmad_mx import dequant_chunk
 from mc2emu.numerics import ElemFormat, decode_elements, decode_scales, dequant_cols, dequant_rows
 from mc2emu.runtime.decode_cache import DecodeCache, same_bytes
-from mc2emu.runtime.events import EventBus
+from mc2emu.runtime.event_bus import EventBus
 
 ALL_FORMATS = list(ElemFormat)
 

@@ -21,7 +21,8 @@ from mc2emu.blaze.gemm.block.block_scheduler_matmul_swat_with_tail_split import 
 from mc2emu.numerics.compare import ulp_distances
 from mc2emu.ops import golden_weight_dequant, golden_weight_quant_matmul, weight_quant_matmul
 from mc2emu.ops.weight_quant_matmul_host import WqmmProblem, wqmm_tiling
-from mc2emu.runtime.events import EventRecorder, FlagSet, HazardReported, Mmad, Vector
+from mc2emu.runtime.event_bus import EventRecorder
+from mc2emu.runtime.events import FlagSet, HazardReported, Mmad, Vector
 from mc2emu.runtime.hazards import ConstraintError, Hazard, HazardError
 from mc2emu.runtime.perturb import PerturbPolicy
 

@@ -10,22 +10,24 @@ import pytest
 from trace_check import check_chrome_trace
 
 from mc2emu.runtime import Device, Hazard, Pipe, Severity
-from mc2emu.runtime.events import (
+from mc2emu.runtime.comm_events import (
     CrossCore,
     CrossDevice,
+    HcclCommit,
+    HcclExecuted,
+    HcclWait,
+    Put,
+    SignalPost,
+    SignalWait,
+)
+from mc2emu.runtime.events import (
     Fixpipe,
     FlagConsume,
     FlagRaise,
     FlagSet,
     GmRead,
     HazardReported,
-    HcclCommit,
-    HcclExecuted,
-    HcclWait,
     Mmad,
-    Put,
-    SignalPost,
-    SignalWait,
     SyncAllEnd,
     WaitBegin,
     WaitEnd,

@@ -25,7 +25,8 @@ from mc2emu.cli.scenarios import (
 )
 from mc2emu.ops.all_to_all_quant_matmul_op import LaunchMode
 from mc2emu.runtime import ConstraintError, DeadlockError, Hazard, HazardError, HazardReport, Severity
-from mc2emu.runtime.events import Mmad, Put, WaitBegin, WaitEnd
+from mc2emu.runtime.comm_events import Put
+from mc2emu.runtime.events import Mmad, WaitBegin, WaitEnd
 
 
 class _Req:

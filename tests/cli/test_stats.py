@@ -6,21 +6,8 @@ import pytest
 
 from mc2emu.cli.stats import CaseStats, combine, derive_stats, intersect, length, subtract, union
 from mc2emu.runtime import Hazard, Severity
-from mc2emu.runtime.events import (
-    CoreBegin,
-    CoreEnd,
-    Fixpipe,
-    Get,
-    HazardReported,
-    HcclExecuted,
-    HcclPrepare,
-    HcclWait,
-    Mmad,
-    Put,
-    SignalPost,
-    WaitBegin,
-    WaitEnd,
-)
+from mc2emu.runtime.comm_events import Get, HcclExecuted, HcclPrepare, HcclWait, Put, SignalPost
+from mc2emu.runtime.events import CoreBegin, CoreEnd, Fixpipe, HazardReported, Mmad, WaitBegin, WaitEnd
 
 
 class _Op(enum.Enum):

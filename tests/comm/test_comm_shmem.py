@@ -10,7 +10,7 @@ from comm_cases import HANG_TIMEOUT_S, RESYNC_TIMEOUT_S, rank_data
 
 from mc2emu.comm import Cmp, Shmem, SignalOp, SignalRead
 from mc2emu.runtime import DeadlockError, EventRecorder, KernelError, KernelType
-from mc2emu.runtime.events import Put, SignalPost, SignalWait
+from mc2emu.runtime.comm_events import Put, SignalPost, SignalWait
 
 pytestmark = pytest.mark.mpi(min_size=2)
 

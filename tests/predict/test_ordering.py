@@ -12,7 +12,8 @@ import pytest
 from mc2emu.predict import ReplayError
 from mc2emu.predict.ordering import event_order
 from mc2emu.predict.synthetic import synthetic_a2a
-from mc2emu.runtime.events import FlagConsume, FlagRaise, FlagSet, Mmad, Put, Quiet
+from mc2emu.runtime.comm_events import Put, Quiet
+from mc2emu.runtime.events import FlagConsume, FlagRaise, FlagSet, Mmad
 
 
 def nodes(order, rank, core, kind, nth=None):

@@ -10,7 +10,8 @@ import pytest
 from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
 from mc2emu.predict import CostModel, PredictRecorder, gather_records, replay
-from mc2emu.runtime.events import Mmad, Put
+from mc2emu.runtime.comm_events import Put
+from mc2emu.runtime.events import Mmad
 
 ORI_M, KA, N, HEAD = 32, 128, 64, 16
 SCALE_K_LEN = -(-KA // 64) * 2     # bytes of one scaleA row (E8M0)

@@ -9,7 +9,7 @@ import pytest
 
 from mc2emu.cli.operators.quant_matmul_reduce_scatter import QUICK_SHAPE, SPEC, predict_knobs
 from mc2emu.cli.predict import format_predict_table, predict_operator, recommendation
-from mc2emu.runtime.events import Put
+from mc2emu.runtime.comm_events import Put
 
 US = 1e6
 

@@ -12,7 +12,8 @@ import pytest
 from mc2emu.ops import quant_batch_matmul_mx
 from mc2emu.predict import CostModel, PredictRecorder, ReplayError, replay
 from mc2emu.predict.synthetic import synthetic_a2a
-from mc2emu.runtime.events import CoreBegin, CoreEnd, GmRead, LaunchBegin, LaunchEnd, Mmad, Put
+from mc2emu.runtime.comm_events import Put
+from mc2emu.runtime.events import CoreBegin, CoreEnd, GmRead, LaunchBegin, LaunchEnd, Mmad
 
 MODEL = CostModel()
 INSTANT = MODEL.with_overrides(gm_bw=1e30, mte_port_bytes_per_cycle=1e30, link_bw=1e30, put_latency_s=0.0,

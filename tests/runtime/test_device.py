@@ -334,7 +334,7 @@ def test_seeded_perturbation_reorders_consecutive_sets_without_losing_any():
 def test_an_observer_of_some_kinds_sees_only_those_and_wants_follows_subscriptions():
     """Checkers subscribe to the kinds they read: hot publishers skip an event nobody reads (`wants`), the
     others still reach every observer, in one sequence numbering across kinds."""
-    from mc2emu.runtime.events import EventBus
+    from mc2emu.runtime.event_bus import EventBus
 
     def mmad() -> None:
         bus.emit(Mmad, "AIC0", m=1, n=1, k=64, tile=(0, 0), l0=0, aType="e4m3", unitFlag=3, cmatrixInitVal=True,

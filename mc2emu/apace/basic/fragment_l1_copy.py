@@ -21,7 +21,7 @@ from mc2emu.runtime.gm import GmAddr
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
-    from mc2emu.runtime.events import EventBus
+    from mc2emu.runtime.event_bus import EventBus
 
 
 def fragment_where(t: FragmentTensor) -> tuple[Any, ...]:
