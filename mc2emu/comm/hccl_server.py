@@ -145,12 +145,15 @@ class HcclServer:
                 self._end(s)
 
     def close(self) -> None:
-        """Stop the server thread (idempotent; called by `CommWorld.close()`)."""
+        """Stop the server thread (idempotent; called by `CommWorld.close()` and, for a failed call's world,
+        `CommWorld.release()`). A reduce still waiting for peers' blocks (they left the call) ends unreduced."""
         if self._closed:
             return
         self._closed = True
         self.end_session()
         self._mailbox.put(_Msg(_MsgKind.STOP))
+        with self._bell.guard:
+            self._bell.ring()
         self._thread.join()
 
     def _end(self, s: HcclSession) -> None:
@@ -240,9 +243,11 @@ class HcclServer:
     def _reduce(self, s: HcclSession, task: HcclTask, r: int) -> None:
         h = task.handle
         self.device.waiter.wait_until(
-            self._bell, lambda: s.contributions_landed(h, r + 1), core=SERVER_CORE,
+            self._bell, lambda: self._closed or s.contributions_landed(h, r + 1), core=SERVER_CORE,
             obj=f"HCCL {task.op.value} handle {h} repeat {r}: blocks of every rank", expected=f"{self.ranks}",
             setter="the HCCL server of every rank (their working block's Commit)", poll=True)
+        if self._closed:
+            return
         self.world.sync_windows()
         nbytes = task.block_bytes
         acc_dtype = _REDUCE_INT if task.dtype.kind in "iub" else _REDUCE_FLOAT

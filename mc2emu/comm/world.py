@@ -230,9 +230,7 @@ class CommWorld:
             self.release()
             return
         self.barrier(timeout=barrier_timeout)   # agreed: every rank frees below, or none does
-        hooks, self._close_hooks = self._close_hooks, []
-        for hook in reversed(hooks):
-            hook()
+        self._run_close_hooks()
         self.probe.uninstall()
         for w in reversed(self.windows):
             w.free()
@@ -243,16 +241,24 @@ class CommWorld:
         self.closed = True
 
     def release(self) -> None:
-        """Free a failed world's windows and stop its progress thread (collective over the world's ranks,
-        the same worlds in the same order everywhere: `mc2emu.host.harness` frees left-behind worlds so).
-        Its communicators may hold requests of failed rounds: they are left to MPI."""
+        """Free a failed world: its close hooks run (an HCCL server's thread ends), then its windows are
+        freed and its progress thread stops (collective over the world's ranks, the same worlds in the same
+        order everywhere: `mc2emu.host.harness` frees left-behind worlds so). Its communicators may hold
+        requests of failed rounds: they are left to MPI."""
         if self.closed:
             return
+        self._run_close_hooks()
         self.probe.uninstall()
         for w in reversed(self.windows):
             w.free()
         self.mpi_progress.close()
         self.closed = True
+
+    def _run_close_hooks(self) -> None:
+        """The components built on this world end (last built, first ended), before its windows go."""
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in reversed(hooks):
+            hook()
 
     def _check_open(self) -> None:
         if self.closed:

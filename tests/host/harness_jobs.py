@@ -74,19 +74,31 @@ def _deadlock_then_exit() -> None:
         raise SystemExit("expected a deadlock")
 
 
-def _a2a_deadlock_then_exit() -> None:
-    """The CLI's deadlock showcase (hcomm, localMatmul 2, CCU: a Wait beyond Commit hangs) as a user script."""
-    from mpi4py import MPI
+def hccl_server_threads() -> int:
+    """Live HCCL server threads (one per open or left-behind world with an `HcclServer`)."""
+    return sum(1 for t in threading.enumerate() if t.name.endswith("-HCCL-server"))
 
+
+def a2a_hcomm_deadlock(comm) -> None:
+    """The CLI's deadlock showcase (hcomm, localMatmul 2, CCU: a Wait beyond Commit hangs): raises
+    `DeadlockError` on every rank, leaving its world (with an HCCL server) behind."""
     from mc2emu.ops import all_to_all_quant_matmul
     from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
+
+    inp = gen_st_inputs(comm.Get_rank(), comm.Get_size(), 32, 128, 64)
+    all_to_all_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], impl="hcomm",
+                            local_matmul=2, hccl_server="ccu", timeout=1.0, comm=comm)
+
+
+def _a2a_deadlock_then_exit() -> None:
+    """`a2a_hcomm_deadlock` as a user script."""
+    from mpi4py import MPI
+
     from mc2emu.runtime import DeadlockError
 
     comm = MPI.COMM_WORLD
-    inp = gen_st_inputs(comm.Get_rank(), comm.Get_size(), 32, 128, 64)
     try:
-        all_to_all_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], impl="hcomm",
-                                local_matmul=2, hccl_server="ccu", timeout=1.0)
+        a2a_hcomm_deadlock(comm)
     except DeadlockError:
         print(f"rank {comm.Get_rank()}: deadlock reported", flush=True)
     else:

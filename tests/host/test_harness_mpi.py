@@ -1,7 +1,8 @@
 """The host harness at every world size: a failed call's windows are freed by the next call on the same
 communicator (after a deadlock, a kernel failure, and a failure on one rank only), every rank leaves a
-call the same way whatever fails where, and many calls in one process grow neither the number of live
-windows nor the MPI progress threads nor the memory."""
+call the same way whatever fails where, a failed hcomm call's HCCL server thread ends when its world is
+freed, and many calls in one process grow neither the number of live windows nor the MPI progress threads
+nor the memory."""
 
 import numpy as np
 import pytest
@@ -9,8 +10,10 @@ from harness_jobs import (
     SHORT_TIMEOUT,
     WINDOW_BYTES,
     KernelBug,
+    a2a_hcomm_deadlock,
     call,
     failing_kernel,
+    hccl_server_threads,
     live_windows,
     progress_threads,
     rss_bytes,
@@ -71,6 +74,18 @@ def test_failed_kernel_leaves_its_windows_to_the_next_call():
     assert left_behind_windows(comm) == 1 and live_windows() == before + 2
     call(comm, sum_kernel, "win", 16)
     assert left_behind_windows(comm) == 0 and live_windows() == before
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_failed_hcomm_calls_hccl_server_ends_when_its_world_is_freed():
+    comm = world()
+    settled(comm)
+    assert hccl_server_threads() == 0
+    with pytest.raises(DeadlockError):
+        a2a_hcomm_deadlock(comm)
+    assert left_behind_windows(comm) == 1 and hccl_server_threads() == 1
+    settled(comm)                             # frees the left-behind world: its close hooks end the server
+    assert hccl_server_threads() == 0
 
 
 @pytest.mark.mpi(min_size=2)
