@@ -61,6 +61,8 @@ def _run_ranks(opts: RunOptions, registry: Registry) -> int:
     rank, size = comm.Get_rank(), comm.Get_size()
     if opts.predict:
         return _run_predict(opts, registry, comm)
+    if opts.source_cases is not None:
+        return _run_source_cases(opts, comm)
     try:
         plan = (plan_replay(registry, opts, size) if opts.inputs is not None
                 else [Planned(c) for c in plan_cases(registry, opts)])
@@ -110,6 +112,25 @@ def _run_predict(opts: RunOptions, registry: Registry, comm: Any) -> int:
         return EXIT_INTERNAL
 
 
+def _run_source_cases(opts: RunOptions, comm: Any) -> int:
+    """The source's case tables replayed (`comm` None: a host-only replay, this process alone)."""
+    from mc2emu.cli.source_cases import replay
+
+    rank = comm.Get_rank() if comm is not None else 0
+
+    def say(text: str) -> None:
+        if rank == 0:
+            _out(text)
+
+    try:
+        return replay(opts, comm, say)
+    except BaseException as exc:  # never leave the other ranks in a collective
+        _err(f"mc2emu: rank {rank}: internal error, aborting every rank:\n" + "".join(traceback.format_exception(exc)))
+        if comm is not None:
+            comm.Abort(EXIT_INTERNAL)
+        return EXIT_INTERNAL
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     mpi = under_mpirun()
@@ -122,11 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     from mc2emu.cli.options import OptionError, help_text, parse_options
     from mc2emu.cli.report import format_listing
     from mc2emu.cli.scenarios import host_request, plan_cases
+    from mc2emu.cli.source_cases import check_options, needs_ranks
 
     rank = _world_rank() if mpi else 0
     try:
         registry = default_registry()    # an operator module that does not import is an error, never skipped
         opts = parse_options(args, registry.specs(), __doc__ or "")
+        check_options(opts)
     except OptionError as exc:
         if rank == 0:
             _err(f"mc2emu: {exc}")
@@ -150,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             _out(format_listing(registry))
         return 0
+    if opts.source_cases is not None and not needs_ranks(opts):
+        return _run_source_cases(opts, None) if rank == 0 else 0
     if not mpi:
-        if opts.inputs is None and not opts.predict:
+        if opts.inputs is None and not opts.predict and opts.source_cases is None:
             try:
                 plan_cases(registry, opts)  # fail fast, before starting any rank
             except OptionError as exc:

@@ -167,6 +167,10 @@ class RunOptions:
     predict: bool = False
     plot: Path | None = None
     cost: tuple[str, ...] = ()
+    # --source-cases OP: replay the source's case tables (mc2emu/cli/source_cases.py), m / --scale.
+    source_cases: str | None = None
+    scale: int = 1
+    case: tuple[str, ...] = ()
     operators: Mapping[str, OperatorOptions] = field(default_factory=dict)
 
     def mode_options_given(self) -> tuple[str, ...]:
@@ -276,6 +280,16 @@ def _common_parser(description: str) -> argparse.ArgumentParser:
                                                                  "(PNG / SVG; needs the plot extra)")
     prd.add_argument("--cost", action="append", default=[], metavar="NAME=VALUE",
                      help="with --predict: override a cost model field, e.g. link_bw=4e12, put_latency_s=1e-6")
+    src = ap.add_argument_group("the source's case tables (tests/data/source_cases)")
+    src.add_argument("--source-cases", metavar="OP",
+                     help="replay OP's source case tables as the source's ST / UT does: its shapes and R, its "
+                          "data recipe and verify rule, one row per case (cases at another R are listed)")
+    src.add_argument("--scale", type=int_at_least(1, "--scale"), default=1, metavar="M_DIV",
+                     help="with --source-cases: divide m by M_DIV where the case keeps its tiles per rank and "
+                          "tail (CI); the full size is the reference")
+    src.add_argument("--case", action="append", default=[], metavar="NAME",
+                     help="with --source-cases: replay only this case (its name in the table's case column, e.g. "
+                          "a2a#1; repeatable)")
     out = ap.add_argument_group("output")
     out.add_argument("--trace", type=Path, metavar="FILE", help="write a Chrome trace (Perfetto) of every case")
     out.add_argument("--dump", type=Path, metavar="DIR", help="write each rank's inputs and outputs (rank{r}.npz)")
@@ -331,6 +345,7 @@ def parse_options(argv: list[str], operators: Sequence[OperatorEntry], descripti
     ns = build_parser(operators, description).parse_args(argv)
     values = vars(ns)
     values["cost"] = tuple(values.get("cost") or ())
+    values["case"] = tuple(values.get("case") or ())
     per_op = {e.name: e.options(**{name: values[name] for name, _, _ in e.options.declared()}) for e in operators}
     opts = RunOptions(**{name: values[name] for name in COMMON_FIELDS}, operators=per_op)
     if (opts.plot is not None or opts.cost) and not opts.predict:

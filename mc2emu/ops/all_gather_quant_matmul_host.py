@@ -72,6 +72,7 @@ class AgProblem:
     protocol: AgProtocol = AgProtocol.SEED
     slot_num: int = 0
     has_bias: bool = False
+    tile_m: int | None = None   # None: the ST host's tileM = min(512, m)
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
     R, rank = problem.rank_size, problem.rank
     m, k, n = problem.m, problem.k, problem.n
     # Tiling before any collective set-up: a refused tiling is refused on every rank (same shapes).
-    ct = make_ag_comm_tiling(m, k)
+    ct = make_ag_comm_tiling(m, k, problem.tile_m)
     mm = ag_matmul_tiling(ct, R, n, problem.elem, DAV_3510, block_dim)
     # block_dim None: as the all-to-all host, a tiny problem still launches R blocks (AIV block r serves peer r);
     # the extra AICs find no tile and only drain their waits. A given block_dim is launched as given, as the ST

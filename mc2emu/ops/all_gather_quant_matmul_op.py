@@ -36,6 +36,8 @@ from mc2emu.ops.all_gather_quant_matmul_host import AgLaunchInfo, AgProblem, AgP
 from mc2emu.ops.mx_operands import mx_operand_violations
 from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_constraint_violations
 
+TILE_M_ALIGN = 16  # a `tile_m` override is whole 16-row fractals (the tail pads to 16 rows likewise)
+
 if TYPE_CHECKING:
     from mc2emu.runtime.faults import FaultPlan
     from mc2emu.runtime.perturb import PerturbPolicy
@@ -47,7 +49,7 @@ PAIR_K = 64
 
 def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
              rank_size: int, wait_order: Any, protocol: Any, slot_num: int, bias: Any, out_dtype: Any,
-             kernel_variant: Any) -> tuple[AgProblem | None, list[tuple[str, str]]]:
+             kernel_variant: Any, tile_m: int | None = None) -> tuple[AgProblem | None, list[tuple[str, str]]]:
     """Every input rule as (rule, reason) pairs; the problem when there are none."""
     errs: list[tuple[str, str]] = []
     proto = parse_enum(AgProtocol, protocol, "protocol", errs)
@@ -62,6 +64,10 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
     elif slot_num != 0 and proto is AgProtocol.SEED:
         errs.append(("slot_num", f"slot_num={slot_num!r}: the seed protocol has no slots (protocol 'slot_ring' "
                                  f"takes slot_num)"))
+    if tile_m is not None and (isinstance(tile_m, bool) or not isinstance(tile_m, (int, np.integer))
+                               or tile_m < TILE_M_ALIGN or tile_m % TILE_M_ALIGN):
+        errs.append(("tile_m", f"tile_m={tile_m!r} must be a positive multiple of {TILE_M_ALIGN} rows (None: the ST "
+                               f"host's min(512, m))"))
     variant = parse_enum(AgKernelVariant, kernel_variant, "kernel_variant", errs)
     if variant is AgKernelVariant.SKIP_RELEASE_WAIT and proto is not AgProtocol.SLOT_RING:
         errs.append(("kernel_variant", "kernel_variant 'skip_release_wait' is a slot_ring variant (the seed "
@@ -93,14 +99,14 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         return None, errs
     assert out is not None and order is not None and variant is not None and proto is not None
     return AgProblem(rank, rank_size, m, k, n, elems[0], elems[1], out, order, variant, proto, int(slot_num),
-                     bias is not None), errs
+                     bias is not None, None if tile_m is None else int(tile_m)), errs
 
 
 @overload
 def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                             bias: np.ndarray | None = ..., out_dtype: Any = ...,
                             wait_order: str | WaitOrder | None = ..., protocol: str | AgProtocol = ...,
-                            slot_num: int = ..., block_dim: int | None = ...,
+                            slot_num: int = ..., block_dim: int | None = ..., tile_m: int | None = ...,
                             kernel_variant: str | AgKernelVariant = ..., check: bool = ...,
                             timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                             observers: Iterable[Observer] = ..., faults: FaultPlan | None = ..., comm: Any = ...,
@@ -109,7 +115,7 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
 def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                             bias: np.ndarray | None = ..., out_dtype: Any = ...,
                             wait_order: str | WaitOrder | None = ..., protocol: str | AgProtocol = ...,
-                            slot_num: int = ..., block_dim: int | None = ...,
+                            slot_num: int = ..., block_dim: int | None = ..., tile_m: int | None = ...,
                             kernel_variant: str | AgKernelVariant = ..., check: bool = ...,
                             timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                             observers: Iterable[Observer] = ..., faults: FaultPlan | None = ..., comm: Any = ...,
@@ -119,7 +125,7 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
 def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                             bias: np.ndarray | None = None, out_dtype: Any = "bfloat16",
                             wait_order: str | WaitOrder | None = None, protocol: str | AgProtocol = "seed",
-                            slot_num: int = 0, block_dim: int | None = None,
+                            slot_num: int = 0, block_dim: int | None = None, tile_m: int | None = None,
                             kernel_variant: str | AgKernelVariant = "source", check: bool = True,
                             timeout: float | None = None, perturb: PerturbPolicy | None = None,
                             observers: Iterable[Observer] = (), faults: FaultPlan | None = None, comm: Any = None,
@@ -129,12 +135,13 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
 
     The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
     `mc2emu.host.call_options`. Extras: `kernel_variant` (a reproduced hazard of the kernel,
-    `AgKernelVariant`). `wait_order` None: the protocol's (seed "mask", slot_ring "in_order")."""
+    `AgKernelVariant`), `tile_m` (replaces the ST host's 512 in tileM = min(512, m): scaled replays).
+    `wait_order` None: the protocol's (seed "mask", slot_ring "in_order")."""
     comm = world_comm(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, wait_order=wait_order,
                              protocol=protocol, slot_num=slot_num, bias=bias, out_dtype=out_dtype,
-                             kernel_variant=kernel_variant)
+                             kernel_variant=kernel_variant, tile_m=tile_m)
     errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None

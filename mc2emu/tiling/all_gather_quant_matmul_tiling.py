@@ -66,9 +66,9 @@ class AgCommTiling:
         return rank_size * (self.tileCnt * self.tileM + self.tailCnt * self.paddedTailM)
 
 
-def make_ag_comm_tiling(m: int, k: int) -> AgCommTiling:
-    """The ST host rule (main.cpp) and the impl's derived fields."""
-    tileM = min(TILE_M, m)
+def make_ag_comm_tiling(m: int, k: int, tile_m: int | None = None) -> AgCommTiling:
+    """The ST host rule (main.cpp: tileM = min(512, m); `tile_m` replaces the 512) and the impl's derived fields."""
+    tileM = min(TILE_M if tile_m is None else tile_m, m)
     tileCnt = m // tileM if tileM > 0 else 0
     tailM = m % tileM if tileM > 0 else 0
     tailCnt = 1 if tailM > 0 else 0
