@@ -3,8 +3,9 @@ moderate shape, checks on, compared with its golden; one progress line per case 
 
 Started without mpirun, it relaunches itself under the installed `mpiexec` with `--np` ranks (default 8).
 `--hazards` adds the expected-hazard showcase (each hazard must be reported); `--list` shows the
-registry. Exit code: 0 all pass, 1 a mismatch with the golden, 2 bad input or options, 3 a hazard or a
-deadlock (or an expected one that was not reported). See docs/cli.md.
+registry. Cases an operator cannot run at this world size are listed as not applicable, the rest runs.
+Exit code: 0 all that ran pass, 1 a mismatch with the golden, 2 bad input or options (or nothing can run at
+this world size), 3 a hazard or a deadlock (or an expected one that was not reported). See docs/cli.md.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _run_ranks(opts: RunOptions, registry: Registry) -> int:
     from mpi4py import MPI
 
     from mc2emu.cli.options import OptionError
-    from mc2emu.cli.runner import CaseRunner, Planned, Watchdog, plan_replay, validate_plan
+    from mc2emu.cli.runner import CaseRunner, Planned, PlanSplit, Watchdog, plan_replay, split_plan, validate_plan
     from mc2emu.cli.scenarios import plan_cases
 
     comm = MPI.COMM_WORLD
@@ -64,9 +65,13 @@ def _run_ranks(opts: RunOptions, registry: Registry) -> int:
     if opts.source_cases is not None:
         return _run_source_cases(opts, comm)
     try:
-        plan = (plan_replay(registry, opts, size) if opts.inputs is not None
-                else [Planned(c) for c in plan_cases(registry, opts)])
-        reasons = validate_plan(registry, plan, size)
+        if opts.inputs is not None:  # a replay runs every dumped case or none
+            split = PlanSplit(plan_replay(registry, opts, size), {})
+            reasons = validate_plan(registry, split.runnable, size)
+        else:  # the suite: the cases that cannot run at this world size are listed, the rest runs
+            plan = [Planned(c) for c in plan_cases(registry, opts)]
+            split = split_plan(registry, plan, size)
+            reasons = [] if split.runnable else validate_plan(registry, plan, size)
         if reasons:
             raise OptionError("; ".join(reasons))
     except OptionError as exc:
@@ -77,9 +82,12 @@ def _run_ranks(opts: RunOptions, registry: Registry) -> int:
     runner = CaseRunner(registry, opts, comm, sys.stdout, sys.stderr, watchdog)
     checks = "checks on" if opts.check else "checks off"
     extra = f", perturb seed {opts.perturb}" if opts.perturb is not None else ""
-    runner.say(f"mc2emu: {len(plan)} case(s) on {size} rank(s), {checks}{extra}")
+    left = f", {split.skipped} not applicable" if split.skipped else ""
+    runner.say(f"mc2emu: {len(split.runnable)} case(s) on {size} rank(s){left}, {checks}{extra}")
+    for line in split.lines(size):
+        runner.say(line)
     try:
-        return runner.run(plan)
+        return runner.run(split.runnable, split.skipped)
     except BaseException as exc:  # a bug here must end every rank, never leave the others in a collective
         _err(f"mc2emu: rank {rank}: internal error, aborting every rank:\n"
              + "".join(traceback.format_exception(exc)))

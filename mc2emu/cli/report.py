@@ -280,12 +280,15 @@ def format_table(reports: Sequence[CaseReport]) -> str:
     return "\n".join(lines)
 
 
-def summary_line(reports: Sequence[CaseReport]) -> str:
+def summary_line(reports: Sequence[CaseReport], not_applicable: int = 0, ranks: int = 0) -> str:
+    """"N case(s): P pass, E expected[, X not applicable at R = r]; exit code c" (N counts both)."""
     counts: dict[str, int] = {}
     for r in reports:
         counts[r.status.label] = counts.get(r.status.label, 0) + 1
-    parts = ", ".join(f"{n} {label.lower()}" for label, n in counts.items())
-    return f"{len(reports)} case(s): {parts}; exit code {exit_code(reports)}"
+    parts = [f"{n} {label.lower()}" for label, n in counts.items()]
+    if not_applicable:
+        parts.append(f"{not_applicable} not applicable at R = {ranks}")
+    return f"{len(reports) + not_applicable} case(s): {', '.join(parts)}; exit code {exit_code(reports)}"
 
 
 # Messages that differ only in the rank, core or seconds they name are printed once.

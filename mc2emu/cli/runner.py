@@ -251,6 +251,7 @@ class CaseRunner:
         self.err = err
         self.watchdog = watchdog
         self.state = SuiteState()
+        self.not_applicable = 0
 
     def say(self, text: str) -> None:
         if self.rank == 0:
@@ -383,7 +384,10 @@ class CaseRunner:
         return report
 
     # the whole suite -----------------------------------------------------------------------------------------
-    def run(self, plan: list[Planned]) -> int:
+    def run(self, plan: list[Planned], not_applicable: int = 0) -> int:
+        """Every planned case, then the table; `not_applicable`: the cases left out at this world size (counted
+        in the summary line)."""
+        self.not_applicable = not_applicable
         total = len(plan)
         for i, planned in enumerate(plan, 1):
             report = self.run_case(i, total, planned)
@@ -403,7 +407,7 @@ class CaseRunner:
             self.say(format_table(self.state.reports))
             for line in note_lines(self.state.reports):
                 self.say(line)
-            self.say(summary_line(self.state.reports))
+            self.say(summary_line(self.state.reports, self.not_applicable, self.size))
             if aborting:
                 self.say("an unexpected deadlock: the operator state of the ranks is undefined; aborting every "
                          f"rank with exit code {EXIT_HAZARD}")
@@ -430,9 +434,36 @@ class CaseRunner:
 
 def validate_plan(registry: Registry, plan: list[Planned], size: int) -> list[str]:
     """Reasons the planned cases cannot run at this world size (identical on every rank)."""
-    cases_of: dict[str, list[str]] = {}
-    for p in plan:
-        for why in registry.get(p.case.op).validate(p.case, size):
-            cases_of.setdefault(f"{p.case.op}: {why}", []).append(p.case.case_id)
-    return [f"{why} ({len(ids)} case(s))" if len(ids) > 1 else f"{why} ({ids[0]})" for why, ids in cases_of.items()]
+    return [f"{why} ({len(ids)} case(s))" if len(ids) > 1 else f"{why} ({ids[0]})"
+            for why, ids in split_plan(registry, plan, size).not_applicable.items()]
 
+
+@dataclass(frozen=True)
+class PlanSplit:
+    """A plan at one world size: the cases that run, and per rule (operator: reason) the ids of the rest."""
+
+    runnable: list[Planned]
+    not_applicable: dict[str, list[str]]
+
+    @property
+    def skipped(self) -> int:
+        return sum(len(ids) for ids in self.not_applicable.values())
+
+    def lines(self, size: int) -> list[str]:
+        """One line per rule: "not applicable at R = 16: op: AG-3 R <= 8 (seed protocol): 16 ranks: 6 case(s)"."""
+        return [f"not applicable at R = {size}: {why}: " + (f"{len(ids)} case(s)" if len(ids) > 1 else ids[0])
+                for why, ids in self.not_applicable.items()]
+
+
+def split_plan(registry: Registry, plan: list[Planned], size: int) -> PlanSplit:
+    """The planned cases the operators accept at this world size, and the rest grouped by rule (identical on
+    every rank). A case is not applicable when its operator's `validate(case, size)` gives a reason."""
+    runnable: list[Planned] = []
+    refused: dict[str, list[str]] = {}
+    for p in plan:
+        reasons = registry.get(p.case.op).validate(p.case, size)
+        for why in reasons:
+            refused.setdefault(f"{p.case.op}: {why}", []).append(p.case.case_id)
+        if not reasons:
+            runnable.append(p)
+    return PlanSplit(runnable, refused)

@@ -31,7 +31,9 @@ from mc2emu.cli.report import (
     make_report,
     note_lines,
     progress_line,
+    summary_line,
 )
+from mc2emu.cli.runner import Planned, split_plan, validate_plan
 from mc2emu.cli.scenarios import (
     Case,
     Comparison,
@@ -359,6 +361,62 @@ def test_exit_code_is_the_worst_case():
     assert exit_code([rep(Status.PASS), rep(Status.MISMATCH)]) == 1
     assert exit_code([rep(Status.BAD_INPUT), rep(Status.MISMATCH)]) == 2
     assert exit_code([rep(Status.BAD_INPUT), rep(Status.DEADLOCK)]) == 3
+
+
+def test_summary_counts_the_cases_not_applicable_at_this_world_size():
+    def rep(status):
+        return CaseReport(1, 1, CASE, 16, status, "", (), CaseStats())
+
+    reports = [rep(Status.PASS), rep(Status.PASS), rep(Status.EXPECTED)]
+    assert summary_line(reports) == "3 case(s): 2 pass, 1 expected; exit code 0"
+    assert summary_line(reports, 6, 16) == "9 case(s): 2 pass, 1 expected, 6 not applicable at R = 16; exit code 0"
+
+
+AG = "all_gather_quant_matmul"
+QMRS = "quant_matmul_reduce_scatter"
+
+
+def _split(registry, argv, size):
+    return split_plan(registry, [Planned(c) for c in plan_cases(registry, parse_options(argv))], size)
+
+
+@pytest.mark.parametrize("size", range(2, 9))
+def test_up_to_eight_ranks_every_case_of_the_plan_runs(registry, size):
+    for argv in (["--quick"], [], ["--quick", "--hazards"]):
+        split = _split(registry, argv, size)
+        assert split.skipped == 0 and split.not_applicable == {} and split.lines(size) == []
+
+
+@pytest.mark.parametrize("size", range(9, 17))
+def test_above_eight_ranks_the_seed_all_gather_is_not_applicable_the_slot_ring_runs(registry, size):
+    """AG-3 per protocol: the seed kernel's cFragAddrs_[8], the slot ring's MAX_RANK_SIZE = 16."""
+    plan = [Planned(c) for c in plan_cases(registry, parse_options(["--quick", "--hazards"]))]
+    split = split_plan(registry, plan, size)
+    seed = [p for p in plan if p.case.op == AG and p.case.mode.protocol.value == "seed"]
+    ring = [p for p in plan if p.case.op == AG and p.case.mode.protocol.value == "slot_ring"]
+    assert len(seed) == 6 and len(ring) == 3
+    assert split.runnable == [p for p in plan if p not in seed]    # the plan's order, the slot ring included
+    why = f"{AG}: AG-3 R <= 8 (seed protocol): {size} ranks"
+    assert split.not_applicable == {why: [p.case.case_id for p in seed]}
+    assert split.lines(size) == [f"not applicable at R = {size}: {why}: 6 case(s)"]
+
+
+def test_past_every_operators_limit_each_rule_is_listed_once(registry):
+    split = _split(registry, ["--quick"], 65)
+    assert split.skipped == 16 and {p.case.op for p in split.runnable} == {
+        "selfcheck", "quant_batch_matmul", "weight_quant_matmul", "grouped_matmul_mx"}
+    assert [why.split(": ")[1] for why in split.not_applicable] == [
+        "A2A-5 R <= 64", "AG-3 R <= 8 (seed protocol)", "AG-3 R <= 16 (slot_ring protocol)",
+        "QMRS-4 R <= 64 (HCCL_MTE_MAX_RANK_NUM)"]
+
+
+def test_a_plan_nothing_of_which_can_run_keeps_its_reasons(registry):
+    """An explicit --op the rank rule forbids: nothing runs, and the run refuses it with the reasons (exit 2)."""
+    plan = [Planned(c) for c in plan_cases(registry, parse_options(["--op", AG, "--quick", "--wait-order",
+                                                                    "mask"]))]
+    assert split_plan(registry, plan, 9).runnable == []
+    assert validate_plan(registry, plan, 9) == [f"{AG}: AG-3 R <= 8 (seed protocol): 9 ranks ({plan[0].case.case_id})"]
+    assert validate_plan(registry, plan, 8) == []
 
 
 def test_table_progress_and_errors_text():

@@ -12,7 +12,7 @@ from trace_check import check_chrome_trace
 
 from mc2emu.cli.options import OperatorOptions, option, parse_options
 from mc2emu.cli.report import Status
-from mc2emu.cli.runner import CaseRunner, Planned, Watchdog
+from mc2emu.cli.runner import CaseRunner, Planned, Watchdog, split_plan
 from mc2emu.cli.scenarios import (
     Comparison,
     Expect,
@@ -137,6 +137,26 @@ def test_pass_mismatch_hazard_and_bad_input_verdicts():
     assert out.count("operator ") == 1 and "SPLITK_SEQUENCE" in out and "rule-7: bad shape" in out
     s = runner.state.reports[0].stats
     assert (s.waits, s.puts, s.bytes_moved, s.tiles) == (1, 1, 64, 1)
+
+
+def test_cases_not_applicable_at_the_world_size_are_left_out_and_counted():
+    """The operator refuses lm1 at this world size: the mismatching case is left out, the rest passes (exit 0)
+    and the summary counts both."""
+    spec = dataclasses.replace(_spec([FakeMode(local_matmul=0), FakeMode(local_matmul=1)]),
+                               validate=lambda case, size: [f"rule-9 R >= 2: {size} ranks"] * case.mode.local_matmul)
+    registry = Registry([spec])
+    opts = parse_options([], registry.specs())
+    split = split_plan(registry, [Planned(c) for c in plan_cases(registry, opts)], 1)
+    assert [p.case.mode.local_matmul for p in split.runnable] == [0] and split.skipped == 1
+    assert split.lines(1) == ["not applicable at R = 1: fake: rule-9 R >= 2: 1 ranks: fake_lm1_4"]
+    comm, out, err = FakeComm(), io.StringIO(), io.StringIO()
+    wd = Watchdog(comm, err, abort=[].append)
+    try:
+        code = CaseRunner(registry, opts, comm, out, err, wd).run(split.runnable, split.skipped)
+    finally:
+        wd.stop()
+    assert code == 0
+    assert out.getvalue().splitlines()[-1] == "2 case(s): 1 pass, 1 not applicable at R = 1; exit code 0"
 
 
 def test_unexpected_exception_is_an_error_not_a_crash():

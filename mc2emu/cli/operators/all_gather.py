@@ -48,7 +48,7 @@ from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs, golden_all_gat
 from mc2emu.ops.all_gather_quant_matmul_op import AgProtocol
 from mc2emu.runtime.gm import POISON_BYTE
 from mc2emu.runtime.hazards import Hazard
-from mc2emu.tiling.all_gather_quant_matmul_tiling import MAX_RANKS, ag_matmul_tiling, make_ag_comm_tiling
+from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_matmul_tiling, make_ag_comm_tiling, max_ranks
 
 
 class AgBlocks(enum.Enum):
@@ -253,8 +253,11 @@ def validate(case: Case, size: int) -> list[str]:
     k = case.shape.k
     if k % 32 or (-(-k // 64)) % 2:
         out.append(f"AG-1/AG-2 K % 32 == 0 and ceil(K/64) even: --k {k}")
-    if size > MAX_RANKS:
-        out.append(f"AG-3 R <= {MAX_RANKS}: {size} ranks")
+    mode = case.mode
+    assert isinstance(mode, AGMode)
+    limit = max_ranks(mode.protocol is AgProtocol.SLOT_RING)  # the seed's cFragAddrs_[8], the slot ring's 16
+    if size > limit:
+        out.append(f"AG-3 R <= {limit} ({mode.protocol.value} protocol): {size} ranks")
     return out
 
 

@@ -44,6 +44,7 @@ from mc2emu.ops.quant_matmul_reduce_scatter_op import QmrsImpl
 from mc2emu.runtime.hazards import Hazard
 from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     MAX_RANK_ROUNDS,
+    MAX_RANKS,
     MAX_ROUNDS,
     ROW_ALIGN,
     make_rs_comm_tiling,
@@ -113,10 +114,16 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     return quant_matmul_reduce_scatter(
         inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], impl=mode.kernel,
         head_m_size=mode.head_m if mode.head_m is not None else
-        HEAD_M_SIZE if rounds and case.shape.m % HEAD_M_SIZE == 0 else None,
+        HEAD_M_SIZE if rounds and _sixteen_row_rounds_fit(case.shape.m, ctx.size) else None,
         block_dim=ctx.block_dim if ctx.block_dim is not None else default_dim, check=ctx.check,
         timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
         kernel_variant=mode.variant)
+
+
+def _sixteen_row_rounds_fit(m: int, size: int) -> bool:
+    """Rounds of HEAD_M_SIZE rows divide m and keep RS-5 R * T <= 32 (else the host picks T: at R >= 11 the
+    default m = 48 would need T = 3)."""
+    return m % HEAD_M_SIZE == 0 and size * (m // HEAD_M_SIZE) <= MAX_RANK_ROUNDS
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
@@ -132,6 +139,8 @@ def validate(case: Case, size: int) -> list[str]:
     k = case.shape.k
     if k % 32 or (-(-k // 64)) % 2:
         out.append(f"QMRS-2/QMRS-3 K % 32 == 0 and ceil(K/64) even: --k {k}")
+    if size > MAX_RANKS:
+        out.append(f"QMRS-4 R <= {MAX_RANKS} (HCCL_MTE_MAX_RANK_NUM): {size} ranks")
     return out
 
 
