@@ -404,7 +404,7 @@ def test_above_eight_ranks_the_seed_all_gather_is_not_applicable_the_slot_ring_r
 def test_past_every_operators_limit_each_rule_is_listed_once(registry):
     split = _split(registry, ["--quick"], 65)
     assert split.skipped == 16 and {p.case.op for p in split.runnable} == {
-        "selfcheck", "quant_batch_matmul", "weight_quant_matmul", "grouped_matmul_mx"}
+        "selfcheck", "quant_batch_matmul_mx", "weight_quant_matmul", "grouped_matmul_mx"}
     assert [why.split(": ")[1] for why in split.not_applicable] == [
         "A2A-5 R <= 64", "AG-3 R <= 8 (seed protocol)", "AG-3 R <= 16 (slot_ring protocol)",
         "QMRS-4 R <= 64 (HCCL_MTE_MAX_RANK_NUM)"]
