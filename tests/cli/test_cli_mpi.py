@@ -196,6 +196,20 @@ def test_replay_refuses_another_world_size(tmp_path):
     assert proc.returncode == 2 and "written by 2 ranks" in proc.stderr
 
 
+def test_past_the_seed_limit_the_seed_all_gather_is_listed_and_the_slot_ring_runs(tmp_path):
+    """9 ranks: AG-3 R <= 8 leaves the seed protocol's cases out (listed, counted), the slot ring's (R <= 16)
+    run, exit 0; the seed protocol alone (--wait-order selects it) can run nothing: exit 2 with the rule."""
+    proc = run_cli(9, "--quick", "--op", "all_gather_quant_matmul")
+    rows = _check_run(proc, 9)
+    assert [r[2] for r in rows] == ["slot_ring=1", "slot_ring=0"], proc.stdout
+    assert ("not applicable at R = 9: all_gather_quant_matmul: AG-3 R <= 8 (seed protocol): 9 ranks: 2 case(s)"
+            in proc.stdout.splitlines())
+    assert proc.stdout.splitlines()[-1] == "4 case(s): 2 pass, 2 not applicable at R = 9; exit code 0"
+    refused, rcs = run_wrapped(9, tmp_path, "--quick", "--op", "all_gather_quant_matmul", "--wait-order", "mask")
+    assert refused.returncode == 2 and rcs == dict.fromkeys(range(9), 2), refused.stdout + refused.stderr
+    assert refused.stderr.count("AG-3 R <= 8 (seed protocol): 9 ranks") == 1 and "operator " not in refused.stdout
+
+
 @pytest.mark.slow
 def test_quick_suite_at_eight_ranks():
     proc = run_cli(8, "--quick")
