@@ -66,7 +66,7 @@ def _run_ranks(opts: RunOptions, registry: Registry) -> int:
         return _run_source_cases(opts, comm)
     try:
         if opts.inputs is not None:  # a replay runs every dumped case or none
-            split = PlanSplit(plan_replay(registry, opts, size), {})
+            split = PlanSplit(plan_replay(registry, opts, size), 0, {})
             reasons = validate_plan(registry, split.runnable, size)
         else:  # the suite: the cases that cannot run at this world size are listed, the rest runs
             plan = [Planned(c) for c in plan_cases(registry, opts)]

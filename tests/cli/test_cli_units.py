@@ -16,6 +16,7 @@ from mc2emu.cli.operators import OPERATOR_MODULES, OperatorImportError, default_
 from mc2emu.cli.operators.all_to_all import SPEC as ALL_TO_ALL_QUANT_MATMUL
 from mc2emu.cli.operators.all_to_all import A2AMode, A2AOptions
 from mc2emu.cli.operators.quant_batch_matmul import QbmmMode
+from mc2emu.cli.operators.quant_matmul_reduce_scatter import rounds_head_m as qmrs_head_m
 from mc2emu.cli.options import COMMON_FIELDS, OperatorOptions, OptionError, build_parser, help_text, option
 from mc2emu.cli.options import parse_options as parse_run_options
 from mc2emu.cli.report import (
@@ -407,7 +408,21 @@ def test_past_every_operators_limit_each_rule_is_listed_once(registry):
         "selfcheck", "quant_batch_matmul_mx", "weight_quant_matmul", "grouped_matmul_mx"}
     assert [why.split(": ")[1] for why in split.not_applicable] == [
         "A2A-5 R <= 64", "AG-3 R <= 8 (seed protocol)", "AG-3 R <= 16 (slot_ring protocol)",
-        "QMRS-4 R <= 64 (HCCL_MTE_MAX_RANK_NUM)"]
+        "RS-5 R * T <= 32 (rounds kernel)", "QMRS-4 R <= 64 (HCCL_MTE_MAX_RANK_NUM)"]
+
+
+def test_past_32_ranks_the_qmrs_rounds_kernel_is_not_applicable_the_per_block_kernel_runs(registry):
+    split = _split(registry, ["--quick", "--op", QMRS], 33)
+    assert [p.case.mode.kernel.value for p in split.runnable] == ["per_block"] and split.skipped == 1
+    assert split.lines(33) == [f"not applicable at R = 33: {QMRS}: RS-5 R * T <= 32 (rounds kernel): 33 ranks: "
+                               f"{QMRS}_rounds_32x128x40_e4m3"]
+
+
+@pytest.mark.parametrize("size, head_m", [(2, 16), (10, 16), (11, 32), (16, 32), (17, 48), (32, 48)])
+def test_qmrs_rounds_of_16_rows_grow_only_as_the_round_limits_need(size, head_m):
+    """m = 48: 16-row rounds (T = 3) while R * T <= 32, then 32 + 16 rows (T = 2), then one round; m = 40 is no
+    whole number of 16-row blocks: the host's choice."""
+    assert qmrs_head_m(48, size) == head_m and qmrs_head_m(40, size) is None
 
 
 def test_a_plan_nothing_of_which_can_run_keeps_its_reasons(registry):

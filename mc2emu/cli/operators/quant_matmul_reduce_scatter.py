@@ -48,6 +48,7 @@ from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     MAX_ROUNDS,
     ROW_ALIGN,
     make_rs_comm_tiling,
+    max_rounds,
 )
 
 
@@ -114,16 +115,18 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     return quant_matmul_reduce_scatter(
         inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], impl=mode.kernel,
         head_m_size=mode.head_m if mode.head_m is not None else
-        HEAD_M_SIZE if rounds and _sixteen_row_rounds_fit(case.shape.m, ctx.size) else None,
+        rounds_head_m(case.shape.m, ctx.size) if rounds else None,
         block_dim=ctx.block_dim if ctx.block_dim is not None else default_dim, check=ctx.check,
         timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
         kernel_variant=mode.variant)
 
 
-def _sixteen_row_rounds_fit(m: int, size: int) -> bool:
-    """Rounds of HEAD_M_SIZE rows divide m and keep RS-5 R * T <= 32 (else the host picks T: at R >= 11 the
-    default m = 48 would need T = 3)."""
-    return m % HEAD_M_SIZE == 0 and size * (m // HEAD_M_SIZE) <= MAX_RANK_ROUNDS
+def rounds_head_m(m: int, size: int) -> int | None:
+    """Rounds of HEAD_M_SIZE rows, or of as few 16-row blocks more as the round limits need (T <= min(15, 32 / R):
+    at R = 16 the default m = 48 runs 32 + 16 rows); None when 16 does not divide m (the host's choice)."""
+    if m % HEAD_M_SIZE:
+        return None
+    return max(HEAD_M_SIZE, CeilDiv(CeilDiv(m, max(1, max_rounds(size))), ROW_ALIGN) * ROW_ALIGN)
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
@@ -139,6 +142,10 @@ def validate(case: Case, size: int) -> list[str]:
     k = case.shape.k
     if k % 32 or (-(-k // 64)) % 2:
         out.append(f"QMRS-2/QMRS-3 K % 32 == 0 and ceil(K/64) even: --k {k}")
+    mode = case.mode
+    assert isinstance(mode, QmrsMode)
+    if mode.kernel is QmrsImpl.ROUNDS and size > MAX_RANK_ROUNDS:   # one round already breaks R * T <= 32
+        out.append(f"RS-5 R * T <= {MAX_RANK_ROUNDS} (rounds kernel): {size} ranks")
     if size > MAX_RANKS:
         out.append(f"QMRS-4 R <= {MAX_RANKS} (HCCL_MTE_MAX_RANK_NUM): {size} ranks")
     return out
