@@ -73,5 +73,5 @@ def test_profile_op_reports_the_emulators_parts_and_its_steps(op, shape, impl):
     else:
         assert steps >= floor, out        # AG's HEAD / MAIN / TAIL regions tile apart: their tails add steps
     # inclusive times nest: a BlockMmad call contains its chunks, a chunk its steps
-    assert rows["BlockMmadMx._call"][0] >= rows["BlockMmadMx.Iterate"][0] >= rows["BlockMmadMx.Mmad"][0], out
-    assert rows["BlockMmadMx.Iterate"][1] >= rows["BlockMmadMx._call"][1], out
+    assert rows["BlockMmadMx.__call__"][0] >= rows["BlockMmadMx.Iterate"][0] >= rows["BlockMmadMx.Mmad"][0], out
+    assert rows["BlockMmadMx.Iterate"][1] >= rows["BlockMmadMx.__call__"][1], out
