@@ -30,6 +30,7 @@ from mc2emu.comm.errors import CommClosedError, HostBarrierFailed, SymmetryError
 from mc2emu.comm.progress_engine import PROGRESS_INTERVAL_S, MpiProgress
 from mc2emu.comm.progress_probe import PROBE_REUSE_S, PROGRESS_WINDOW_BYTES, GlobalProgressProbe
 from mc2emu.comm.window import Window
+from mc2emu.runtime.gm import MemRole
 from mc2emu.runtime.hazards import ConstraintError
 from mc2emu.runtime.waiting import Doorbell
 
@@ -93,14 +94,15 @@ class CommWorld:
             self.barrier()
 
     # -- windows -------------------------------------------------------------------------------------
-    def window(self, nbytes: int, name: str) -> Window:
+    def window(self, nbytes: int, name: str, role: MemRole = MemRole.PAYLOAD) -> Window:
         """Create a symmetric window of `nbytes` (collective, same sizes and order on every rank),
-        zero-filled and adopted into this rank's GM."""
-        win = self._create(int(nbytes), name, adopt=True)
+        zero-filled and adopted into this rank's GM; `role` says once what it holds (`MemRole`)."""
+        win = self._create(int(nbytes), name, adopt=True, role=role)
         self.barrier()                  # nobody puts into a window before every rank zeroed its memory
         return win
 
-    def _create(self, nbytes: int, name: str, *, adopt: bool, agreed: bool = False) -> Window:
+    def _create(self, nbytes: int, name: str, *, adopt: bool, agreed: bool = False,
+                role: MemRole = MemRole.CONTROL) -> Window:
         """`agreed`: every rank is known to be here (else a barrier first: `allgather` and `Allocate` block,
         and a rank that left the world would never join them)."""
         self._check_open()
@@ -122,7 +124,8 @@ class CommWorld:
         mem = np.frombuffer(win.tomemory(), dtype=np.uint8)  # type: ignore[call-overload]  # mpi4py buffer
         mem[:] = 0
         win.Sync()
-        base = self.device.gm.adopt(mem, f"win:{name}", kind="window", written=True) if adopt else None
+        base = self.device.gm.adopt(mem, f"win:{name}", kind="window", written=True,
+                                    role=role) if adopt else None
         window = Window(name, win, mem, base, self.rank, self.size)
         self.windows.append(window)
         if base is not None:

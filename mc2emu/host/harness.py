@@ -41,7 +41,7 @@ from mc2emu.host.call_options import CallOptions
 from mc2emu.host.compute_slots import default_slots
 from mc2emu.runtime.device import Device, LaunchResult
 from mc2emu.runtime.faults import FaultHook
-from mc2emu.runtime.gm import copy_out
+from mc2emu.runtime.gm import MemRole, copy_out
 from mc2emu.runtime.hazards import DeadlockError, HazardReport
 from mc2emu.runtime.kernel_type import KernelType
 
@@ -222,11 +222,11 @@ class LaunchHarness:
         return self.device.rank
 
     # -- what the operator's host code uses -----------------------------------------------------------------
-    def window(self, nbytes: int, name: str) -> Window:
-        """A symmetric window of `nbytes` (collective), adopted into this rank's GM."""
+    def window(self, nbytes: int, name: str, role: MemRole = MemRole.PAYLOAD) -> Window:
+        """A symmetric window of `nbytes` (collective), adopted into this rank's GM; `role`: what it holds."""
         if self.world is None:
             raise RuntimeError(f"{self.name}: a window needs a communicating harness (comm=...)")
-        return self.world.window(nbytes, name)
+        return self.world.window(nbytes, name, role)
 
     def launch(self, kernel: Callable[..., Any], block_dim: int, kernel_type: KernelType, *args: Any) -> HarnessLaunch:
         """Launch `kernel` (after a host barrier when communicating: every rank has set up its windows)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING
 
 import ml_dtypes
@@ -53,6 +54,16 @@ FP4_DTYPES = (np.dtype(ml_dtypes.float4_e2m1fn),)
 # bytes of a run that do not fill a T word are undefined (written as POISON_BYTE). Reported as an error.
 
 
+class MemRole(Enum):
+    """What an allocation holds, declared once where it is made. PAYLOAD: tensor data (inputs, outputs,
+    workspaces, data windows): never-written bytes are poisoned in check mode, and a protocol-only run need
+    not materialize them. CONTROL: what a kernel branches on (signals, status words, barrier words, HCCL
+    counters, flag slots): starts at zero, always real."""
+
+    PAYLOAD = "payload"
+    CONTROL = "control"
+
+
 @dataclass(eq=False)
 class Allocation:
     aid: int
@@ -71,6 +82,7 @@ class Allocation:
     poisoned: bool = False
     # Optional: names the protocol place of a byte offset (a window's slot, flag, source rank) in diagnoses.
     describe: Callable[[int], str] | None = None
+    role: MemRole = MemRole.PAYLOAD
 
     @property
     def stable(self) -> bool:
@@ -153,7 +165,8 @@ class GlobalMemory:
         self.allocations: list[Allocation] = []
 
     # -- allocation ---------------------------------------------------------------------------------
-    def alloc(self, nbytes: int, name: str, *, data: np.ndarray | None = None, zero: bool = False) -> GmAddr:
+    def alloc(self, nbytes: int, name: str, *, data: np.ndarray | None = None, zero: bool = False,
+              role: MemRole = MemRole.PAYLOAD) -> GmAddr:
         """Allocate `nbytes`; with `data`, copy its bytes in (written). Unwritten bytes are poisoned in
         check mode, zero otherwise (or with `zero=True`)."""
         nbytes = int(nbytes)
@@ -168,6 +181,7 @@ class GlobalMemory:
         buf = np.empty(size, dtype=np.uint8) if whole else np.full(size, fill, dtype=np.uint8)
         written = np.zeros(buf.shape, dtype=bool) if self.check and not (zero or whole) else None
         alloc = self._register(name, buf, written, "gm")
+        alloc.role = role
         if data is not None:
             buf[: raw.size] = raw
             if written is not None:
@@ -175,7 +189,8 @@ class GlobalMemory:
         alloc.fully_written = written is None
         return GmAddr(alloc, 0)
 
-    def adopt(self, buf: np.ndarray, name: str, *, kind: str = "window", written: bool = False) -> GmAddr:
+    def adopt(self, buf: np.ndarray, name: str, *, kind: str = "window", written: bool = False,
+              role: MemRole = MemRole.PAYLOAD) -> GmAddr:
         """Wrap memory allocated elsewhere (an MPI window) as a GM allocation. Window memory is zeroed
         by the caller; with `written=False` a read of it before any put is reported."""
         buf = buf.view(np.uint8).reshape(-1)
@@ -183,6 +198,7 @@ class GlobalMemory:
         if self.check and not written:   # every byte written from the start: no mask (reads would skip it)
             mask = np.zeros(buf.shape, dtype=bool)
         alloc = self._register(name, buf, mask, kind)
+        alloc.role = role
         alloc.fully_written = mask is None
         return GmAddr(alloc, 0)
 
