@@ -14,6 +14,8 @@ when the two sides put NaN in different places.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import ml_dtypes
 import numpy as np
 import numpy.typing as npt
@@ -25,17 +27,28 @@ A2A_ATOL = 1e-2  # A2A ST compare: absolute tolerance of np.allclose.
 AG_MAX_ULP = 1  # AG ST compare: bf16 outputs may differ from the golden by at most one ULP.
 NAN_MISMATCH_ULP = 1 << 32  # exceeds every 16/32-bit ordered distance (at most 2 * 0x7F800000).
 
+# The reductions below (max ULP, count, max-abs error, allclose) walk the arrays in flat chunks of this many
+# elements: host memory only (a full-size AG output of 84 M elements otherwise needs ~6 int64 temporaries of
+# 670 MB each per rank); the figures are those of the whole arrays.
+COMPARE_CHUNK = 1 << 20
 _UINT_OF_WIDTH = {2: np.uint16, 4: np.uint32}  # itemsize -> unsigned view for ULP ordering.
 _ULP_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
 
 
+def _flat_chunks(a: np.ndarray, b: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Matching flat chunks of two same-shape arrays (COMPARE_CHUNK elements each)."""
+    if np.shape(a) != np.shape(b):
+        raise MxValueError(f"shapes {np.shape(a)} and {np.shape(b)} must be equal")
+    fa = np.asarray(a).reshape(-1)
+    fb = np.asarray(b).reshape(-1)
+    for lo in range(0, fa.size, COMPARE_CHUNK):
+        yield fa[lo:lo + COMPARE_CHUNK], fb[lo:lo + COMPARE_CHUNK]
+
+
 def a2a_allclose(out: np.ndarray, ref: np.ndarray, equal_nan: bool = False) -> bool:
     """A2A ST rule: allclose(rtol = atol = 1e-2) after an exact upcast of both sides to float32."""
-    o = np.asarray(out).astype(np.float32)
-    r = np.asarray(ref).astype(np.float32)
-    if o.shape != r.shape:
-        raise MxValueError(f"out shape {o.shape} must equal ref shape {r.shape}")
-    return bool(np.allclose(o, r, rtol=A2A_RTOL, atol=A2A_ATOL, equal_nan=equal_nan))
+    return all(np.allclose(o.astype(np.float32), r.astype(np.float32), rtol=A2A_RTOL, atol=A2A_ATOL,
+                           equal_nan=equal_nan) for o, r in _flat_chunks(out, ref))
 
 
 def _ordered(x: np.ndarray) -> np.ndarray:
@@ -68,10 +81,22 @@ def ulp_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def ulp_distance(a: np.ndarray, b: np.ndarray, dtype: npt.DTypeLike | None = None) -> int:
     """Max ULP distance between same-dtype bf16 / fp16 / fp32 arrays (0 for empty arrays); with `dtype`,
     both are cast to it first (e.g. the bf16 ULP of two float32 outputs)."""
-    if dtype is not None:
-        a = np.asarray(a).astype(dtype)
-        b = np.asarray(b).astype(dtype)
-    return int(np.max(ulp_distances(a, b), initial=0))
+    return ulp_stats(a, b, dtype)[0]
+
+
+def ulp_stats(a: np.ndarray, b: np.ndarray, dtype: npt.DTypeLike | None = None) -> tuple[int, int]:
+    """(max ULP distance, count of elements at a distance > 0), as `ulp_distance` (in bounded memory)."""
+    worst = differing = 0
+    for x, y in _flat_chunks(a, b):
+        if dtype is not None:
+            x, y = x.astype(dtype), y.astype(dtype)
+        dist = ulp_distances(x, y)
+        worst = max(worst, int(np.max(dist, initial=0)))
+        differing += int(np.count_nonzero(dist))
+    if np.size(a) == 0:   # the dtype check of an empty pair
+        ulp_distances(np.asarray(a).astype(dtype) if dtype is not None else a,
+                      np.asarray(b).astype(dtype) if dtype is not None else b)
+    return worst, differing
 
 
 def bf16_ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
@@ -85,14 +110,15 @@ def bf16_ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
 def max_abs_error(out: np.ndarray, ref: np.ndarray) -> float:
     """The largest |out - ref| in float32 over the elements where both are numbers; NaN when the two put NaN
     in different places (a NaN the golden does not have is never hidden by the maximum); 0 for no elements."""
-    o = np.asarray(out).astype(np.float32)
-    r = np.asarray(ref).astype(np.float32)
-    if o.size == 0:
-        return 0.0
-    if np.any(np.isnan(o) != np.isnan(r)):
-        return float("nan")
-    diff = np.abs(o - r)
-    return 0.0 if np.all(np.isnan(diff)) else float(np.nanmax(diff))
+    worst: float | None = None
+    for oc, rc in _flat_chunks(out, ref):
+        o, r = oc.astype(np.float32), rc.astype(np.float32)
+        if np.any(np.isnan(o) != np.isnan(r)):
+            return float("nan")
+        diff = np.abs(o - r)
+        if not np.all(np.isnan(diff)):
+            worst = max(worst or 0.0, float(np.nanmax(diff)))
+    return worst or 0.0
 
 
 def bit_exact(out: np.ndarray, ref: np.ndarray) -> bool:

@@ -123,3 +123,30 @@ def test_ag_st_verify_measures_on_the_ordered_line():
     assert (ok, ulp, count) == (False, 2 * 0x3F80, 1)
     nxt = np.array([1.0], dtype=bf16).view(np.uint16) + 1
     assert ag_st_verify(nxt.view(bf16), np.array([1.0], dtype=bf16)) == (True, 1, 1)
+
+
+def test_chunked_reductions_equal_whole_array_figures(monkeypatch):
+    """The reductions walk flat chunks (bounded memory): with a chunk of 7 elements over 1000, the max ULP,
+    the count of differing elements, the max-abs error and allclose are the whole arrays' (NaN in one chunk
+    only still gives NaN; a far element in the last chunk still fails allclose)."""
+    import mc2emu.numerics.compare as compare
+
+    rng = np.random.default_rng(5)
+    ref = rng.normal(size=(40, 25)).astype(ml_dtypes.bfloat16)
+    out = ref.copy()
+    bits = out.view(np.uint16)
+    bits[3, 4] += 1
+    bits[39, 24] += 3
+    whole = compare.ulp_distances(out, ref)
+    monkeypatch.setattr(compare, "COMPARE_CHUNK", 7)
+    assert compare.ulp_stats(out, ref) == (int(whole.max()), int(np.count_nonzero(whole))) == (3, 2)
+    assert compare.max_abs_error(out, ref) == float(np.abs(out.astype(np.float32) - ref.astype(np.float32)).max())
+    assert compare.a2a_allclose(out, ref)
+    far = ref.copy()
+    far[39, 24] = ref[39, 24] + ml_dtypes.bfloat16(1.0)
+    assert not compare.a2a_allclose(far, ref)
+    nan = out.copy()
+    nan[20, 0] = np.nan
+    assert np.isnan(compare.max_abs_error(nan, ref))
+    with pytest.raises(compare.MxValueError):
+        compare.max_abs_error(out[:, :3], ref)
