@@ -32,6 +32,7 @@ from mc2emu.arch.platform import CoreType
 from mc2emu.comm.hccl_session import HcclSession, tag
 from mc2emu.comm.hccl_task import HCCL_MAX_HANDLE_ID, HcclReduceOp, HcclServerType, HcclTask
 from mc2emu.runtime.comm_events import HcclExecuted, Put
+from mc2emu.runtime.gm import MemRole
 from mc2emu.runtime.hazards import ConstraintError, Hazard
 from mc2emu.runtime.waiting import Doorbell
 
@@ -81,7 +82,8 @@ class HcclServer:
         self.model = model
         self.staging_bytes = int(staging_bytes)
         self.slot_bytes = HCCL_MAX_HANDLE_ID * self.ranks * 8
-        self.window = world.window(self.slot_bytes + STAGING_HALVES * self.staging_bytes, "hccl")
+        self.window = world.window(self.slot_bytes + STAGING_HALVES * self.staging_bytes, "hccl",
+                                   MemRole.CONTROL)   # completion slots and the server's own reduce staging
         self._mailbox: queue.SimpleQueue[_Msg] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._session: HcclSession | None = None

@@ -26,6 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mc2emu.runtime.comm_events import BarrierObserve, BarrierStore, CrossCore, CrossDevice
+from mc2emu.runtime.gm import MemRole
 from mc2emu.runtime.hazards import ConstraintError, KernelError
 from mc2emu.runtime.waiting import Doorbell
 
@@ -58,7 +59,8 @@ class TeamBarrier:
         self.ranks = world.size
         self.jobs = int(jobs)
         self.step = min(self.jobs, self.ranks)
-        self.window = world.window(TEAM_SLOT_BYTES * (self.ranks + 2 * self.jobs), name)
+        self.window = world.window(TEAM_SLOT_BYTES * (self.ranks + 2 * self.jobs), name,
+                                   MemRole.CONTROL)
         words = self.window.u64
         self._peer = words[0: self.ranks * WORDS_PER_SLOT: WORDS_PER_SLOT]
         ep0 = self.ranks * WORDS_PER_SLOT

@@ -9,8 +9,10 @@ Lifetime rules:
   order, from the host thread (never while a launch runs on this rank).
 - Windows are created with `MPI.Win.Allocate` only and locked once with `Lock_all(MODE_NOCHECK)` for
   their lifetime (MPI-NOTES "Windows"); their memory is zeroed before any peer can reach it.
-- Window memory is adopted into GM as written (zero-filled): a remote put cannot update this rank's
-  written-byte mask, so "read of never-written window data" is left to the happens-before checker.
+- Window memory is adopted into GM as written: a remote put cannot update this rank's written-byte mask,
+  so "read of never-written window data" is left to the happens-before checker. A world made with
+  `poison_payload=True` (`mc2emu.run_kernel`) fills PAYLOAD windows with the poison pattern in check mode,
+  before any peer can reach them; CONTROL windows (signals, status, barrier words) start at zero.
 - A host barrier is agreed: every rank leaves it with the same outcome (`HostBarrierFailed` naming the
   ranks that left or timed out otherwise), an arrival `Ibarrier` then an `Iallgather` of each rank's status;
   a rank that fails calls `fail()` so the peers' next barrier ends at once (docs/protocols.md "Host
@@ -59,10 +61,12 @@ class CommWorld:
     def __init__(self, device: Device, comm: MPI.Comm | None = None, *,
                  probe_reuse_s: float = PROBE_REUSE_S,
                  progress_interval_s: float = PROGRESS_INTERVAL_S,
-                 host_timeout: float | None = None, open_barrier: bool = True) -> None:
+                 host_timeout: float | None = None, open_barrier: bool = True,
+                 poison_payload: bool = False) -> None:
         """`host_timeout`: the least deadline of the host barriers (None: the device's). `open_barrier`
         False leaves the opening barrier to the caller (`barrier()`), so that a failed one still leaves
-        the world (and its progress window) in the caller's hands."""
+        the world (and its progress window) in the caller's hands. `poison_payload`: PAYLOAD windows start
+        poisoned when the device checks (CONTROL windows always start at zero)."""
         base = MPI.COMM_WORLD if comm is None else comm
         if device.rank != base.Get_rank():
             raise ConstraintError("device.rank", f"Device(rank={device.rank}) runs on MPI rank "
@@ -83,6 +87,7 @@ class CommWorld:
         # Why this rank left the world (a failed barrier round or `fail()`); no collective on `comm` after.
         self.failed: str | None = None
         self.host_timeout = host_timeout
+        self.poison_payload = poison_payload and device.check
         # Peers' passive-target RMA into this rank completes only while it calls into MPI (MPI-4.1
         # §12.7.3): polled waits `poke` it, a thread covers the rest (mc2emu.comm.progress_engine).
         self.mpi_progress = MpiProgress(self.comm, self.rank, progress_interval_s)
@@ -96,9 +101,12 @@ class CommWorld:
     # -- windows -------------------------------------------------------------------------------------
     def window(self, nbytes: int, name: str, role: MemRole = MemRole.PAYLOAD) -> Window:
         """Create a symmetric window of `nbytes` (collective, same sizes and order on every rank),
-        zero-filled and adopted into this rank's GM; `role` says once what it holds (`MemRole`)."""
+        adopted into this rank's GM; `role` says once what it holds (`MemRole`): zero-filled, or poisoned
+        when it is PAYLOAD in a `poison_payload` world (`Window.poison`)."""
         win = self._create(int(nbytes), name, adopt=True, role=role)
-        self.barrier()                  # nobody puts into a window before every rank zeroed its memory
+        if role is MemRole.PAYLOAD and self.poison_payload:
+            win.poison()
+        self.barrier()                  # nobody puts into a window before every rank filled its memory
         return win
 
     def _create(self, nbytes: int, name: str, *, adopt: bool, agreed: bool = False,

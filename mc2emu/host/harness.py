@@ -184,7 +184,8 @@ class LaunchHarness:
     communication world; a context manager whose exit is the teardown (see the module docstring)."""
 
     def __init__(self, name: str, opts: CallOptions, *, rank: int | None = None,
-                 platform: PlatformSpec = DAV_3510) -> None:
+                 platform: PlatformSpec = DAV_3510, poison_payload: bool = False) -> None:
+        """`poison_payload`: PAYLOAD windows start poisoned in check mode (`CommWorld`; `mc2emu.run_kernel`)."""
         self.name = name
         self.opts = opts
         self.base = comm = opts.comm
@@ -206,7 +207,8 @@ class LaunchHarness:
             if comm is not None:
                 # Every blocking collective of the set-up first (each duplicates `comm`: every rank makes
                 # them), then the opening barrier, agreed: a failure from here on is every rank's.
-                self.world = CommWorld(self.device, comm, host_timeout=HOST_BARRIER_MIN_S, open_barrier=False)
+                self.world = CommWorld(self.device, comm, host_timeout=HOST_BARRIER_MIN_S, open_barrier=False,
+                                       poison_payload=poison_payload)
                 self._diag = DeadlockDiagnosis(self.device, comm)
                 self._diag.attach()
                 if opts.check:
