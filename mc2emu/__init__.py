@@ -3,7 +3,7 @@ on ordinary CPUs, one MPI rank per NPU, faithfully and observably.
 
 Layers, lowest first (lower layers never import higher ones; the import-linter contract in pyproject.toml,
 docs/architecture.md): arch -> numerics -> cases -> runtime -> comm -> blaze -> tiling -> apace -> check |
-trace -> host -> ops -> predict | stress -> launcher -> cli -> run.
+trace -> host -> ops -> predict | stress | testing -> launcher -> cli -> run.
 
 `mc2emu.run_kernel` / `mc2emu.KernelRun` (from `mc2emu.host.kernel_run`) run a user's own kernel with every
 check; `mc2emu.testing` is the pytest kit for users' tests (a pytest plugin).
