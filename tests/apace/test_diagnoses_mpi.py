@@ -16,6 +16,7 @@ from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
 from mc2emu.runtime import DeadlockError, EventRecorder, HazardError
 from mc2emu.runtime.events import HazardReported
 from mc2emu.runtime.faults import Fault, FaultPlan
+from mc2emu.testing import expect_hazard
 
 KA = 128
 
@@ -39,9 +40,10 @@ def test_cross_rank_deadlock_report_names_waits_releasers_and_every_rank():
     r, size = comm.Get_rank(), comm.Get_size()
     inp = gen_st_inputs(r, size, 96, KA, 64)
     plan = FaultPlan(Fault.DROP_SET_FLAG, rank=size - 1, core=None, nth=0)
-    with pytest.raises(DeadlockError) as info:
+    with expect_hazard("DEADLOCK", comm=comm, ranks=range(size)) as cap:
         run(inp, impl="udma", wait_order="in_order", head_tile_size=32, faults=plan, timeout=2.0)
-    err = info.value
+    err = cap.error
+    assert isinstance(err, DeadlockError)
     reports = comm.allgather(None if err.declared_elsewhere else str(err))
     full = [rep for rep in reports if rep]
     assert full, "no rank produced the cross-rank report"
@@ -68,15 +70,11 @@ def test_read_before_wait_names_reader_window_range_and_put():
     r, size = comm.Get_rank(), comm.Get_size()
     head = 64
     inp = gen_st_inputs(r, size, 600, KA, 64)
-    reps = []
-    try:
+    with expect_hazard("READ_BEFORE_WAIT", comm=comm, ranks=[0]) as cap:
         run(inp, impl="udma", wait_order="mask", head_tile_size=head, timeout=20,
             faults=FaultPlan(Fault.SKIP_WAIT_TILE, rank=0, core=None, nth=0))
-    except HazardError as exc:
-        reps = [h for h in exc.hazards if h.hazard.value == "READ_BEFORE_WAIT"]
-    counts = comm.allgather(len(reps))
-    assert counts[0] > 0 and not any(counts[1:]), counts
-    for h in reps:
+    assert (len(cap.reports()) > 0) == (r == 0)
+    for h in cap.reports():
         d = h.details
         assert h.rank == 0 and re.fullmatch(r"AIC\d+", h.core), str(h)
         assert d["window"] == "udma_a2a" and d["put_rank"] in range(1, size) and d["put_core"] == "AIV0", d
@@ -91,14 +89,9 @@ def test_local_matmul_1_without_atomic_names_the_core_and_the_rule():
     comm = world()
     r, size = comm.Get_rank(), comm.Get_size()
     inp = gen_st_inputs(r, size, 64, KA, 64)
-    reps = []
-    try:
+    with expect_hazard("LOCAL_WITHOUT_ATOMIC", comm=comm, ranks=[0]) as cap:
         run(inp, local_matmul=1, wait_order="in_order", faults=FaultPlan(Fault.NO_ATOMIC_ADD, rank=0), timeout=20)
-    except HazardError as exc:
-        reps = [h for h in exc.hazards if h.hazard.value == "LOCAL_WITHOUT_ATOMIC"]
-    counts = comm.allgather(len(reps))
-    assert counts[0] > 0 and not any(counts[1:]), counts
-    for h in reps:
+    for h in cap.reports():
         assert h.rank == 0 and re.fullmatch(r"AIC\d+", h.core), str(h)
         assert "REMOTE pass with localMatmul 1 but no SetAtomicAdd: its write-out overwrites the LOCAL pass's C" \
                in h.message

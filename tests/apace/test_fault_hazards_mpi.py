@@ -9,6 +9,7 @@ from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
 from mc2emu.runtime import DeadlockError, EventRecorder, HazardError
 from mc2emu.runtime.events import HazardReported
 from mc2emu.runtime.faults import Fault, FaultPlan
+from mc2emu.testing import expect_hazard
 
 
 def world():
@@ -23,15 +24,9 @@ def test_local_matmul_1_without_atomic_add_overwrites_the_local_result():
     r, size = comm.Get_rank(), comm.Get_size()
     inp = gen_st_inputs(r, size, 64, 128, 64)
     plan = FaultPlan(Fault.NO_ATOMIC_ADD, rank=0)
-    got = set()
-    try:
+    with expect_hazard("LOCAL_WITHOUT_ATOMIC", comm=comm, ranks=[0]):
         all_to_all_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], local_matmul=1,
                                 wait_order="in_order", block_dim=max(4, size), faults=plan, timeout=20)
-    except HazardError as exc:
-        got = exc.names()
-    everyone = comm.allgather(sorted(got))
-    assert "LOCAL_WITHOUT_ATOMIC" in everyone[0]
-    assert all("LOCAL_WITHOUT_ATOMIC" not in g for g in everyone[1:])
 
 
 @pytest.mark.mpi(min_size=2)

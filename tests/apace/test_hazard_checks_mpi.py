@@ -7,8 +7,9 @@ import pytest
 
 from mc2emu.ops import all_to_all_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs
-from mc2emu.runtime import DeadlockError, HazardError
+from mc2emu.runtime import DeadlockError
 from mc2emu.runtime.faults import Fault, FaultPlan
+from mc2emu.testing import expect_hazard
 
 
 def world():
@@ -32,17 +33,10 @@ def test_skipped_wait_is_a_read_before_wait_on_every_run():
     inp = gen_st_inputs(r, size, 600, 128, 64)
     for _ in range(2):
         plan = FaultPlan(Fault.SKIP_WAIT_TILE, rank=0, core=None, nth=0)
-        got = set()
-        try:
+        with expect_hazard("READ_BEFORE_WAIT", comm=comm, ranks=[0]) as cap:
             run(inp, impl="udma", wait_order="mask", head_tile_size=64, faults=plan, timeout=20)
-        except HazardError as exc:
-            got = exc.names()
-            if "READ_BEFORE_WAIT" in got:
-                rep = next(h for h in exc.hazards if h.hazard.value == "READ_BEFORE_WAIT")
-                assert rep.details["window"] == "udma_a2a" and rep.details["put_rank"] != 0
-        everyone = comm.allgather(sorted(got))
-        assert "READ_BEFORE_WAIT" in everyone[0], everyone
-        assert all("READ_BEFORE_WAIT" not in g for g in everyone[1:]), everyone
+        for rep in cap.reports():
+            assert rep.details["window"] == "udma_a2a" and rep.details["put_rank"] != 0
 
 
 @pytest.mark.mpi(min_size=2)
@@ -62,11 +56,12 @@ def test_dropped_set_is_diagnosed_across_ranks_within_seconds():
     plan = FaultPlan(Fault.DROP_SET_FLAG, rank=size - 1, core=None, nth=0)
     deadline = 2.0
     t0 = time.monotonic()
-    with pytest.raises(DeadlockError) as info:
+    with expect_hazard("DEADLOCK", comm=comm, ranks=range(size)) as cap:
         run(inp, impl="udma", wait_order="in_order", head_tile_size=32, faults=plan, timeout=deadline)
     elapsed = time.monotonic() - t0
     assert elapsed < deadline + 10, elapsed
-    err = info.value
+    err = cap.error
+    assert isinstance(err, DeadlockError)
     reports = comm.allgather(None if err.declared_elsewhere else str(err))
     full = [rep for rep in reports if rep]
     assert full, "no rank produced the cross-rank report"

@@ -1,4 +1,5 @@
-"""Every rank runs its own emulated device at the same time (the 8-NPU load of the main job)."""
+"""Every rank runs its own emulated device at the same time (the 8-NPU load of the main job); the first test
+takes its device and communicator from the kit (`mc2emu.testing`)."""
 
 import pytest
 
@@ -18,14 +19,10 @@ def _kernel(ctx, rounds):
 
 
 @pytest.mark.mpi(min_size=2)
-def test_every_rank_runs_a_device_concurrently():
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    dev = Device(comm.Get_rank(), timeout=20)
-    res = dev.launch(_kernel, 2, "MIX_AIC_1_2", 300)
-    summary = (len(res.hazards), len(dev.flags.leftovers()), sorted(res.returns.values()))
-    everyone = comm.allgather(summary)
+def test_every_rank_runs_a_device_concurrently(mc2_device, mc2_comm):
+    res = mc2_device.launch(_kernel, 2, "MIX_AIC_1_2", 300)
+    summary = (len(res.hazards), len(mc2_device.flags.leftovers()), sorted(res.returns.values()))
+    everyone = mc2_comm.allgather(summary)
     assert all(s == (0, 0, [0, 0, 1, 1, 2, 3]) for s in everyone), everyone
 
 
