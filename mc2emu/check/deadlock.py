@@ -8,14 +8,18 @@ waiting (following the chain to a cycle) or has finished without signalling. The
 every rank that a deadlock was declared: their waits stop at once with the same verdict, so every rank
 ends within seconds of the first deadline instead of each waiting out its own.
 
-One report per deadlock: ranks whose deadlines pass at about the same time all declare, learn of each
-other from the replies, and the lowest declarer reports; a rank that does not answer within `COLLECT_S` is
-listed as unresponsive. The protocol's state table: docs/protocols.md "Cross-rank deadlock diagnosis".
+One report per deadlock, also when ranks are starved of CPU: the declaring thread first answers every
+request that already reached its rank (a starved service thread must not turn a late rank into a second
+declarer); replies say whether the rank is idle, collecting or has reported; a declarer defers to any rank
+that reported, else the lowest collecting declarer it knows reports. No rank waits on another beyond
+`COLLECT_S`: a rank that does not answer (killed, starved) is listed as unresponsive. State table and the
+remaining window: docs/protocols.md "Cross-rank deadlock diagnosis".
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import pickle
 import threading
 import time
@@ -37,6 +41,17 @@ COLLECT_S = 3.0
 SERVICE_POLL_S = 0.01
 # Reply buffer for one snapshot (pickled registry of up to a few hundred waits).
 MAX_SNAPSHOT_BYTES = 1 << 20
+# Request buffer: a pickled (rank, core, object, round).
+MAX_REQUEST_BYTES = 256
+
+
+class DiagnosisState(enum.Enum):
+    """Where a rank stands in the current round, as its replies say (protocol step 2)."""
+
+    IDLE = "idle"                # not declaring: a request stopped its waits (or none came yet)
+    COLLECTING = "collecting"    # declared, collecting the other ranks' snapshots
+    DEFERRED = "deferred"        # declared, then left the report to another declarer
+    REPORTED = "reported"        # declared and wrote the round's report
 
 
 class DeadlockDiagnosis:
@@ -44,6 +59,8 @@ class DeadlockDiagnosis:
     with `attach()`, and `close()` it on every rank at the end."""
 
     def __init__(self, device: Device, comm: Any) -> None:
+        from mpi4py import MPI
+
         self.device = device
         self.comm = comm.Dup()
         self.rank = self.comm.Get_rank()
@@ -51,13 +68,19 @@ class DeadlockDiagnosis:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._report: str | None = None
-        # Steps 0-1 of the protocol against the service's reply (never held while waiting for anything).
+        # This rank's state against the replies it sends (never held while waiting for anything).
         self._state_lock = threading.Lock()
-        self._declaring = False
+        self._state = DiagnosisState.IDLE
         self._declared_by: int | None = None
+        self._defers_to: int | None = None
         self._rivals: set[int] = set()
         self._round = 0
-        self._replies: list[Any] = []
+        self._sends: list[Any] = []
+        # The one posted receive for requests; answered by the service thread, and by a declaring thread
+        # before it declares and while it collects (whichever of them gets the CPU first).
+        self._req_lock = threading.Lock()
+        self._req_buf = bytearray(MAX_REQUEST_BYTES)
+        self._req: Any = self.comm.Irecv(self._req_buf, source=MPI.ANY_SOURCE, tag=TAG_REQ)
         self._thread = threading.Thread(target=self._serve, name=f"r{self.rank}-diag", daemon=True)
         self._thread.start()
 
@@ -72,86 +95,104 @@ class DeadlockDiagnosis:
                 "cores": dict(launch.core_state) if launch is not None else {},
                 "launch": launch.name if launch is not None else None}
 
-    # -- service thread --------------------------------------------------------------------------------
+    # -- answering requests (step 2) ---------------------------------------------------------------------
     def _serve(self) -> None:
+        while not self._stop.wait(SERVICE_POLL_S):
+            self.answer_requests()
+
+    def answer_requests(self) -> None:
+        """Answer every request that has reached this rank (from any thread; one at a time)."""
         from mpi4py import MPI
 
-        buf = bytearray(256)
-        while not self._stop.is_set():
-            req = self.comm.Irecv(buf, source=MPI.ANY_SOURCE, tag=TAG_REQ)
+        with self._req_lock:
             status = MPI.Status()
-            while not req.Test(status):
-                if self._stop.wait(SERVICE_POLL_S):
-                    req.Cancel()
-                    req.Wait()
-                    return
-            who = pickle.loads(bytes(buf[: status.Get_count(MPI.BYTE)]))
-            if who[3] != self._round:
-                continue                           # a request of an earlier round: its requester gave up
-            snap = self.snapshot()                 # before the waits stop and leave the registry
-            with self._state_lock:
-                declaring = self._declaring
-                if declaring:
-                    self._rivals.add(int(who[0]))       # a concurrent declarer, even if its reply is late
-                elif self._declared_by is None:
-                    self._declared_by = who[0]
-            # Every wait of this rank stops with the requester's verdict (they would only time out later).
-            if not declaring:
-                self.device.waiter.declared = (f"rank {who[0]} declared a deadlock ({who[1]} waiting on "
-                                               f"{who[2]}); see rank {who[0]}'s report")
-                self.device.waiter.wake_all()
-            data = pickle.dumps({**snap, "declaring": declaring})[:MAX_SNAPSHOT_BYTES]
-            # Never block here: a requester that gave up would leave a blocking Send hanging.
-            self._replies.append(self.comm.Isend(data, dest=status.Get_source(), tag=self._rep_tag()))
+            while self._req is not None and self._req.Test(status):
+                msg = bytes(self._req_buf[: status.Get_count(MPI.BYTE)])
+                self._req = self.comm.Irecv(self._req_buf, source=MPI.ANY_SOURCE, tag=TAG_REQ)
+                self._answer(pickle.loads(msg), status.Get_source())
 
-    # -- requester -------------------------------------------------------------------------------------------
+    def _answer(self, who: tuple[Any, ...], source: int) -> None:
+        if who[3] != self._round:
+            return                                 # a request of an earlier round: its requester gave up
+        snap = self.snapshot()                     # before the waits stop and leave the registry
+        with self._state_lock:
+            state, defers_to = self._state, self._defers_to
+            if state is DiagnosisState.IDLE:
+                if self._declared_by is None:
+                    self._declared_by = int(who[0])
+            else:
+                self._rivals.add(int(who[0]))      # a concurrent declarer, even if its reply is late
+        if state is DiagnosisState.IDLE:
+            # Every wait of this rank stops with the requester's verdict (they would only time out later).
+            self.device.waiter.declared = (f"rank {who[0]} declared a deadlock ({who[1]} waiting on "
+                                           f"{who[2]}); see rank {who[0]}'s report")
+            self.device.waiter.wake_all()
+        data = pickle.dumps({**snap, "state": state.value, "defers_to": defers_to})[:MAX_SNAPSHOT_BYTES]
+        # Never block here: a requester that gave up would leave a blocking Send hanging.
+        self._sends.append(self.comm.Isend(data, dest=source, tag=self._rep_tag()))
+
+    # -- requester (steps 0, 1, 3) ---------------------------------------------------------------------------
     def on_deadlock(self, rec: WaitRecord) -> str | None:
         from mpi4py import MPI
 
         with self._lock:
             if self._report is not None:
                 return self._report
+            self.answer_requests()                 # step 0: a request that reached this rank comes first
             with self._state_lock:
-                if self._declared_by is not None or self.device.waiter.declared is not None:
-                    return None                         # step 0: another rank declared (or won) first
-                self._declaring = True
+                if (self._state is not DiagnosisState.IDLE or self._declared_by is not None
+                        or self.device.waiter.declared is not None):
+                    return None                    # another rank declared (or won) first
+                self._state = DiagnosisState.COLLECTING
             snaps: dict[int, dict[str, Any] | None] = {self.rank: self.snapshot()}
             msg = pickle.dumps((self.rank, rec.core, rec.obj, self._round))
-            sends = [self.comm.Isend(msg, dest=q, tag=TAG_REQ) for q in range(self.size) if q != self.rank]
+            # Kept until `close`: a rank that reaches its own deadline late still finds the request.
+            self._sends += [self.comm.Isend(msg, dest=q, tag=TAG_REQ) for q in range(self.size) if q != self.rank]
             bufs = {q: bytearray(MAX_SNAPSHOT_BYTES) for q in range(self.size) if q != self.rank}
             recvs = {q: self.comm.Irecv(bufs[q], source=q, tag=self._rep_tag()) for q in bufs}
             statuses = {q: MPI.Status() for q in bufs}
             deadline = time.monotonic() + COLLECT_S
             pending = set(recvs)
-            while pending and time.monotonic() < deadline:
+            while True:
                 for q in list(pending):
                     if recvs[q].Test(statuses[q]):
                         snaps[q] = pickle.loads(bytes(bufs[q][: statuses[q].Get_count(MPI.BYTE)]))
                         pending.discard(q)
-                if pending:
-                    self._stop.wait(SERVICE_POLL_S)
+                self.answer_requests()             # this rank's service thread may be the one starved
+                if not pending or time.monotonic() >= deadline:
+                    break                          # (a reply that came while this thread slept was taken)
+                self._stop.wait(SERVICE_POLL_S)
             for q in pending:
                 snaps[q] = None
                 recvs[q].Cancel()
-            for s in sends:
-                if not s.Test():
-                    s.Cancel()
-            declarers = [q for q, snap in snaps.items() if snap is not None and snap.get("declaring")]
-            with self._state_lock:
-                declarers += self._rivals
-            first = min([self.rank, *declarers])
-            if first != self.rank:                     # step 3: a lower-ranked declarer reports
-                self.device.waiter.declared = (f"rank {first} declared the same deadlock at the same time; "
-                                               f"see rank {first}'s report")
+            with self._state_lock:                 # step 3, against any reply the service sends meanwhile
+                reporter = self._decide(snaps)
+                self._state = DiagnosisState.REPORTED if reporter == self.rank else DiagnosisState.DEFERRED
+                self._defers_to = None if reporter == self.rank else reporter
+            if reporter != self.rank:
+                self.device.waiter.declared = (f"rank {reporter} declared the same deadlock at the same time; "
+                                               f"see rank {reporter}'s report")
                 return None
             self._report = build_report(rec, snaps, self.device.waiter.timeout)
             return self._report
 
+    def _decide(self, snaps: dict[int, dict[str, Any] | None]) -> int:
+        """The rank that reports this round: one that already reported, else the lowest declarer still
+        collecting that this rank knows of (from replies, deferrals named in them, and requests)."""
+        answered = {q: s for q, s in snaps.items() if s is not None and q != self.rank}
+        reported = [q for q, s in answered.items() if s.get("state") == DiagnosisState.REPORTED.value]
+        if reported:
+            return min(reported)
+        collecting = {q for q, s in answered.items() if s.get("state") == DiagnosisState.COLLECTING.value}
+        collecting |= {int(s["defers_to"]) for s in answered.values() if s.get("defers_to") is not None}
+        return min([self.rank, *collecting, *self._rivals])
+
     def reset(self) -> None:
         with self._lock, self._state_lock:
             self._report = None
-            self._declaring = False
+            self._state = DiagnosisState.IDLE
             self._declared_by = None
+            self._defers_to = None
             self._rivals = set()
             self._round += 1
             self.device.waiter.declared = None
@@ -161,12 +202,23 @@ class DeadlockDiagnosis:
 
     def close(self, linger: float = 0.0) -> None:
         """Stop the service. After a deadlock, `linger` keeps it answering the other ranks' requests a
-        little longer, so their reports include this rank."""
+        little longer, so their reports include this rank and a late declarer learns who reported."""
         if linger > 0:
             self._stop.wait(linger)
         self._stop.set()
         self._thread.join(timeout=2.0)
-        # A comm with cancelled requests may refuse to be freed; the process is ending anyway then.
+        with self._req_lock:
+            req, self._req = self._req, None
+        # Cancelled requests (the posted receive, sends nobody received) may refuse to be freed, as may a
+        # comm holding them; the process is ending anyway then.
+        with contextlib.suppress(Exception):
+            if req is not None:
+                req.Cancel()
+                req.Wait()
+        for s in self._sends:
+            with contextlib.suppress(Exception):
+                if not s.Test():
+                    s.Cancel()
         with contextlib.suppress(Exception):
             self.comm.Free()
 

@@ -1,9 +1,11 @@
-"""The cross-rank deadlock diagnosis (`mc2emu.check.deadlock`): one report per deadlock, and a signal wait
-names the rank that should have signalled."""
+"""The cross-rank deadlock diagnosis (`mc2emu.check.deadlock`): one report per deadlock, also when a rank is
+starved of CPU (modelled deterministically: its service thread held back, its deadline late), and a signal
+wait names the rank that should have signalled."""
 
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -89,3 +91,98 @@ def test_one_report_per_deadlock_and_the_signal_releaser_is_named():
             assert "cycle: " in report, report
         deferred = [text for elsewhere, text in everyone if elsewhere]
         assert all("see rank" in t for t in deferred), deferred
+
+
+# -- starvation ------------------------------------------------------------------------------------------
+# The starved rank reaches its own deadline after the others declared, collected and reported.
+STARVED_TIMEOUT_S = HANG_TIMEOUT_S + COLLECT_S + 1.5
+# Every rank ends within this of its own deadline plus the collection (8 ranks on 2 cores: generous).
+END_SLACK_S = 6.0
+
+
+class StarvedDiagnosis(DeadlockDiagnosis):
+    """A rank starved of CPU, deterministically: its service thread answers nothing until `close()` (8 ranks
+    at load ~60 on 2 cores left a service unscheduled for seconds, and its rank then declared a second
+    deadlock when its own deadline passed). The rank's waiting threads still run."""
+
+    def _serve(self) -> None:
+        self._stop.wait()
+        super()._serve()
+
+
+def _cycle_nodes(report: str) -> frozenset[str]:
+    found = re.search(r"^  cycle: (.*)$", report, re.M)
+    assert found is not None, report
+    return frozenset(found.group(1).split(" -> "))
+
+
+def _hang_once(pivot: int, starve: bool) -> list[tuple[bool, str, float, float]]:
+    """Rank `pivot` waits on a signal of the others' ring, which hangs: every other rank waits on its right
+    neighbour among the others. With `starve`, the pivot's service is held back and its deadline passes
+    late. Every rank closes its diagnosis at once after its error (no linger: a late declarer finds nobody
+    to ask). Returns every rank's (declared_elsewhere, message, seconds to the error, deadline)."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    me, size = comm.Get_rank(), comm.Get_size()
+    others = [q for q in range(size) if q != pivot]
+    right = others[0] if me == pivot else others[(others.index(me) + 1) % len(others)]
+    starved = starve and me == pivot
+    timeout = STARVED_TIMEOUT_S if starved else HANG_TIMEOUT_S
+    dev = Device(rank=me, check=True, timeout=timeout)
+    world = CommWorld(dev)
+    diag = (StarvedDiagnosis if starved else DeadlockDiagnosis)(dev, comm)
+    diag.attach()
+    shmem = Shmem(world)
+    win = world.window(8, "never")
+    try:
+        world.barrier(timeout=RESYNC_TIMEOUT_S)
+
+        def kernel(ctx):
+            shmem.signal_wait_until(ctx, win.base, Cmp.GE, 1, from_pe=right)
+
+        t0 = time.monotonic()
+        with pytest.raises(DeadlockError) as info:
+            dev.launch(kernel, 1, KernelType.AIV_ONLY)
+        took = time.monotonic() - t0
+        err = info.value
+        text = err.report if isinstance(err.report, str) else str(err)
+        outcome = (bool(err.declared_elsewhere), text, took, timeout)
+    finally:
+        diag.close()
+        dev.waiter.declared = None              # the host barriers below are no waits of the deadlock
+    everyone = comm.allgather(outcome)
+    world.barrier(timeout=RESYNC_TIMEOUT_S)
+    world.close()
+    return everyone
+
+
+def _one_report(everyone: list[tuple[bool, str, float, float]]) -> tuple[int, str]:
+    reports = [(q, text) for q, (elsewhere, text, _, _) in enumerate(everyone) if not elsewhere]
+    assert len(reports) == 1, f"{len(reports)} reports for one deadlock: {[t[:80] for _, t in reports]}"
+    return reports[0]
+
+
+@pytest.mark.parametrize("lowest", [True, False], ids=["lowest_rank_starved", "highest_rank_starved"])
+def test_a_starved_rank_reaching_its_deadline_late_defers_to_the_one_report(lowest):
+    """Exactly one report, naming the cycle the same hang names without starvation; the starved rank stops
+    with a pointer to that report, listed in it as not answering; every rank ends within seconds of its
+    deadline. (The lowest rank starved gave two reports before: it declared late, asked, and as the lowest
+    declarer reported again.)"""
+    from mpi4py import MPI
+
+    size = MPI.COMM_WORLD.Get_size()
+    pivot = 0 if lowest else size - 1
+    cycle = {f"rank {q} AIV0" for q in range(size) if q != pivot}
+    _, report = _one_report(_hang_once(pivot, starve=False))
+    assert _cycle_nodes(report) == cycle, report
+    everyone = _hang_once(pivot, starve=True)
+    reporter, report = _one_report(everyone)
+    assert reporter != pivot and report.startswith(f"DEADLOCK report of rank {reporter} "), report
+    assert _cycle_nodes(report) == cycle, report
+    assert f"  rank {pivot}: no answer within" in report, report
+    late = everyone[pivot][1]
+    assert f"see rank {reporter}'s report" in late, late
+    for q, (_, _, took, deadline) in enumerate(everyone):
+        limit = deadline + (0.0 if q == pivot else COLLECT_S) + END_SLACK_S
+        assert took <= limit, f"rank {q} ended {took:.1f} s after the launch (limit {limit:.1f} s)"
