@@ -65,6 +65,7 @@ def per_block_twice_kernel(ctx, args, BlockMmad, scheduler_cls):
     impl()
     if impl.kernel.mmadOp_ is not None:
         impl.kernel.mmadOp_.Destroy()
+    return impl.kernel.blocks if ctx.ASCEND_IS_AIC else 0
 
 
 def world():
@@ -78,8 +79,9 @@ def block_dim(R):
 
 
 def per_block_loop(comm, inputs, *, perturb=None, host_barrier=False, timeout=30.0,
-                   variant=PerBlockVariant.SOURCE):
-    """Run per_block once per entry of `inputs` back to back; returns (ys, reports, deadlocked)."""
+                   variant=PerBlockVariant.SOURCE, tiles=None):
+    """Run per_block once per entry of `inputs` back to back; returns (ys, reports, deadlocked). `tiles` (if
+    given, a dict) receives each AIC's tile count of the first launch."""
     R, rank = comm.Get_size(), comm.Get_rank()
     m, elem, out = R * SEG, ElemFormat.E4M3, OutDtype.BF16
     dev = Device(rank, timeout=timeout, perturb=perturb)
@@ -115,11 +117,13 @@ def per_block_loop(comm, inputs, *, perturb=None, host_barrier=False, timeout=30
                 MixQBMMTiling(tiling.baseM, tiling.baseN, tiling.baseK, 0, tiling.dbL0c),
                 EpilogueParams(workspace, m, N, 0, ctx_param))
             try:
-                dev.launch(per_block_twice_kernel, used, "MIX_AIC_1_2",
-                           PerBlockArgs(params, y_addr, ctx_param, variant), BlockMmad, Scheduler)
+                res = dev.launch(per_block_twice_kernel, used, "MIX_AIC_1_2",
+                                 PerBlockArgs(params, y_addr, ctx_param, variant), BlockMmad, Scheduler)
             except DeadlockError:
                 deadlocked = True
                 break
+            if tiles is not None and i == 0:
+                tiles.update({c: v for c, v in res.returns.items() if c.startswith("AIC")})
             if host_barrier:
                 cw.barrier()      # not recorded: the checker still judges the kernel alone
         deadlocked = any(comm.allgather(deadlocked))
@@ -150,7 +154,8 @@ def goldens(comm, inputs):
 def test_per_block_twice_names_the_source_hazards_between_launches():
     comm = world()
     R, rank = comm.Get_size(), comm.Get_rank()
-    ys, reports, deadlocked = per_block_loop(comm, launch_inputs(R, rank), host_barrier=True)
+    tiles = {}
+    ys, reports, deadlocked = per_block_loop(comm, launch_inputs(R, rank), host_barrier=True, tiles=tiles)
     assert not deadlocked
     by = {}
     for h in reports:
@@ -165,13 +170,16 @@ def test_per_block_twice_names_the_source_hazards_between_launches():
     assert {(h.core, h.details["post_rank"], h.details["launch"], h.details["post_launch"]) for h in lost} == {
         (f"AIV{v}", v, 0, 1) for v in range(R) if v != rank}
     stale = by.get("STALE_FLAG", [])
-    # AIC0 runs two of the three N tiles: its one flag-9 Wait of launch 1 takes launch 0's leftover round
-    assert "AIC0" in {h.core for h in stale}
+    # an AIC with two tiles (AIC0 at R = 2: two of the three N tiles) waits flag 9 once per launch: in launch 1
+    # that Wait takes launch 0's leftover round; an AIC with one tile never waits flag 9
+    assert {h.core for h in stale} == {c for c, n in tiles.items() if n >= 2}
     assert all((h.core[:3], h.details["flag"], h.details["launch"], h.details["set_launch"]) == ("AIC", 9, 1, 0)
                for h in stale)
     left = by.get("LEFT_AT_LOOP_END", [])
-    assert {h.core for h in left} == {f"AIC{i}" for i in range(block_dim(R))}
-    assert all(h.details["flag"] == 9 and h.details["launches"] == [1] for h in left)
+    # every AIC that ran a tile gains one flag-9 round per launch: two are left after two launches (both of
+    # launch 1 when launch 1 took launch 0's, else one of each)
+    assert {h.core: (h.details["flag"], h.details["count"], h.details["launches"]) for h in left} == {
+        c: (9, 2, [1] if n >= 2 else [0, 1]) for c, n in tiles.items() if n >= 1}
     assert "STALE_READ" not in by
     g = goldens(comm, launch_inputs(R, rank))
     assert all(np.array_equal(np.asarray(y).view(np.uint16), np.asarray(gy).view(np.uint16))
