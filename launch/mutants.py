@@ -58,6 +58,8 @@ BMMAD = "tests/blaze/test_block_mmad_mx.py"
 INDEP = "tests/numerics/test_golden_independence.py"
 DIAG = "tests/runtime/test_diagnoses.py"
 GMM = "tests/ops/test_grouped_matmul_mx.py"
+XL_SRC = "mc2emu/check/cross_launch.py"
+XL_MPI = "tests/check/test_cross_launch_mpi.py"
 GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
 GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
 GMM_BLAZE = "tests/ops/test_grouped_matmul_blaze.py"
@@ -412,6 +414,27 @@ MUTANTS: list[Mutant] = [
            "            return pos + 1\n        base = self._base(ent, pos)",
            "            return pos\n        base = self._base(ent, pos)",
            serial=("tests/checkers/test_clocks.py",)),
+    Mutant("XL: a read ordered before a next-launch put reported, an unordered one not", XL_SRC,
+           'if wl > log.launch and kind == "put" and not g.side_before(ent, pos, node[:2], node[2]):',
+           'if wl > log.launch and kind == "put" and g.side_before(ent, pos, node[:2], node[2]):',
+           mpi=(XL_MPI,)),
+    Mutant("XL: bytes rewritten in the reading launch counted stale", XL_SRC,
+           "                stale = rmask & prev & ~cur", "                stale = rmask & prev & cur", mpi=(XL_MPI,)),
+    Mutant("XL: a signal wait never satisfied by earlier launches' counts", XL_SRC,
+           "                if cmp.holds(value, expected):", "                if cmp.holds(0, expected):",
+           mpi=(XL_MPI,)),
+    Mutant("XL: a flag round of an earlier launch not stale", XL_SRC,
+           "and _launch_of(k) < log.launch})", "and _launch_of(k) > log.launch})", mpi=(XL_MPI,)),
+    Mutant("XL: a reset unordered against a post not lost", XL_SRC,
+           "if g.before(node, ex, sx - 1) or g.side_before(ex, sx, node[:2], node[2]):",
+           "if g.before(node, ex, sx - 1) or True:", mpi=(XL_MPI,)),
+    Mutant("XL: flag rounds left at the loop end not counted", XL_SRC,
+           "            if token not in consumed:", "            if token in consumed:", mpi=(XL_MPI,)),
+    Mutant("XL: launch N+1 of a rank not after its launch N", XL_SRC,
+           "                    preds[(r, key, 0)] = [(r, STREAM, start - 1)]",
+           "                    preds[(r, key, 0)] = []", mpi=(XL_MPI,)),
+    Mutant("XL: every launch numbered 0", "mc2emu/runtime/device.py",
+           "                        index=self.launch_count)", "                        index=0)", mpi=(XL_MPI,)),
     Mutant("MMAD events dropped although an observer reads them", "mc2emu/blaze/gemm/block/block_mmad_mx.py",
            "        if ctx.device.events.wants(Mmad):", "        if False:",
            serial=(BMMAD + "::test_mmad_and_fixpipe_events_carry_tile_coordinates",)),

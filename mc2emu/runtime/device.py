@@ -5,6 +5,8 @@
 exception on any core aborts the launch on every core of this rank (their waits wake and raise
 `LaunchAborted`) and is re-raised by `launch` labelled with rank and core. At launch end the pairing
 checks run: unconsumed flag counts, atomic mode left set, reserved flag ids next to hard SyncAll.
+Launches are numbered per device (`Launch.index`, also on LaunchBegin / LaunchEnd): an observer names the
+launch of any event by `device.current.index` (the cross-launch checks).
 
 The device is not a god object: tiling, scheduling and compute live in their own layers and only use
 the device through the core context.
@@ -99,7 +101,8 @@ class Device:
                 "block_dim",
                 f"a mixed kernel's block_dim {block_dim} exceeds the {self.platform.aic_count} physical AIC "
                 f"cores of {self.platform.name}")
-        launch = Launch(kt, block_dim, name=name or str(getattr(kernel, "__name__", "kernel")))
+        launch = Launch(kt, block_dim, name=name or str(getattr(kernel, "__name__", "kernel")),
+                        index=self.launch_count)
         self.current = launch
         self.launch_count += 1
         self.decode_cache.reset()
@@ -137,7 +140,8 @@ class Device:
                         bell.ring()
 
         if self.events.active:
-            self.events.emit(LaunchBegin, "host", launch=launch.name, block_dim=block_dim, kernel_type=kt.value)
+            self.events.emit(LaunchBegin, "host", launch=launch.name, block_dim=block_dim, kernel_type=kt.value,
+                             index=launch.index)
         threads = [threading.Thread(target=body, args=(ctx,), name=f"r{self.rank}-{ctx.label}", daemon=True)
                    for ctx in contexts]
         for t in threads:
@@ -146,7 +150,7 @@ class Device:
             t.join()
         self.waiter.abort_event = None
         if self.events.active:
-            self.events.emit(LaunchEnd, "host", launch=launch.name, block_dim=block_dim)
+            self.events.emit(LaunchEnd, "host", launch=launch.name, block_dim=block_dim, index=launch.index)
         if failures:
             ctx, exc = self._first_failure(failures)
             if isinstance(exc, Mc2EmuError):

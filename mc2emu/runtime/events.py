@@ -62,6 +62,7 @@ class LaunchBegin(Event):
     launch: str
     block_dim: int
     kernel_type: str
+    index: int = 0   # the device's launch number (`Launch.index`)
 
     @property
     def subject(self) -> str:
@@ -73,6 +74,7 @@ class LaunchEnd(Event):
     kind: ClassVar[str] = "launch_end"
     launch: str
     block_dim: int
+    index: int = 0
 
     @property
     def subject(self) -> str:

@@ -70,6 +70,12 @@ class Hazard(enum.Enum):
     LAYOUT_OVERLAP = "LAYOUT_OVERLAP"   # a tiling whose local-memory buffers overlap or overflow (inferred)
     UB_OVERLAP = "UB_OVERLAP"   # two UB slots of one AIV share bytes (reproduced: one corrupts the other)
     OUTPUT_WRITE_COUNT = "OUTPUT_WRITE_COUNT"  # an output element written twice or never (GroupedMatmul)
+    # between launches (back to back on one window set, no host barrier; check/cross_launch.py)
+    WRITE_AFTER_READ_ACROSS_LAUNCH = "WRITE_AFTER_READ_ACROSS_LAUNCH"   # launch N+1 puts over a launch-N read
+    STALE_READ = "STALE_READ"     # a read in launch N+1 of bytes last written by an earlier launch
+    STALE_FLAG = "STALE_FLAG"     # a flag / signal wait satisfiable by a count an earlier launch left
+    LOST_SIGNAL = "LOST_SIGNAL"   # a status / signal word reset not ordered against a peer's next set
+    LEFT_AT_LOOP_END = "LEFT_AT_LOOP_END"   # flag counts / signal posts nobody consumed by the end of the loop
 
 
 @dataclass(frozen=True)

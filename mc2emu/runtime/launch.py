@@ -25,6 +25,7 @@ class Launch:
     abort: threading.Event = field(default_factory=threading.Event)
     used_sync_all: bool = False
     name: str = "kernel"
+    index: int = 0   # the device's launch number (0, 1, ...): what cross-launch checks name a launch by
 
     def __post_init__(self) -> None:
         kt = self.kernel_type
