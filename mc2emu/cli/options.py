@@ -170,6 +170,11 @@ class RunOptions:
     # --source-cases OP: replay the source's case tables (mc2emu/cli/source_cases.py), m / --scale.
     source_cases: str | None = None
     scale: int = 1
+    # --repeat N: each case N times back to back on one Communicator, every iteration against the golden;
+    # --scenario layers: the chained layer loops (mc2emu/cli/layers.py).
+    repeat: int = 1
+    scenario: str | None = None
+    layers: int = 2
     case: tuple[str, ...] = ()
     operators: Mapping[str, OperatorOptions] = field(default_factory=dict)
 
@@ -269,6 +274,14 @@ def _common_parser(description: str) -> argparse.ArgumentParser:
     run.add_argument("--perturb", type=int_at_least(0, "--perturb"), metavar="SEED",
                      help="seeded timing perturbation")
     run.add_argument("--timeout", type=_positive_float("--timeout"), help="wait deadline in seconds")
+    run.add_argument("--repeat", type=int_at_least(1, "--repeat"), default=1, metavar="N",
+                     help="run each case N times back to back on one persistent Communicator (collective "
+                          "operators; 20 = the source ST's perf loop) and check every iteration")
+    run.add_argument("--scenario", choices=("layers",), help="layers: the chained layer loops (TP MLP "
+                     "all_gather_quant_matmul -> quant_matmul_reduce_scatter; MoE all_to_all_quant_matmul -> "
+                     "grouped_matmul_mx) on one Communicator, each layer's output feeding the next")
+    run.add_argument("--layers", type=int_at_least(1, "--layers"), default=2, metavar="L",
+                     help="with --scenario layers: the number of layers (default 2)")
     run.add_argument("--np", type=int_at_least(1, "--np"), default=DEFAULT_NP,
                      help=f"ranks when relaunching under mpiexec (default {DEFAULT_NP})")
     prd = ap.add_argument_group("predict the device (docs/predict.md)")
@@ -360,6 +373,8 @@ def parse_options(argv: list[str], operators: Sequence[OperatorEntry], descripti
         raise OptionError(f"--inputs {opts.inputs}: no such directory")
     for name, own in per_op.items():
         own.validate(opts, name)
+    if opts.repeat > 1 and (opts.inputs is not None or opts.source_cases is not None):
+        raise OptionError("--repeat: runs the suite's cases; --inputs and --source-cases do not apply")
     if opts.inputs is not None and opts.dump is not None and opts.inputs.resolve() == opts.dump.resolve():
         raise OptionError("--inputs and --dump name the same directory: the dump would overwrite the replayed files")
     return opts

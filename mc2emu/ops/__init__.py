@@ -13,6 +13,9 @@
 - `weight_quant_matmul(x, weight, antiquant_scale, antiquant_offset, *, mode, ...)` -> C (or B_dequant),
   one emulated NPU (seed 001); goldens `golden_weight_quant_matmul`, `golden_weight_dequant`.
 
+`Communicator` (from `mc2emu.comm`): pass `comm=Communicator(...)` to a collective operator to run calls back
+to back on one persistent HCCL communicator (a layer loop); an MPI communicator keeps one call per island.
+
 One convention: tensors positional, the operator's keywords, then `check`, `timeout`, `perturb`, `observers`,
 `faults` (and `comm` when it communicates) with one set of defaults (`mc2emu.host.call_options`) and
 `return_stats` (True: `(output, frozen <Op>LaunchInfo)`); enum keywords take the member or its string
@@ -20,6 +23,7 @@ One convention: tensors positional, the operator's keywords, then `check`, `time
 problem type), `<op>_golden.py` the golden; docs/adding-an-operator.md lists the files of an operator.
 """
 
+from mc2emu.comm.communicator import Communicator
 from mc2emu.ops.all_gather_quant_matmul_golden import gen_ag_st_inputs, golden_all_gather_quant_matmul
 from mc2emu.ops.all_gather_quant_matmul_op import all_gather_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import golden_a2a
@@ -35,7 +39,8 @@ from mc2emu.ops.weight_quant_matmul_golden import golden_weight_dequant, golden_
 from mc2emu.ops.weight_quant_matmul_op import weight_quant_matmul
 
 __all__ = [
-    "all_gather_quant_matmul", "all_to_all_quant_matmul", "gen_ag_st_inputs", "gen_qmrs_st_inputs", "golden_a2a",
+    "Communicator", "all_gather_quant_matmul",
+    "all_to_all_quant_matmul", "gen_ag_st_inputs", "gen_qmrs_st_inputs", "golden_a2a",
     "golden_all_gather_quant_matmul", "golden_grouped_matmul_mx", "golden_quant_batch_matmul_mx",
     "golden_quant_matmul_reduce_scatter", "golden_weight_dequant", "golden_weight_quant_matmul", "grouped_matmul_mx",
     "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling", "quant_batch_matmul_mx", "quant_matmul_reduce_scatter",
