@@ -175,6 +175,7 @@ class RunOptions:
     repeat: int = 1
     scenario: str | None = None
     layers: int = 2
+    seeds: int = 1
     case: tuple[str, ...] = ()
     operators: Mapping[str, OperatorOptions] = field(default_factory=dict)
 
@@ -282,6 +283,9 @@ def _common_parser(description: str) -> argparse.ArgumentParser:
                      "grouped_matmul_mx) on one Communicator, each layer's output feeding the next")
     run.add_argument("--layers", type=int_at_least(1, "--layers"), default=2, metavar="L",
                      help="with --scenario layers: the number of layers (default 2)")
+    run.add_argument("--seeds", type=int_at_least(1, "--seeds"), default=1, metavar="S",
+                     help="with --scenario layers: run the loop under S perturbation seeds (from --perturb, "
+                          "default 0); every seed's output must be bitwise equal")
     run.add_argument("--np", type=int_at_least(1, "--np"), default=DEFAULT_NP,
                      help=f"ranks when relaunching under mpiexec (default {DEFAULT_NP})")
     prd = ap.add_argument_group("predict the device (docs/predict.md)")
