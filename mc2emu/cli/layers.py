@@ -139,7 +139,7 @@ class SeedResult:
 
 
 def run_layers(world: Any, layers: int, seeds: list[int | None], timeout: float | None, say: Callable[[str], None],
-               check: bool = True) -> int:
+               check: bool = True, window_offsets: dict[str, int] | None = None) -> int:
     """Both chains for every seed on one Communicator per chain; returns the exit code (0 pass, 1 an output
     not bitwise equal across seeds or off the chained golden, 3 a hazard across the loop)."""
     ok, hazardous = True, False
@@ -152,7 +152,7 @@ def run_layers(world: Any, layers: int, seeds: list[int | None], timeout: float 
             x = chain.feed(y)
         first: np.ndarray | None = None
         results: list[SeedResult] = []
-        with Communicator(world, check=check, timeout=timeout) as comm:
+        with Communicator(world, check=check, timeout=timeout, window_offsets=window_offsets) as comm:
             for seed in seeds:
                 perturb = PerturbPolicy(seed) if seed is not None else None
                 t0 = time.perf_counter()

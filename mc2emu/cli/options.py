@@ -176,6 +176,7 @@ class RunOptions:
     scenario: str | None = None
     layers: int = 2
     seeds: int = 1
+    window_offset: tuple[str, ...] = ()
     case: tuple[str, ...] = ()
     operators: Mapping[str, OperatorOptions] = field(default_factory=dict)
 
@@ -286,6 +287,9 @@ def _common_parser(description: str) -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=int_at_least(1, "--seeds"), default=1, metavar="S",
                      help="with --scenario layers: run the loop under S perturbation seeds (from --perturb, "
                           "default 0); every seed's output must be bitwise equal")
+    run.add_argument("--window-offset", action="append", default=[], metavar="NAME=BYTES",
+                     help="with --repeat / --scenario layers: start the data window NAME (e.g. qmrs_data) at "
+                          "BYTES of the communicator buffer (default: every window at its base)")
     run.add_argument("--np", type=int_at_least(1, "--np"), default=DEFAULT_NP,
                      help=f"ranks when relaunching under mpiexec (default {DEFAULT_NP})")
     prd = ap.add_argument_group("predict the device (docs/predict.md)")
@@ -363,6 +367,7 @@ def parse_options(argv: list[str], operators: Sequence[OperatorEntry], descripti
     values = vars(ns)
     values["cost"] = tuple(values.get("cost") or ())
     values["case"] = tuple(values.get("case") or ())
+    values["window_offset"] = tuple(values.get("window_offset") or ())
     per_op = {e.name: e.options(**{name: values[name] for name, _, _ in e.options.declared()}) for e in operators}
     opts = RunOptions(**{name: values[name] for name in COMMON_FIELDS}, operators=per_op)
     if (opts.plot is not None or opts.cost) and not opts.predict:
@@ -377,11 +382,23 @@ def parse_options(argv: list[str], operators: Sequence[OperatorEntry], descripti
         raise OptionError(f"--inputs {opts.inputs}: no such directory")
     for name, own in per_op.items():
         own.validate(opts, name)
+    window_offsets(opts)
     if opts.repeat > 1 and (opts.inputs is not None or opts.source_cases is not None):
         raise OptionError("--repeat: runs the suite's cases; --inputs and --source-cases do not apply")
     if opts.inputs is not None and opts.dump is not None and opts.inputs.resolve() == opts.dump.resolve():
         raise OptionError("--inputs and --dump name the same directory: the dump would overwrite the replayed files")
     return opts
+
+
+def window_offsets(opts: RunOptions) -> dict[str, int]:
+    """`--window-offset NAME=BYTES` as {name: offset}; a malformed one is an OptionError."""
+    out: dict[str, int] = {}
+    for item in opts.window_offset:
+        name, _, value = item.partition("=")
+        if not name or not value.isdigit():
+            raise OptionError(f"--window-offset {item!r}: expected NAME=BYTES (a window name, a byte offset >= 0)")
+        out[name] = int(value)
+    return out
 
 
 def help_text(operators: Sequence[OperatorEntry], description: str = "") -> str:

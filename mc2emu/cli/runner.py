@@ -29,7 +29,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from mc2emu.cli.dump import CaseFile, DumpError, case_dirs, load_case, rank_file, read_meta, save_case
-from mc2emu.cli.options import OptionError, RunOptions
+from mc2emu.cli.options import OptionError, RunOptions, window_offsets
 from mc2emu.cli.report import (
     CaseReport,
     Raised,
@@ -362,7 +362,8 @@ class CaseRunner:
         closing check (happens-before over the N launches) adds its hazards. The first failing iteration is
         named; an exception ends the loop at its iteration."""
         n = self.opts.repeat
-        comm_obj = Communicator(self.comm, check=self.opts.check, timeout=case.timeout) if spec.collective else None
+        comm_obj = Communicator(self.comm, check=self.opts.check, timeout=case.timeout,
+                                window_offsets=window_offsets(self.opts)) if spec.collective else None
         ctx = dataclasses.replace(ctx, comm=comm_obj)
         out: np.ndarray | None = None
         raised, message = Raised.NOTHING, ""

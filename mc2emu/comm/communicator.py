@@ -104,12 +104,16 @@ class Communicator:
 
     def __init__(self, comm: Any = None, *, buffer_size: int | None = None, check: bool = True,
                  timeout: float | None = None, flag_counters: FlagCounters | str | None = None,
-                 platform: PlatformSpec = DAV_3510, compute_slots: int | None = None) -> None:
+                 platform: PlatformSpec = DAV_3510, compute_slots: int | None = None,
+                 window_offsets: Mapping[str, int] | None = None) -> None:
         self.mpi_comm = MPI.COMM_WORLD if comm is None else comm
         size = hccl_buffsize_bytes() if buffer_size is None else int(buffer_size)
         if size < 1:
             raise ConstraintError("buffer_size", f"the communicator buffer needs a positive size, got {size}")
         self.buffer_size = size
+        # Where each data window starts in the buffer, by window name (default 0: the kernels take the HCCL
+        # buffer's base as their window, so back-to-back operators share its first bytes).
+        self.window_offsets = dict(window_offsets or {})
         self.device = Device(self.mpi_comm.Get_rank(), platform, check=check, timeout=timeout,
                              compute_slots=compute_slots, flag_counters=flag_counters)
         self.device.numbered_launches = True
@@ -155,9 +159,10 @@ class Communicator:
         if self.peer_failed is not None:
             raise CommClosedError(f"{op}: {self.peer_failed}; close the Communicator")
 
-    def carve(self, nbytes: int, name: str, *, op: str, offset: int = 0) -> CarvedWindow:
-        """The call's data window: `nbytes` at `offset` of the buffer; refused when it does not fit."""
-        start = Align(int(offset), WINDOW_CARVE_ALIGN)
+    def carve(self, nbytes: int, name: str, *, op: str, offset: int | None = None) -> CarvedWindow:
+        """The call's data window: `nbytes` at `offset` of the buffer (None: `window_offsets[name]`, else 0);
+        refused when it does not fit."""
+        start = Align(int(self.window_offsets.get(name, 0) if offset is None else offset), WINDOW_CARVE_ALIGN)
         need = start + int(nbytes)
         if need > self.buffer_size:
             mb = -(-need // MB)

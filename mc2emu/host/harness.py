@@ -259,9 +259,9 @@ class LaunchHarness:
         return self.world.window(nbytes, name, role)
 
     def data_window(self, nbytes: int, name: str) -> Window | CarvedWindow:
-        """The call's data window (PAYLOAD): on a `Communicator`, carved from its buffer at offset 0 (the
-        kernels' window base is the HCCL buffer's; refused when it does not fit: HCCL_BUFFSIZE), else a new
-        window of `nbytes`."""
+        """The call's data window (PAYLOAD): on a `Communicator`, carved from its buffer at the window's offset
+        (0 unless `window_offsets` moves it: the kernels' window base is the HCCL buffer's; refused when it does
+        not fit: HCCL_BUFFSIZE), else a new window of `nbytes`."""
         if self.stream is not None:
             return self.stream.carve(nbytes, name, op=self.name)
         return self.window(nbytes, name, MemRole.PAYLOAD)
