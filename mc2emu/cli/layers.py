@@ -86,9 +86,11 @@ def mlp_chain(world: Any, layers: int, seed: int, timeout: float | None) -> Chai
     w2_all = [world.allgather(w) for w in w2]
 
     def step(layer: int, x: tuple[np.ndarray, np.ndarray], comm: Any, perturb: PerturbPolicy | None) -> np.ndarray:
-        h = all_gather_quant_matmul(x[0], x[1], *w1[layer], comm=comm, perturb=perturb, timeout=timeout)
+        h = all_gather_quant_matmul(x[0], x[1], *w1[layer], comm=comm, perturb=perturb, timeout=timeout,
+                                   check=comm.device.check)
         hq = mx_rows(h)
-        return quant_matmul_reduce_scatter(hq[0], hq[1], *w2[layer], comm=comm, perturb=perturb, timeout=timeout)
+        return quant_matmul_reduce_scatter(hq[0], hq[1], *w2[layer], comm=comm, perturb=perturb, timeout=timeout,
+                                   check=comm.device.check)
 
     def golden(layer: int, x: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         h = golden_all_gather_quant_matmul(world.allgather(x[0]), world.allgather(x[1]), *w1[layer])
@@ -116,10 +118,11 @@ def moe_chain(world: Any, layers: int, seed: int, timeout: float | None) -> Chai
         return mx_rows(np.asarray(y).reshape(size * MOE_M, MOE_KA))
 
     def step(layer: int, x: tuple[np.ndarray, np.ndarray], comm: Any, perturb: PerturbPolicy | None) -> np.ndarray:
-        c = all_to_all_quant_matmul(x[0], x[1], *wa[layer], comm=comm, perturb=perturb, timeout=timeout)
+        c = all_to_all_quant_matmul(x[0], x[1], *wa[layer], comm=comm, perturb=perturb, timeout=timeout,
+                                   check=comm.device.check)
         cq = mx_rows(c)
         return grouped_matmul_mx(cq[0], cq[1], *wg[layer], group_list, trans_b=True, perturb=perturb,
-                                 timeout=timeout)
+                                 timeout=timeout, check=comm.device.check)
 
     def golden(layer: int, x: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         c = golden_a2a(world.allgather(x[0]), world.allgather(x[1]), *wa[layer], r, ELEM)

@@ -157,3 +157,38 @@ def test_a_stalled_rank_in_iteration_k_stops_every_rank_naming_launch_k():
     assert len(reports) == 1, reports
     assert f"rank {stalled} (all_gather_quant_matmul, launch {k})" in reports[0]
     assert comm.failed is not None and "a deadlock" in comm.failed
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_rank_failing_in_iteration_k_stops_its_peers_at_once_by_notice(monkeypatch):
+    """The last rank's kernel raises in call k: it sends its notice; the peers, waiting in launch k for its
+    puts, stop at once (well before their deadline) naming that rank, the call and the launch."""
+    import mc2emu.ops.all_gather_quant_matmul_host as host
+
+    world = mpi_world()
+    inp, _ = ag_case(world)
+    k, failing = 2, world.Get_size() - 1
+    real = host.all_gather_quant_matmul_udma
+
+    def kernel(ctx, *args):
+        if ctx.device.launch_count - 1 == k and ctx.rank == failing:
+            raise RuntimeError("planted kernel failure")
+        return real(ctx, *args)
+
+    monkeypatch.setattr(host, "all_gather_quant_matmul_udma", kernel)
+    comm = Communicator(world, buffer_size=BUFFER, timeout=TIMEOUT)
+    try:
+        for _ in range(k):
+            ag_call(inp, comm)
+        t0 = time.monotonic()
+        with pytest.raises(Exception) as info:
+            ag_call(inp, comm)
+        took = time.monotonic() - t0
+    finally:
+        comm.close()
+    assert took < TIMEOUT / 2
+    if world.Get_rank() != failing:
+        assert isinstance(info.value, DeadlockError)
+        assert f"rank {failing} left the stream" in str(info.value)
+        assert f"(call {k}, launch {k})" in str(info.value)
+    assert comm.failed is not None
