@@ -180,7 +180,7 @@ class Communicator:
         factory is: every rank makes its first call of a kind at the same point of its call sequence)."""
         if key not in self._controls:
             self._controls[key] = factory()
-        return self._controls[key]  # type: ignore[no-any-return]
+        return self._controls[key]
 
     def on_sync(self, hook: Callable[[], Any]) -> None:
         """Run `hook` (collective) at every `sync()` and at `close()`, after their host barrier."""

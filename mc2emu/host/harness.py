@@ -12,11 +12,10 @@ after success); everything around that lives here, once ("comm" = only for calls
 5. exit on any other failure: the windows are left behind; 6. always: diagnosis, checker, observers closed.
 
 Every rank leaves a call the same way: host barriers are agreed and a failing rank posts its failure into the
-next one (`CommWorld.fail`); the set-up's blocking collectives all come before the first barrier that can
-fail. Windows left behind are kept with their communicator and freed at the start of the next call on it
-(every rank is then back in step) or at interpreter exit behind an agreed, deadline-guarded barrier before
-MPI finalizes (MPICH's UCX layer otherwise warns "destroying inuse region" per window key). The checkers are
-attached here, not in an operator: operator modules (`mc2emu.ops`) never import `mc2emu.check`.
+next one (`CommWorld.fail`). Windows left behind are freed at the start of the next call on that communicator
+or at interpreter exit behind an agreed, deadline-guarded barrier. The checkers are attached here, not in an
+operator (`mc2emu.ops` never imports `mc2emu.check`). On a persistent `Communicator` (docs/protocols.md
+"Across launches") none of 1-6: no host barrier; its device, world, buffer (windows carved) and checkers.
 """
 
 from __future__ import annotations

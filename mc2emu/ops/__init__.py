@@ -1,7 +1,6 @@
 """Operators: one entry per operator, each with its golden beside it (the layer below check / run).
 
-- `quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, ...)` -> C, one emulated NPU; golden
-  `golden_quant_batch_matmul_mx`.
+- `quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, ...)` -> C, one NPU; golden `golden_quant_batch_matmul_mx`.
 - `all_to_all_quant_matmul(x1, x1_scale, x2, x2_scale, *, impl, local_matmul, wait_order, hccl_server, ...)`
   -> this rank's C, collective; golden `golden_a2a`.
 - `all_gather_quant_matmul(x1, x1_scale, x2, x2_scale, *, wait_order, protocol, slot_num, ...)` -> this
@@ -13,14 +12,12 @@
 - `weight_quant_matmul(x, weight, antiquant_scale, antiquant_offset, *, mode, ...)` -> C (or B_dequant),
   one emulated NPU (seed 001); goldens `golden_weight_quant_matmul`, `golden_weight_dequant`.
 
-`Communicator` (from `mc2emu.comm`): pass `comm=Communicator(...)` to a collective operator to run calls back
-to back on one persistent HCCL communicator (a layer loop); an MPI communicator keeps one call per island.
-
 One convention: tensors positional, the operator's keywords, then `check`, `timeout`, `perturb`, `observers`,
-`faults` (and `comm` when it communicates) with one set of defaults (`mc2emu.host.call_options`) and
+`faults` (and `comm` when it communicates: an MPI communicator, or a persistent `Communicator` that runs the
+calls back to back on one HCCL buffer) with one set of defaults (`mc2emu.host.call_options`) and
 `return_stats` (True: `(output, frozen <Op>LaunchInfo)`); enum keywords take the member or its string
-(`mc2emu.arch.parse_enum`). Modules: `<op>_op.py` the entry, `<op>_host.py` the host program (owning the
-problem type), `<op>_golden.py` the golden; docs/adding-an-operator.md lists the files of an operator.
+(`mc2emu.arch.parse_enum`). Modules: `<op>_op.py` the entry, `<op>_host.py` the host program, `<op>_golden.py`
+the golden (docs/adding-an-operator.md).
 """
 
 from mc2emu.comm.communicator import Communicator
