@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -387,8 +388,9 @@ class LaunchHarness:
             u()
 
 
-# The key a failed Communicator's world is kept under in LEFT_BEHIND (per-call calls count from 0).
-STREAM_CALL_KEY = -1
+# A failed Communicator's world is kept in LEFT_BEHIND under -1, -2, ... (the n-th failed one of this process;
+# per-call calls count from 0): every rank fails the same communicators in the same order.
+_STREAM_FAILURES = itertools.count(1)
 
 
 def _stream_diagnosis(s: Communicator) -> DeadlockDiagnosis:
@@ -399,7 +401,7 @@ def _stream_diagnosis(s: Communicator) -> DeadlockDiagnosis:
         failed = s.failed or s.peer_failed
         diag.close(linger=COLLECT_S if failed else 0.0)
         if failed:   # a collective free could hang: freed at exit behind an agreed barrier (LEFT_BEHIND)
-            LEFT_BEHIND.keep(s.mpi_comm, STREAM_CALL_KEY, s.world, failed)
+            LEFT_BEHIND.keep(s.mpi_comm, -next(_STREAM_FAILURES), s.world, failed)
 
     s.on_close(close)
     return diag
