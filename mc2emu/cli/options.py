@@ -383,6 +383,9 @@ def parse_options(argv: list[str], operators: Sequence[OperatorEntry], descripti
     for name, own in per_op.items():
         own.validate(opts, name)
     window_offsets(opts)
+    if opts.repeat > 1 and opts.predict:
+        raise OptionError("--repeat with --predict: the cost model replays one launch per knob; a replay of N "
+                          "launches with their gaps is not implemented")
     if opts.repeat > 1 and (opts.inputs is not None or opts.source_cases is not None):
         raise OptionError("--repeat: runs the suite's cases; --inputs and --source-cases do not apply")
     if opts.inputs is not None and opts.dump is not None and opts.inputs.resolve() == opts.dump.resolve():

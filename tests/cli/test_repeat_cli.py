@@ -92,3 +92,11 @@ def test_a_rank_killed_in_iteration_k_the_survivor_stops_naming_launch_k(tmp_pat
     assert report.count("DEADLOCK report") == 1
     assert "rank 0 (all_gather_quant_matmul, launch 2)" in report
     assert "rank 1: no answer" in report
+
+
+def test_repeat_with_predict_is_refused():
+    from mc2emu.cli.operators import default_registry
+    from mc2emu.cli.options import OptionError, parse_options
+
+    with pytest.raises(OptionError, match="--repeat with --predict"):
+        parse_options(["--repeat", "2", "--predict", "--op", "all_gather_quant_matmul"], default_registry().specs())

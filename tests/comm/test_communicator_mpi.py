@@ -192,3 +192,16 @@ def test_a_rank_failing_in_iteration_k_stops_its_peers_at_once_by_notice(monkeyp
         assert f"rank {failing} left the stream" in str(info.value)
         assert f"(call {k}, launch {k})" in str(info.value)
     assert comm.failed is not None
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_slowed_rank_changes_no_iteration():
+    """DELAY_RANK on the last rank in call 1 of 3 (every checkpoint of that rank stalls): every rank's every
+    iteration stays equal to the golden, bit for bit."""
+    world = mpi_world()
+    inp, gold = ag_case(world)
+    slow = world.Get_size() - 1
+    with Communicator(world, buffer_size=BUFFER, timeout=TIMEOUT) as comm:
+        for i in range(ITERATIONS):
+            out = ag_call(inp, comm, faults=FaultPlan(Fault.DELAY_RANK, slow) if i == 1 else None)
+            assert np.array_equal(bits(out), bits(gold)), i
