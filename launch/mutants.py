@@ -60,6 +60,7 @@ DIAG = "tests/runtime/test_diagnoses.py"
 GMM = "tests/ops/test_grouped_matmul_mx.py"
 XL_SRC = "mc2emu/check/cross_launch.py"
 XL_MPI = "tests/check/test_cross_launch_mpi.py"
+COMM_LOOP = "tests/comm/test_communicator_mpi.py"
 GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
 GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
 GMM_BLAZE = "tests/ops/test_grouped_matmul_blaze.py"
@@ -890,6 +891,35 @@ MUTANTS: list[Mutant] = [
     Mutant("kit: assert_golden allows one ULP more than asked", "mc2emu/testing/asserts.py",
            "    if worst > max_ulp:", "    if worst > max_ulp + 1:",
            serial=("tests/testing/test_kit.py::test_assert_golden_applies_the_ulp_rule",)),
+    # -- persistent Communicator: the layer loop (issue 36 items 1, 2, 4, 5) ------------------------------------
+    Mutant("stream calls keep the per-call host barrier before each launch", "mc2emu/host/harness.py",
+           "        if self.world is not None and self.stream is None:\n            self.world.barrier(",
+           "        if self.world is not None:\n            self.world.barrier(",
+           mpi=(COMM_LOOP + "::test_all_gather_loop_every_iteration_equals_golden_no_host_barrier",),
+           why="a host barrier between ranks between launches the device stream does not have"),
+    Mutant("a carved window poisoned again at every call", "mc2emu/comm/communicator.py",
+           "        if not self.first:\n            return", "        if False:\n            return",
+           mpi=(COMM_LOOP + "::test_a2a_loops_udma_and_hcomm_equal_golden",),
+           why="a peer's next HCCL AlltoAll may already have written the bytes: NaN in iteration 1"),
+    Mutant("HCCL_BUFFSIZE: a window past the buffer end accepted", "mc2emu/comm/communicator.py",
+           "        if need > self.buffer_size:", "        if need > self.buffer_size + need:",
+           mpi=(COMM_LOOP + "::test_window_carved_at_the_buffer_base_and_refused_when_it_does_not_fit",)),
+    Mutant("flag counters: reset ignored (counts persist whatever the option)", "mc2emu/runtime/device.py",
+           "        if self.launch_count and self.flag_counters is FlagCounters.RESET:",
+           "        if self.launch_count and self.flag_counters is None:",
+           serial=("tests/runtime/test_flag_counters_across_launches.py",)),
+    Mutant("flag counters: persist resets too (a leftover count lost)", "mc2emu/runtime/device.py",
+           "        if self.launch_count and self.flag_counters is FlagCounters.RESET:\n            self.flags.reset()",
+           "        if self.launch_count:\n            self.flags.reset()",
+           serial=("tests/runtime/test_flag_counters_across_launches.py",)),
+    Mutant("a failing rank sends no notice (its peers wait out their deadline)", "mc2emu/comm/communicator.py",
+           "            self._notices += [self._notice_comm.Isend(note, dest=q, tag=NOTICE_TAG)",
+           "            self._notices += [self._notice_comm.Isend(note, dest=q, tag=NOTICE_TAG + 1)",
+           mpi=(COMM_LOOP + "::test_a_rank_failing_in_iteration_k_stops_its_peers_at_once_by_notice",)),
+    Mutant("deadlock report: no launch index on a stream", "mc2emu/check/deadlock.py",
+           'return f"{name}, launch {dev.launch_count - 1}" if dev.numbered_launches else name',
+           "return name",
+           mpi=(COMM_LOOP + "::test_a_stalled_rank_in_iteration_k_stops_every_rank_naming_launch_k",)),
     Mutant("CLI table: launch notes not marked", "mc2emu/cli/report.py",
            '                     " ".join(f"[{numbers[n]}]" for n in rep.notes)))', '                     ""))',
            serial=("tests/cli/test_cli_units.py::test_launch_notes_are_numbered_once_in_the_table_and_listed_under_it",

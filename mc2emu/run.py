@@ -64,6 +64,8 @@ def _run_ranks(opts: RunOptions, registry: Registry) -> int:
         return _run_predict(opts, registry, comm)
     if opts.source_cases is not None:
         return _run_source_cases(opts, comm)
+    if opts.scenario == "layers":
+        return _run_layers(opts, comm)
     try:
         if opts.inputs is not None:  # a replay runs every dumped case or none
             split = PlanSplit(plan_replay(registry, opts, size), 0, {})
@@ -116,6 +118,29 @@ def _run_predict(opts: RunOptions, registry: Registry, comm: Any) -> int:
         return EXIT_OPTIONS
     except BaseException as exc:  # never leave the other ranks in a collective
         _err(f"mc2emu: rank {rank}: internal error, aborting every rank:\n" + "".join(traceback.format_exception(exc)))
+        comm.Abort(EXIT_INTERNAL)
+        return EXIT_INTERNAL
+
+
+def _run_layers(opts: RunOptions, comm: Any) -> int:
+    """The layer loops (`--scenario layers`, mc2emu/cli/layers.py)."""
+    from mc2emu.cli.layers import run_layers
+    from mc2emu.cli.options import window_offsets
+
+    rank = comm.Get_rank()
+
+    def say(text: str) -> None:
+        if rank == 0:
+            _out(text)
+
+    first = opts.perturb if opts.perturb is not None else 0
+    seeds: list[int | None] = [first + i for i in range(opts.seeds)]
+    try:
+        return run_layers(comm, opts.layers, seeds, opts.timeout, say, check=opts.check,
+                          window_offsets=window_offsets(opts))
+    except BaseException as exc:  # never leave the other ranks in a collective
+        _err(f"mc2emu: rank {rank}: the layer loop failed, aborting every rank:\n"
+             + "".join(traceback.format_exception(exc)))
         comm.Abort(EXIT_INTERNAL)
         return EXIT_INTERNAL
 
@@ -184,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.source_cases is not None and not needs_ranks(opts):
         return _run_source_cases(opts, None) if rank == 0 else 0
     if not mpi:
-        if opts.inputs is None and not opts.predict and opts.source_cases is None:
+        if opts.inputs is None and not opts.predict and opts.source_cases is None and opts.scenario is None:
             try:
                 plan_cases(registry, opts)  # fail fast, before starting any rank
             except OptionError as exc:

@@ -93,7 +93,7 @@ class DeadlockDiagnosis:
         launch = dev.current
         return {"rank": self.rank, "registry": dev.waiter.snapshot(),
                 "cores": dict(launch.core_state) if launch is not None else {},
-                "launch": launch.name if launch is not None else None}
+                "launch": _launch_label(dev) if launch is not None else None}
 
     # -- answering requests (step 2) ---------------------------------------------------------------------
     def _serve(self) -> None:
@@ -310,3 +310,10 @@ def _releasers(w: dict[str, Any], waiting: dict[tuple[int, str], dict[str, Any]]
         else:
             out.append((r, c))
     return out
+
+
+def _launch_label(dev: Device) -> str:
+    """The current launch's name; on a device running a stream of launches (a `Communicator`), with its
+    index, so a report shows which peer is still in an earlier launch."""
+    name = dev.current.name if dev.current is not None else "no launch"
+    return f"{name}, launch {dev.launch_count - 1}" if dev.numbered_launches else name

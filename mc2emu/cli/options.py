@@ -170,6 +170,13 @@ class RunOptions:
     # --source-cases OP: replay the source's case tables (mc2emu/cli/source_cases.py), m / --scale.
     source_cases: str | None = None
     scale: int = 1
+    # --repeat N: each case N times back to back on one Communicator, every iteration against the golden;
+    # --scenario layers: the chained layer loops (mc2emu/cli/layers.py).
+    repeat: int = 1
+    scenario: str | None = None
+    layers: int = 2
+    seeds: int = 1
+    window_offset: tuple[str, ...] = ()
     case: tuple[str, ...] = ()
     operators: Mapping[str, OperatorOptions] = field(default_factory=dict)
 
@@ -269,6 +276,20 @@ def _common_parser(description: str) -> argparse.ArgumentParser:
     run.add_argument("--perturb", type=int_at_least(0, "--perturb"), metavar="SEED",
                      help="seeded timing perturbation")
     run.add_argument("--timeout", type=_positive_float("--timeout"), help="wait deadline in seconds")
+    run.add_argument("--repeat", type=int_at_least(1, "--repeat"), default=1, metavar="N",
+                     help="run each case N times back to back on one persistent Communicator (collective "
+                          "operators; 20 = the source ST's perf loop) and check every iteration")
+    run.add_argument("--scenario", choices=("layers",), help="layers: the chained layer loops (TP MLP "
+                     "all_gather_quant_matmul -> quant_matmul_reduce_scatter; MoE all_to_all_quant_matmul -> "
+                     "grouped_matmul_mx) on one Communicator, each layer's output feeding the next")
+    run.add_argument("--layers", type=int_at_least(1, "--layers"), default=2, metavar="L",
+                     help="with --scenario layers: the number of layers (default 2)")
+    run.add_argument("--seeds", type=int_at_least(1, "--seeds"), default=1, metavar="S",
+                     help="with --scenario layers: run the loop under S perturbation seeds (from --perturb, "
+                          "default 0); every seed's output must be bitwise equal")
+    run.add_argument("--window-offset", action="append", default=[], metavar="NAME=BYTES",
+                     help="with --repeat / --scenario layers: start the data window NAME (e.g. qmrs_data) at "
+                          "BYTES of the communicator buffer (default: every window at its base)")
     run.add_argument("--np", type=int_at_least(1, "--np"), default=DEFAULT_NP,
                      help=f"ranks when relaunching under mpiexec (default {DEFAULT_NP})")
     prd = ap.add_argument_group("predict the device (docs/predict.md)")
@@ -346,6 +367,7 @@ def parse_options(argv: list[str], operators: Sequence[OperatorEntry], descripti
     values = vars(ns)
     values["cost"] = tuple(values.get("cost") or ())
     values["case"] = tuple(values.get("case") or ())
+    values["window_offset"] = tuple(values.get("window_offset") or ())
     per_op = {e.name: e.options(**{name: values[name] for name, _, _ in e.options.declared()}) for e in operators}
     opts = RunOptions(**{name: values[name] for name in COMMON_FIELDS}, operators=per_op)
     if (opts.plot is not None or opts.cost) and not opts.predict:
@@ -360,9 +382,26 @@ def parse_options(argv: list[str], operators: Sequence[OperatorEntry], descripti
         raise OptionError(f"--inputs {opts.inputs}: no such directory")
     for name, own in per_op.items():
         own.validate(opts, name)
+    window_offsets(opts)
+    if opts.repeat > 1 and opts.predict:
+        raise OptionError("--repeat with --predict: the cost model replays one launch per knob; a replay of N "
+                          "launches with their gaps is not implemented")
+    if opts.repeat > 1 and (opts.inputs is not None or opts.source_cases is not None):
+        raise OptionError("--repeat: runs the suite's cases; --inputs and --source-cases do not apply")
     if opts.inputs is not None and opts.dump is not None and opts.inputs.resolve() == opts.dump.resolve():
         raise OptionError("--inputs and --dump name the same directory: the dump would overwrite the replayed files")
     return opts
+
+
+def window_offsets(opts: RunOptions) -> dict[str, int]:
+    """`--window-offset NAME=BYTES` as {name: offset}; a malformed one is an OptionError."""
+    out: dict[str, int] = {}
+    for item in opts.window_offset:
+        name, _, value = item.partition("=")
+        if not name or not value.isdigit():
+            raise OptionError(f"--window-offset {item!r}: expected NAME=BYTES (a window name, a byte offset >= 0)")
+        out[name] = int(value)
+    return out
 
 
 def help_text(operators: Sequence[OperatorEntry], description: str = "") -> str:

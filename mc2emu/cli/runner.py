@@ -17,6 +17,7 @@ Never a hung job:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -28,7 +29,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from mc2emu.cli.dump import CaseFile, DumpError, case_dirs, load_case, rank_file, read_meta, save_case
-from mc2emu.cli.options import OptionError, RunOptions
+from mc2emu.cli.options import OptionError, RunOptions, window_offsets
 from mc2emu.cli.report import (
     CaseReport,
     Raised,
@@ -54,6 +55,7 @@ from mc2emu.cli.scenarios import (
     operator_options,
 )
 from mc2emu.cli.stats import derive_stats
+from mc2emu.comm.communicator import Communicator
 from mc2emu.launcher import idle_barrier
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.runtime.events import Event, HazardReported
@@ -237,6 +239,28 @@ def _message(exc: BaseException) -> str:
     return text
 
 
+def _execute(spec: OperatorSpec, case: Case, inputs: dict[str, np.ndarray], ctx: ExecContext) -> tuple[Any, ...]:
+    """One operator call: (output or None, Raised, message, hazard names, hazard reports)."""
+    try:
+        return spec.execute(case, inputs, ctx), Raised.NOTHING, "", (), ()
+    except HazardError as exc:
+        out = exc.output if isinstance(exc.output, np.ndarray) else None
+        return (out, Raised.HAZARD, str(exc).splitlines()[0], tuple(sorted(exc.names())),
+                _hazard_reports(exc.hazards))
+    except Exception as exc:  # every outcome is reported and judged: the CLI must not die on one rank
+        return None, _raised_of(exc), _message(exc), (), ()
+
+
+def _compare(spec: OperatorSpec, out: np.ndarray, golden: np.ndarray | None, golden_error: str) -> Comparison:
+    try:
+        comparison = spec.compare(out, golden)
+    except (ValueError, TypeError) as exc:
+        comparison = Comparison(False, note=f"compare failed: {exc}")
+    if golden_error:
+        comparison = Comparison(False, note=golden_error)
+    return comparison
+
+
 class CaseRunner:
     """Runs cases on this rank; rank 0 also reports."""
 
@@ -259,7 +283,7 @@ class CaseRunner:
             self.out.flush()
 
     def budget(self, case: Case) -> float:
-        return WATCHDOG_DEADLINES * (case.timeout or DEFAULT_TIMEOUT_S) + WATCHDOG_SLACK_S
+        return self.opts.repeat * (WATCHDOG_DEADLINES * (case.timeout or DEFAULT_TIMEOUT_S) + WATCHDOG_SLACK_S)
 
     # inputs --------------------------------------------------------------------------------------------------
     def _inputs(self, spec: OperatorSpec, planned: Planned) -> tuple[dict[str, np.ndarray], CaseFile | None]:
@@ -306,24 +330,16 @@ class CaseRunner:
         hazards: tuple[str, ...] = ()
         hazard_reports: tuple[tuple[str, int, str], ...] = ()
         t0 = time.perf_counter_ns()
-        try:
-            out = spec.execute(case, inputs, ctx)
-        except HazardError as exc:
-            raised, message, hazards = Raised.HAZARD, str(exc).splitlines()[0], tuple(sorted(exc.names()))
-            hazard_reports = _hazard_reports(exc.hazards)
-            out = exc.output if isinstance(exc.output, np.ndarray) else None
-        except Exception as exc:  # every outcome is reported and judged: the CLI must not die on one rank
-            raised, message = _raised_of(exc), _message(exc)
+        comparison: Comparison | None = None
+        if self.opts.repeat > 1:
+            out, raised, message, hazards, hazard_reports, comparison = self._repeat(spec, case, inputs, ctx, golden,
+                                                                                     golden_error)
+        else:
+            out, raised, message, hazards, hazard_reports = _execute(spec, case, inputs, ctx)
         t1 = time.perf_counter_ns()
 
-        comparison: Comparison | None = None
-        if out is not None:
-            try:
-                comparison = spec.compare(out, golden)
-            except (ValueError, TypeError) as exc:
-                comparison = Comparison(False, note=f"compare failed: {exc}")
-            if golden_error:
-                comparison = Comparison(False, note=golden_error)
+        if out is not None and comparison is None:
+            comparison = _compare(spec, out, golden, golden_error)
         replay_diff, same_case = self._replay_diff(case, out, dumped)
         stats = derive_stats(recorder.events)
         if raised is Raised.DEADLOCK:  # the peers' own deadlines fire within about two deadlines
@@ -338,6 +354,55 @@ class CaseRunner:
         result = RankResult(self.rank, raised, hazards, message, hazard_reports, comparison, (t1 - t0) / 1e9, stats,
                             replay_diff, same_case, notes=tuple(ctx.notes))
         return self._conclude(index, total, case, [result], gathered=False)
+
+    def _repeat(self, spec: OperatorSpec, case: Case, inputs: dict[str, np.ndarray], ctx: ExecContext,
+                golden: np.ndarray | None, golden_error: str) -> tuple[Any, ...]:
+        """`--repeat N`: the case N times back to back, on one `Communicator` for a collective operator (no
+        host barrier between the iterations), each iteration compared with the golden; the communicator's
+        closing check (happens-before over the N launches) adds its hazards. The first failing iteration is
+        named; an exception ends the loop at its iteration."""
+        n = self.opts.repeat
+        comm_obj = Communicator(self.comm, check=self.opts.check, timeout=case.timeout,
+                                window_offsets=window_offsets(self.opts)) if spec.collective else None
+        ctx = dataclasses.replace(ctx, comm=comm_obj)
+        out: np.ndarray | None = None
+        raised, message = Raised.NOTHING, ""
+        names: set[str] = set()
+        reports: list[tuple[str, int, str]] = []
+        worst: Comparison | None = None
+        first_bad: int | None = None
+        for it in range(n):
+            out, r, msg, hz, reps = _execute(spec, case, inputs, ctx)
+            names |= set(hz)
+            reports += [(name, count, f"iteration {it}: {text}") for name, count, text in reps]
+            if out is not None:
+                cmp = _compare(spec, out, golden, golden_error)
+                if first_bad is None and (not cmp.ok or worst is None or (cmp.max_ulp or 0) > (worst.max_ulp or 0)):
+                    worst = cmp
+                    first_bad = None if cmp.ok else it
+            if r is not Raised.NOTHING and raised is Raised.NOTHING:
+                raised, message = r, f"iteration {it} of {n}: {msg}"
+            if r not in (Raised.NOTHING, Raised.HAZARD):
+                break
+        if comm_obj is not None:
+            if raised in (Raised.NOTHING, Raised.HAZARD):
+                try:
+                    closing = comm_obj.close()
+                except Exception as exc:  # the closing barrier failed: report it, as any other outcome
+                    raised, message = _raised_of(exc), f"Communicator.close: {_message(exc)}"
+                    closing = []
+                names |= {h.hazard.value for h in closing if h.severity is not Severity.WARNING}
+                reports += [(name, count, f"across the {n} launches: {text}")
+                            for name, count, text in _hazard_reports(closing)]
+                if names and raised is Raised.NOTHING:
+                    raised, message = Raised.HAZARD, f"the loop of {n} launches reported {sorted(names)}"
+            else:
+                comm_obj.fail(message.splitlines()[0] if message else "a failed iteration")
+                comm_obj.close()
+        if worst is not None:
+            where = f"iteration {first_bad} of {n} differs first" if first_bad is not None else f"all {n} iterations"
+            worst = Comparison(worst.ok, worst.max_abs, worst.max_ulp, note=f"{where}; {worst.note}".strip("; "))
+        return out, raised, message, tuple(sorted(names)), tuple(reports), worst
 
     def _replay_diff(self, case: Case, out: np.ndarray | None, dumped: CaseFile | None) -> tuple[int | None, bool]:
         if dumped is None or out is None:

@@ -269,6 +269,7 @@ class OperatorSpec:
       under `--help`); each mode option names a field of `mode_type`.
     - host_print(options, run): the printout its options ask for when `options.host_only()` (no ranks, no
       MPI); raises ConstraintError on a bad request.
+    - collective: it takes `comm=` (`--repeat` runs its iterations on one `Communicator`).
     """
 
     name: str
@@ -292,6 +293,8 @@ class OperatorSpec:
     predict_knobs: Callable[[Shape, int], Sequence[Knob]] | None = None
     options: type[OperatorOptions] = NoOptions
     host_print: Callable[[Any, RunOptions], str] | None = None
+    # The operator communicates (takes `comm=`): `--repeat` runs it on one persistent Communicator.
+    collective: bool = False
 
     def __post_init__(self) -> None:
         modes = self.modes or (self.mode_type(),)

@@ -12,17 +12,17 @@ after success); everything around that lives here, once ("comm" = only for calls
 5. exit on any other failure: the windows are left behind; 6. always: diagnosis, checker, observers closed.
 
 Every rank leaves a call the same way: host barriers are agreed and a failing rank posts its failure into the
-next one (`CommWorld.fail`); the set-up's blocking collectives all come before the first barrier that can
-fail. Windows left behind are kept with their communicator and freed at the start of the next call on it
-(every rank is then back in step) or at interpreter exit behind an agreed, deadline-guarded barrier before
-MPI finalizes (MPICH's UCX layer otherwise warns "destroying inuse region" per window key). The checkers are
-attached here, not in an operator: operator modules (`mc2emu.ops`) never import `mc2emu.check`.
+next one (`CommWorld.fail`). Windows left behind are freed at the start of the next call on that communicator
+or at interpreter exit behind an agreed, deadline-guarded barrier. The checkers are attached here, not in an
+operator (`mc2emu.ops` never imports `mc2emu.check`). On a persistent `Communicator` (docs/protocols.md
+"Across launches") none of 1-6: no host barrier; its device, world, buffer (windows carved) and checkers.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -35,17 +35,22 @@ from mc2emu.arch.platform import DAV_3510, PlatformSpec
 from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
 from mc2emu.check.happens_before import HappensBeforeChecker
 from mc2emu.check.write_count import WriteCountChecker
+from mc2emu.comm.communicator import Communicator
 from mc2emu.comm.errors import HostBarrierFailed
+from mc2emu.comm.hccl_server import HcclServer
+from mc2emu.comm.hccl_task import HcclServerType
+from mc2emu.comm.team_barrier import TeamBarrier
 from mc2emu.comm.world import CommWorld
 from mc2emu.host.call_options import CallOptions
 from mc2emu.host.compute_slots import default_slots
 from mc2emu.runtime.device import Device, LaunchResult
 from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.gm import MemRole, copy_out
-from mc2emu.runtime.hazards import DeadlockError, HazardReport
+from mc2emu.runtime.hazards import ConstraintError, DeadlockError, HazardReport
 from mc2emu.runtime.kernel_type import KernelType
 
 if TYPE_CHECKING:
+    from mc2emu.comm.communicator import CarvedWindow
     from mc2emu.comm.window import Window
     from mc2emu.runtime.gm import GmAddr
 
@@ -188,8 +193,16 @@ class LaunchHarness:
         """`poison_payload`: PAYLOAD windows start poisoned in check mode (`CommWorld`; `mc2emu.run_kernel`)."""
         self.name = name
         self.opts = opts
+        self.stream: Communicator | None = opts.comm if isinstance(opts.comm, Communicator) else None
         self.base = comm = opts.comm
         self.call = -1
+        self._write_counts: list[WriteCountChecker] = []
+        self.hazards: list[HazardReport] = []
+        self._handed_over = False
+        self._launched = False
+        if self.stream is not None:
+            self._open_stream(self.stream)
+            return
         if comm is not None:
             LEFT_BEHIND.free(comm)
             self.call = LEFT_BEHIND.next_call(comm)
@@ -200,9 +213,6 @@ class LaunchHarness:
         self.world: CommWorld | None = None
         self._diag: DeadlockDiagnosis | None = None
         self._hb: HappensBeforeChecker | None = None
-        self._write_counts: list[WriteCountChecker] = []
-        self.hazards: list[HazardReport] = []
-        self._handed_over = False
         try:
             if comm is not None:
                 # Every blocking collective of the set-up first (each duplicates `comm`: every rank makes
@@ -219,6 +229,24 @@ class LaunchHarness:
             self._close_observers(deadlocked=False)
             raise
 
+    def _open_stream(self, s: Communicator) -> None:
+        """A call on a persistent `Communicator`: its device, world and checkers, no host barrier (stream
+        order: this launch starts after this rank's previous one ended, whatever the peers do)."""
+        s.check_usable(self.name)
+        dev = self.device = s.device
+        if bool(self.opts.check) != dev.check:
+            raise ConstraintError("check", f"{self.name}: check={self.opts.check} on a Communicator created "
+                                  f"with check={dev.check} (its checkers span the calls)")
+        dev.perturb, dev.faults = self.opts.perturb, self.opts.faults
+        dev.waiter.timeout = s.timeout if self.opts.timeout is None else self.opts.timeout
+        self.world = s.world
+        self._unsubscribe = [dev.events.subscribe(o) for o in self.opts.observers]
+        # Persistent: created at the first call (collective: every rank's first call), kept until close().
+        self._diag = s.control("deadlock_diagnosis", lambda: _stream_diagnosis(s))
+        self._hb = s.control("happens_before", lambda: _stream_checker(s)) if dev.check else None
+        self._gm_mark = len(dev.gm.allocations)
+        s.calls += 1
+
     @property
     def rank(self) -> int:
         return self.device.rank
@@ -230,6 +258,33 @@ class LaunchHarness:
             raise RuntimeError(f"{self.name}: a window needs a communicating harness (comm=...)")
         return self.world.window(nbytes, name, role)
 
+    def data_window(self, nbytes: int, name: str) -> Window | CarvedWindow:
+        """The call's data window (PAYLOAD): on a `Communicator`, carved from its buffer at the window's offset
+        (0 unless `window_offsets` moves it: the kernels' window base is the HCCL buffer's; refused when it does
+        not fit: HCCL_BUFFSIZE), else a new window of `nbytes`."""
+        if self.stream is not None:
+            return self.stream.carve(nbytes, name, op=self.name)
+        return self.window(nbytes, name, MemRole.PAYLOAD)
+
+    def team_barrier(self, jobs: int, name: str = "team_barrier") -> TeamBarrier:
+        """The apace TeamBarrier (its own CONTROL window): on a `Communicator` one per (name, jobs), kept
+        across calls (its epochs persist, as the barrier buffer registered once per context does)."""
+        world = self.world
+        if world is None:
+            raise RuntimeError(f"{self.name}: a TeamBarrier needs a communicating harness (comm=...)")
+        if self.stream is not None:
+            return self.stream.control(("team_barrier", name, jobs), lambda: TeamBarrier(world, jobs, name))
+        return TeamBarrier(world, jobs, name)
+
+    def hccl_server(self, model: HcclServerType) -> HcclServer:
+        """The HCCL server: on a `Communicator` one per model, kept across calls (its state persists)."""
+        world = self.world
+        if world is None:
+            raise RuntimeError(f"{self.name}: an HCCL server needs a communicating harness (comm=...)")
+        if self.stream is not None:
+            return self.stream.control(("hccl_server", model), lambda: HcclServer(world, model=model))
+        return HcclServer(world, model=model)
+
     def launch(self, kernel: Callable[..., Any], block_dim: int, kernel_type: KernelType, *args: Any) -> HarnessLaunch:
         """Launch `kernel` (after a host barrier when communicating: every rank has set up its windows)."""
         if self._handed_over:
@@ -239,9 +294,10 @@ class LaunchHarness:
         aic_only = kernel_type is KernelType.AIC_ONLY
         if aic_only and faults is not None and faults.fires(FaultHook.LAUNCH, self.rank, "host"):
             kernel_type = FAULTED_LAUNCH_TYPE   # fault injection: the AIC-only kernel launched mixed
-        if self.world is not None:
+        if self.world is not None and self.stream is None:
             self.world.barrier(timeout=host_barrier_timeout(self.opts.timeout))
         t0 = time.perf_counter()
+        self._launched = True
         res = self.device.launch(kernel, block_dim, kernel_type, *args, name=self.name)
         return HarnessLaunch(res, kernel_type, time.perf_counter() - t0)
 
@@ -282,6 +338,11 @@ class LaunchHarness:
             self._close_observers(deadlocked=deadlocked)
 
     def _finish(self) -> None:
+        if self.stream is not None:
+            for wc in self._write_counts:
+                wc.finish()
+            self.hazards = self.device.hazards.take()
+            return
         if self.world is not None:
             barrier_timeout = host_barrier_timeout(self.opts.timeout)
             self.world.barrier(timeout=barrier_timeout)   # deadline-guarded: every rank finished the launch
@@ -296,7 +357,12 @@ class LaunchHarness:
         """The one place that decides what a failed call leaves: its windows wait for the next call (a
         collective free now could hang: after a deadlock the peers are stuck too; after another failure
         they sit in a deadline-guarded wait); a deadlock carries the hazards filed before the hang."""
-        if self.world is not None and not self.world.closed:
+        if self.stream is not None and isinstance(exc, ConstraintError) and not self._launched:
+            pass   # refused before its launch (e.g. HCCL_BUFFSIZE): nothing ran, the communicator stays usable
+        elif self.stream is not None:
+            what = "a deadlock" if isinstance(exc, DeadlockError) else type(exc).__name__
+            self.stream.fail(f"{what} {where} (call {self.stream.calls - 1}, launch {self.device.launch_count - 1})")
+        elif self.world is not None and not self.world.closed:
             what = "a deadlock" if isinstance(exc, DeadlockError) else type(exc).__name__
             self.world.fail(f"{what} {where}")    # the peers' next host barrier ends with this verdict
             LEFT_BEHIND.keep(self.base, self.call, self.world, f"{what} {where}")
@@ -304,6 +370,14 @@ class LaunchHarness:
             exc.hazards = self.device.hazards.take()
 
     def _close_observers(self, *, deadlocked: bool) -> None:
+        if self.stream is not None:   # the diagnosis and the checker live on with the communicator
+            gm = self.device.gm
+            gm.allocations[self._gm_mark:] = [a for a in gm.allocations[self._gm_mark:] if a.kind != "gm"]
+            for wc in self._write_counts:
+                wc.close()
+            for u in self._unsubscribe:
+                u()
+            return
         if self._diag is not None:
             self._diag.close(linger=COLLECT_S if deadlocked else 0.0)
         if self._hb is not None:
@@ -312,6 +386,32 @@ class LaunchHarness:
             wc.close()
         for u in self._unsubscribe:
             u()
+
+
+# A failed Communicator's world is kept in LEFT_BEHIND under -1, -2, ... (the n-th failed one of this process;
+# per-call calls count from 0): every rank fails the same communicators in the same order.
+_STREAM_FAILURES = itertools.count(1)
+
+
+def _stream_diagnosis(s: Communicator) -> DeadlockDiagnosis:
+    diag = DeadlockDiagnosis(s.device, s.mpi_comm)
+    diag.attach()
+
+    def close() -> None:
+        failed = s.failed or s.peer_failed
+        diag.close(linger=COLLECT_S if failed else 0.0)
+        if failed:   # a collective free could hang: freed at exit behind an agreed barrier (LEFT_BEHIND)
+            LEFT_BEHIND.keep(s.mpi_comm, -next(_STREAM_FAILURES), s.world, failed)
+
+    s.on_close(close)
+    return diag
+
+
+def _stream_checker(s: Communicator) -> HappensBeforeChecker:
+    hb = HappensBeforeChecker(s.device, s.mpi_comm)
+    s.on_sync(hb.finish)
+    s.on_close(hb.close)
+    return hb
 
 
 def _hung(exc: BaseException | None) -> bool:

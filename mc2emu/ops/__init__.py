@@ -1,7 +1,6 @@
 """Operators: one entry per operator, each with its golden beside it (the layer below check / run).
 
-- `quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, ...)` -> C, one emulated NPU; golden
-  `golden_quant_batch_matmul_mx`.
+- `quant_batch_matmul_mx(x1, x1_scale, x2, x2_scale, *, ...)` -> C, one NPU; golden `golden_quant_batch_matmul_mx`.
 - `all_to_all_quant_matmul(x1, x1_scale, x2, x2_scale, *, impl, local_matmul, wait_order, hccl_server, ...)`
   -> this rank's C, collective; golden `golden_a2a`.
 - `all_gather_quant_matmul(x1, x1_scale, x2, x2_scale, *, wait_order, protocol, slot_num, ...)` -> this
@@ -14,12 +13,14 @@
   one emulated NPU (seed 001); goldens `golden_weight_quant_matmul`, `golden_weight_dequant`.
 
 One convention: tensors positional, the operator's keywords, then `check`, `timeout`, `perturb`, `observers`,
-`faults` (and `comm` when it communicates) with one set of defaults (`mc2emu.host.call_options`) and
+`faults` (and `comm` when it communicates: an MPI communicator, or a persistent `Communicator` that runs the
+calls back to back on one HCCL buffer) with one set of defaults (`mc2emu.host.call_options`) and
 `return_stats` (True: `(output, frozen <Op>LaunchInfo)`); enum keywords take the member or its string
-(`mc2emu.arch.parse_enum`). Modules: `<op>_op.py` the entry, `<op>_host.py` the host program (owning the
-problem type), `<op>_golden.py` the golden; docs/adding-an-operator.md lists the files of an operator.
+(`mc2emu.arch.parse_enum`). Modules: `<op>_op.py` the entry, `<op>_host.py` the host program, `<op>_golden.py`
+the golden (docs/adding-an-operator.md).
 """
 
+from mc2emu.comm.communicator import Communicator
 from mc2emu.ops.all_gather_quant_matmul_golden import gen_ag_st_inputs, golden_all_gather_quant_matmul
 from mc2emu.ops.all_gather_quant_matmul_op import all_gather_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_golden import golden_a2a
@@ -35,7 +36,8 @@ from mc2emu.ops.weight_quant_matmul_golden import golden_weight_dequant, golden_
 from mc2emu.ops.weight_quant_matmul_op import weight_quant_matmul
 
 __all__ = [
-    "all_gather_quant_matmul", "all_to_all_quant_matmul", "gen_ag_st_inputs", "gen_qmrs_st_inputs", "golden_a2a",
+    "Communicator", "all_gather_quant_matmul",
+    "all_to_all_quant_matmul", "gen_ag_st_inputs", "gen_qmrs_st_inputs", "golden_a2a",
     "golden_all_gather_quant_matmul", "golden_grouped_matmul_mx", "golden_quant_batch_matmul_mx",
     "golden_quant_matmul_reduce_scatter", "golden_weight_dequant", "golden_weight_quant_matmul", "grouped_matmul_mx",
     "grouped_matmul_mx_schedule", "grouped_matmul_mx_tiling", "quant_batch_matmul_mx", "quant_matmul_reduce_scatter",

@@ -32,7 +32,6 @@ from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQuantBatc
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.comm.shmem import Shmem
-from mc2emu.comm.team_barrier import TeamBarrier
 from mc2emu.host.call_options import CallOptions
 from mc2emu.host.collective import refuse
 from mc2emu.host.harness import LaunchHarness
@@ -141,14 +140,14 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
         else:
             dataRegionBytes = R * m * rowBytes
             winBytes = dataRegionBytes + R * m * scaleRowBytes + pad * scaleRowBytes
-        win = h.window(max(winBytes, 1), "udma_all_gather")
+        win = h.data_window(max(winBytes, 1), "udma_all_gather")
         winData, winScale = win.addr(0), win.addr(dataRegionBytes)
         if slotRing and win.base is not None:
             win.base.alloc.describe = _slot_describer(dataRegionBytes, dataSlot, scaleSlot,
                                                       max(ct.tileM, ct.tailM), rowBytes, scaleRowBytes, rank, R)
         elif win.base is not None:
             win.base.alloc.describe = _seed_describer(dataRegionBytes, m, ct.tileM, rowBytes, scaleRowBytes, R)
-        team = TeamBarrier(h.world, jobs=R)
+        team = h.team_barrier(R)
         shmem = Shmem(h.world)
         params = Params(mm, QBMMTiling(mm.baseM, mm.baseN, mm.baseK, mm.dbL0c), fp, x1_addr, x1s_addr, x2_addr,
                         x2s_addr, c_addr, winData, winScale, rowBytes, scaleRowBytes, n * out_dtype.itemsize,

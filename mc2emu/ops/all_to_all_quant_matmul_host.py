@@ -36,10 +36,8 @@ from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithSca
 from mc2emu.blaze.gemm.kernel.kernel_qbmm_mx import QBMMTiling
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.comm.hccl import Hccl
-from mc2emu.comm.hccl_server import HcclServer
 from mc2emu.comm.hccl_task import HcclServerType
 from mc2emu.comm.shmem import Shmem
-from mc2emu.comm.team_barrier import TeamBarrier
 from mc2emu.host.call_options import CallOptions
 from mc2emu.host.harness import LaunchHarness
 from mc2emu.numerics import ElemFormat, OutDtype
@@ -149,21 +147,21 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
                                                                    DNExtLayoutPtn, problem.elem)
         assert h.world is not None
         if is_udma:
-            win = h.window(R * oriM * rowBytes + R * oriM * scaleRowBytes, "udma_a2a")
+            win = h.data_window(R * oriM * rowBytes + R * oriM * scaleRowBytes, "udma_a2a")
             if opts.check:
                 win.poison()    # the own block is never written: a read of it is NaN and reported
             winA = win.addr(0)
             winScaleA = win.addr(R * oriM * rowBytes)
-            team = TeamBarrier(h.world, jobs=R)
+            team = h.team_barrier(R)
             shmem = Shmem(h.world)
             aAddr, saAddr = winA, winScaleA
         else:
             scalePart = Align(R * oriM * scaleRowBytes, WORKSPACE_ALIGN)
-            win = h.window(scalePart + R * oriM * rowBytes, "hcomm_workspace")
+            win = h.data_window(scalePart + R * oriM * rowBytes, "hcomm_workspace")
             if opts.check:
                 win.poison()    # HCCL workspace: bytes no task writes (the alignment gap) read as NaN
             workspace, dataRecv = win.addr(0), win.addr(scalePart)
-            server = HcclServer(h.world, model=problem.hccl_server)
+            server = h.hccl_server(problem.hccl_server)
             aAddr, saAddr = dataRecv, workspace
         params = Params(
             problemShape=ProblemShape(oriM, N, Ka, 1),

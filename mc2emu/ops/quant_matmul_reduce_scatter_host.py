@@ -44,7 +44,6 @@ from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParam
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
 from mc2emu.comm.shmem import Shmem
-from mc2emu.comm.team_barrier import TeamBarrier
 from mc2emu.host.call_options import CallOptions
 from mc2emu.host.collective import refuse
 from mc2emu.host.harness import LaunchHarness
@@ -152,7 +151,7 @@ def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x
         BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, NDExtLayoutPtn,
                                                                    DNExtLayoutPtn, problem.elem)
         assert h.world is not None
-        win = h.window(HcclOpParam.window_bytes(R, m * cBytesPerM), "qmrs_hccl_window")
+        win = h.data_window(HcclOpParam.window_bytes(R, m * cBytesPerM), "qmrs_hccl_window")
         ctx_param = HcclOpParam(rank, R, win.addr(0), Shmem(h.world))
         problemShape = (m, n, k, 1)
         params = MixParams(
@@ -203,8 +202,8 @@ def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: 
                                                                    DNExtLayoutPtn, problem.elem,
                                                                    window_len=RS_WINDOW_LEN)
         assert h.world is not None
-        win = h.window(R * ct.mSeg * cBytesPerM, "qmrs_data")
-        team = TeamBarrier(h.world, jobs=TEAM_BARRIER_JOBS, name="qmrs_team_barrier")
+        win = h.data_window(R * ct.mSeg * cBytesPerM, "qmrs_data")
+        team = h.team_barrier(TEAM_BARRIER_JOBS, "qmrs_team_barrier")
         shmem = Shmem(h.world)
         args = RsRoundsArgs(rank, R, ct, tilings, k, n, scaleKLen, x1_addr, x1s_addr, x2_addr, x2s_addr, staging,
                             y_addr, win.addr(0), shmem, team, cast(RsKernelVariant, problem.variant), bias_addr)

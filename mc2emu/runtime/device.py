@@ -14,6 +14,7 @@ the device through the core context.
 
 from __future__ import annotations
 
+import enum
 import sys
 import threading
 from collections.abc import Callable
@@ -46,6 +47,15 @@ from mc2emu.runtime.waiting import DEFAULT_TIMEOUT_S, Doorbell, Waiter
 Kernel = Callable[..., Any]
 
 
+class FlagCounters(enum.Enum):
+    """What the cross-core flag counters hold when a launch starts on a device that ran launches before.
+    Whether DAV_3510 clears them at kernel start is not public (docs/protocols.md "Across launches"): both
+    are emulated; leftovers are reported at every launch end either way (UNCONSUMED_FLAG)."""
+
+    PERSIST = "persist"   # a count left by launch N is pending when launch N + 1 starts (SPEC §2 assumption)
+    RESET = "reset"       # every counter starts at 0 in every launch
+
+
 @dataclass
 class LaunchResult:
     hazards: list[HazardReport]
@@ -54,11 +64,14 @@ class LaunchResult:
 
 class Device:
     """One NPU. `check` switches the hazard checkers; `timeout` is the wait deadline in seconds;
-    `compute_slots`: how many cores compute on the host at once (host time only; None: the host's CPUs)."""
+    `compute_slots`: how many cores compute on the host at once (host time only; None: the host's CPUs);
+    `flag_counters`: `FlagCounters` across launches (None: PERSIST, or RESET on a platform whose
+    `flags_persist_across_launches` is False)."""
 
     def __init__(self, rank: int = 0, platform: PlatformSpec = DAV_3510, *, check: bool = True,
                  timeout: float | None = None, perturb: PerturbPolicy | None = None,
-                 faults: FaultPlan | None = None, compute_slots: int | None = None) -> None:
+                 faults: FaultPlan | None = None, compute_slots: int | None = None,
+                 flag_counters: FlagCounters | str | None = None) -> None:
         self.rank = rank
         self.platform = platform
         self.events = EventBus(rank)
@@ -72,7 +85,10 @@ class Device:
         self.perturb = perturb
         self.faults = faults
         self.soft_sync_epochs: dict[Any, int] = {}
+        self.flag_counters = _flag_counters(flag_counters, platform)
         self.launch_count = 0
+        # A device that runs a stream of launches (a Communicator's) names each by its index in reports.
+        self.numbered_launches = False
         self.current: Launch | None = None
         # host time only (no result, read, event or report depends on them)
         self.compute_slots = ComputeSlots(compute_slots)
@@ -103,6 +119,8 @@ class Device:
                 f"cores of {self.platform.name}")
         launch = Launch(kt, block_dim, name=name or str(getattr(kernel, "__name__", "kernel")),
                         index=self.launch_count)
+        if self.launch_count and self.flag_counters is FlagCounters.RESET:
+            self.flags.reset()   # the counts launch N left (reported at its end) are gone at launch N + 1
         self.current = launch
         self.launch_count += 1
         self.decode_cache.reset()
@@ -177,5 +195,15 @@ class Device:
                                     f"write-outs on this core add instead of overwrite")
         self.flags.report_leftovers()
         self.flags.report_reserved_ids(launch.used_sync_all)
-        if not self.platform.flags_persist_across_launches:
-            self.flags.reset()
+
+
+def _flag_counters(value: FlagCounters | str | None, platform: PlatformSpec) -> FlagCounters:
+    if value is None:
+        return FlagCounters.PERSIST if platform.flags_persist_across_launches else FlagCounters.RESET
+    if isinstance(value, FlagCounters):
+        return value
+    try:
+        return FlagCounters(value)
+    except ValueError:
+        raise ConstraintError("flag_counters", f"flag_counters must be one of "
+                              f"{[m.value for m in FlagCounters]}, got {value!r}") from None

@@ -277,6 +277,7 @@ def predict_knobs(shape: Shape, size: int) -> list[Knob]:
 
 SPEC = OperatorSpec(
     name="all_gather_quant_matmul",
+    collective=True,
     summary="MXFP8 matmul fused with an all-gather of A along M (SPEC §7.1, FragmentTensor kernel)",
     mode_type=AGMode,
     make_inputs=make_inputs,

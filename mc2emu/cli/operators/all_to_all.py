@@ -222,6 +222,7 @@ def validate(case: Case, size: int) -> list[str]:
 
 SPEC = OperatorSpec(
     name="all_to_all_quant_matmul",
+    collective=True,
     summary="MX-quantized matmul fused with an all-to-all of A along M (SPEC §6)",
     mode_type=A2AMode,
     make_inputs=make_inputs,

@@ -171,6 +171,7 @@ def predict_knobs(shape: Shape, size: int) -> list[Knob]:
 
 SPEC = OperatorSpec(
     name="quant_matmul_reduce_scatter",
+    collective=True,
     summary="MXFP8 matmul, then a reduce-scatter of the products along M (compute-first, SPEC §7.2)",
     mode_type=QmrsMode,
     make_inputs=make_inputs,

@@ -1,0 +1,265 @@
+"""`Communicator`: an HCCL communicator that outlives operator calls (a model's layer loop on one stream).
+
+Created once per rank group (collective) on an MPI communicator, it owns what HCCL gives the MC2 kernels
+on the device and what persists there between launches: one NPU (`Device`: GM, cross-core flag counters
+per `FlagCounters`), one symmetric buffer per rank of `buffer_size` bytes (HCCL's communicator buffer,
+`HcclGetHcclBuffer`; default `HCCL_BUFFSIZE` read in MB as HCCL does, 200 MB when unset), its persistent
+`CommWorld`, and the control objects the kernels keep across launches (TeamBarrier epochs, the HCCL
+server), created on their first use and kept until `close()`.
+
+An operator call given `comm=<Communicator>` carves its data window from the buffer (`carve`, at the
+offset its host uses; docs/protocols.md "Across launches") and is refused with the inequality when it
+does not fit. Its launch follows this rank's previous one in stream order: no host barrier between ranks
+(`mc2emu.host.harness`). Collective checks that need every rank to agree (the happens-before check) run
+at `sync()` and `close()`, which are host barriers. Zeroing happens once, at creation; poisoning in check
+mode covers only the carved bytes of a call.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from mpi4py import MPI
+
+from mc2emu.arch.platform import DAV_3510, PlatformSpec
+from mc2emu.comm.errors import CommClosedError, WindowError
+from mc2emu.comm.window import WINDOW_CARVE_ALIGN, Window
+from mc2emu.comm.world import CommWorld
+from mc2emu.numerics.int_math import Align
+from mc2emu.runtime.device import Device, FlagCounters
+from mc2emu.runtime.gm import POISON_BYTE, MemRole
+from mc2emu.runtime.hazards import ConstraintError, HazardReport
+
+if TYPE_CHECKING:
+    from mc2emu.runtime.gm import GmAddr
+
+T = TypeVar("T")
+
+# HCCL reads HCCL_BUFFSIZE as a whole number of MB (2^20 bytes) and defaults to 200 (CANN envvar reference
+# "HCCL_BUFFSIZE", envref_07_0080; ops-transformer mc2_tiling_utils.cpp `defaultWindowSize = 200`).
+HCCL_BUFFSIZE_ENV = "HCCL_BUFFSIZE"
+HCCL_BUFFSIZE_DEFAULT_MB = 200
+MB = 1024 * 1024
+# Host barriers of the communicator (creation, `sync`, `close`) wait at least this long: with 8 ranks on
+# 2 cores a rank may get no CPU for seconds (as `mc2emu.host.harness.HOST_BARRIER_MIN_S`).
+COMMUNICATOR_HOST_TIMEOUT_S = 10.0
+# A rank whose call fails tells its peers at once (a notice on the communicator's own duplicate), so that
+# their launches stop instead of waiting out their deadlines; the watcher polls for notices this often.
+NOTICE_TAG = 0x5C0
+NOTICE_POLL_S = 0.05
+NOTICE_BYTES = 4096
+
+
+def hccl_buffsize_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The communicator buffer size HCCL uses: `HCCL_BUFFSIZE` MB (a positive integer), 200 MB unset."""
+    env = os.environ if environ is None else environ
+    raw = env.get(HCCL_BUFFSIZE_ENV)
+    if raw is None or raw == "":
+        return HCCL_BUFFSIZE_DEFAULT_MB * MB
+    try:
+        mb = int(raw)
+    except ValueError:
+        mb = 0
+    if mb < 1:
+        raise ConstraintError(HCCL_BUFFSIZE_ENV, f"HCCL_BUFFSIZE is a positive whole number of MB, got {raw!r}")
+    return mb * MB
+
+
+class CarvedWindow:
+    """The part [start, start + nbytes) of the communicator buffer one call uses as its data window. Its
+    addresses are the buffer's (puts and signals resolve to the buffer's MPI window)."""
+
+    def __init__(self, name: str, buffer: Window, start: int, nbytes: int, *, first: bool = True) -> None:
+        self.name = name
+        self.buffer = buffer
+        self.start = start
+        self.nbytes = nbytes
+        self.first = first   # no earlier call carved these bytes under this name
+        self.base: GmAddr | None = buffer.addr(start)
+
+    def addr(self, offset: int) -> GmAddr:
+        if not 0 <= offset <= self.nbytes:
+            raise WindowError(f"offset {offset} is outside window '{self.name}' of {self.nbytes} bytes")
+        return self.buffer.addr(self.start + offset)
+
+    def poison(self) -> None:
+        """Fill the carved bytes only with the never-written pattern (`Window.poison`), O(nbytes), at the
+        first carve of these bytes: later calls find what the earlier launches left, as on the device (and
+        a peer's next launch may already be writing them)."""
+        if not self.first:
+            return
+        self.buffer.mem[self.start: self.start + self.nbytes] = POISON_BYTE
+        self.buffer.win.Sync()
+        if self.buffer.base is not None:
+            self.buffer.base.alloc.poisoned = True
+
+
+class Communicator:
+    """One rank's persistent communicator (module docstring). Collective: construct, `sync` and `close` on
+    every rank of `comm` (None: MPI.COMM_WORLD) in the same order."""
+
+    def __init__(self, comm: Any = None, *, buffer_size: int | None = None, check: bool = True,
+                 timeout: float | None = None, flag_counters: FlagCounters | str | None = None,
+                 platform: PlatformSpec = DAV_3510, compute_slots: int | None = None,
+                 window_offsets: Mapping[str, int] | None = None) -> None:
+        self.mpi_comm = MPI.COMM_WORLD if comm is None else comm
+        size = hccl_buffsize_bytes() if buffer_size is None else int(buffer_size)
+        if size < 1:
+            raise ConstraintError("buffer_size", f"the communicator buffer needs a positive size, got {size}")
+        self.buffer_size = size
+        # Where each data window starts in the buffer, by window name (default 0: the kernels take the HCCL
+        # buffer's base as their window, so back-to-back operators share its first bytes).
+        self.window_offsets = dict(window_offsets or {})
+        self.device = Device(self.mpi_comm.Get_rank(), platform, check=check, timeout=timeout,
+                             compute_slots=compute_slots, flag_counters=flag_counters)
+        self.device.numbered_launches = True
+        self.timeout = self.device.waiter.timeout   # a call's timeout=None means this one
+        self.world = CommWorld(self.device, self.mpi_comm, host_timeout=COMMUNICATOR_HOST_TIMEOUT_S)
+        # Zeroed once (CommWorld.window), as comm_channel_builder's aclrtMemset of the HCCL buffer.
+        self.buffer = self.world.window(size, "hccl_buffer", MemRole.PAYLOAD)
+        self._controls: dict[Any, Any] = {}
+        self._carved: set[tuple[str, int, int]] = set()
+        self._sync_hooks: list[Callable[[], Any]] = []
+        self._close_hooks: list[Callable[[], None]] = []
+        self.calls = 0
+        self.failed: str | None = None
+        self.peer_failed: str | None = None   # a peer's notice: it left the stream (its reason)
+        self.closed = False
+        self._notice_comm = self.mpi_comm.Dup()
+        self._notices: list[Any] = []
+        self._stop = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name=f"r{self.rank}-comm-notices", daemon=True)
+        self._watcher.start()
+
+    @property
+    def rank(self) -> int:
+        return self.world.rank
+
+    @property
+    def size(self) -> int:
+        return self.world.size
+
+    # The MPI communicator's spelling: an operator's `comm=` takes either.
+    def Get_rank(self) -> int:
+        return self.world.rank
+
+    def Get_size(self) -> int:
+        return self.world.size
+
+    # -- what a call uses ----------------------------------------------------------------------------------
+    def check_usable(self, op: str) -> None:
+        if self.closed:
+            raise CommClosedError(f"{op}: the Communicator was closed")
+        if self.failed is not None:
+            raise CommClosedError(f"{op}: the Communicator failed in an earlier call ({self.failed}); close it")
+        if self.peer_failed is not None:
+            raise CommClosedError(f"{op}: {self.peer_failed}; close the Communicator")
+
+    def carve(self, nbytes: int, name: str, *, op: str, offset: int | None = None) -> CarvedWindow:
+        """The call's data window: `nbytes` at `offset` of the buffer (None: `window_offsets[name]`, else 0);
+        refused when it does not fit."""
+        start = Align(int(self.window_offsets.get(name, 0) if offset is None else offset), WINDOW_CARVE_ALIGN)
+        need = start + int(nbytes)
+        if need > self.buffer_size:
+            mb = -(-need // MB)
+            raise ConstraintError(
+                HCCL_BUFFSIZE_ENV, f"{op}: window '{name}' needs offset {start} + {int(nbytes)} = {need} bytes "
+                f"<= the communicator buffer of {self.buffer_size} bytes ({self.buffer_size / MB:g} MB); "
+                f"set HCCL_BUFFSIZE >= {mb} (MB) or pass buffer_size >= {need}")
+        key = (name, start, int(nbytes))
+        first = key not in self._carved
+        self._carved.add(key)
+        return CarvedWindow(name, self.buffer, start, int(nbytes), first=first)
+
+    def control(self, key: Any, factory: Callable[[], T]) -> T:
+        """The persistent object under `key`, made by `factory` on its first use (collective when the
+        factory is: every rank makes its first call of a kind at the same point of its call sequence)."""
+        if key not in self._controls:
+            self._controls[key] = factory()
+        return self._controls[key]
+
+    def on_sync(self, hook: Callable[[], Any]) -> None:
+        """Run `hook` (collective) at every `sync()` and at `close()`, after their host barrier."""
+        self._sync_hooks.append(hook)
+
+    def on_close(self, hook: Callable[[], None]) -> None:
+        """Run `hook` at `close()` (last registered first), before the windows are freed."""
+        self._close_hooks.append(hook)
+
+    def fail(self, reason: str) -> None:
+        """A call failed on this rank: the communicator is unusable; its world posts the failure so the
+        peers' next host barrier (`sync` / `close`) ends with it."""
+        if self.failed is None:
+            self.failed = reason
+            self.world.fail(reason)
+            note = pickle.dumps((self.rank, reason))[:NOTICE_BYTES]
+            self._notices += [self._notice_comm.Isend(note, dest=q, tag=NOTICE_TAG)
+                              for q in range(self.size) if q != self.rank]
+
+    def _watch(self) -> None:
+        """The notice watcher: a peer's notice stops every wait of this rank (its launches end with a
+        report naming that peer and its call) and refuses the next call. Re-asserted each poll: a launch
+        that starts after the notice clears the waiter's verdict."""
+        buf = bytearray(NOTICE_BYTES)
+        req = self._notice_comm.Irecv(buf, source=MPI.ANY_SOURCE, tag=NOTICE_TAG)
+        status = MPI.Status()
+        while not self._stop.wait(NOTICE_POLL_S):
+            if self.peer_failed is None and req.Test(status):
+                who, reason = pickle.loads(bytes(buf[: status.Get_count(MPI.BYTE)]))
+                self.peer_failed = f"rank {who} left the stream: {reason}"
+            waiter = self.device.waiter
+            if self.peer_failed is not None and self.failed is None and waiter.declared is None:
+                waiter.declared = self.peer_failed
+                waiter.wake_all()
+        if self.peer_failed is None:
+            req.Cancel()
+            req.Wait()
+    # -- collectives ---------------------------------------------------------------------------------------
+    def sync(self, timeout: float | None = None) -> list[HazardReport]:
+        """Host barrier (agreed, deadline-guarded), then the global checks of the launches so far; returns
+        the hazards they file (and any not yet taken by a call)."""
+        self.check_usable("Communicator.sync")
+        self.world.barrier(timeout=timeout)
+        for hook in self._sync_hooks:
+            hook()
+        return self.device.hazards.take()
+
+    def close(self, timeout: float | None = None) -> list[HazardReport]:
+        """`sync()`, then every control object ends and the windows are freed (collective). A failed
+        communicator is only released here (no barrier: see `mc2emu.host.harness` for what keeps its
+        windows until exit). Safe to call twice."""
+        if self.closed:
+            return []
+        hazards: list[HazardReport] = []
+        try:
+            if self.failed is None:
+                hazards = self.sync(timeout)
+        finally:
+            self.closed = True
+            self._stop.set()
+            self._watcher.join()
+            hooks, self._close_hooks = self._close_hooks, []
+            for hook in reversed(hooks):
+                hook()
+        if self.failed is None and self.peer_failed is None:
+            self.world.close(barrier_timeout=timeout)
+            self._notice_comm.Free()
+        return hazards
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
+            self.close()
+        elif not self.closed:
+            self.fail(f"{type(exc).__name__} in the communicator's block")
+            self.close()
+
+    def __repr__(self) -> str:
+        return (f"<Communicator rank {self.rank}/{self.size}, buffer {self.buffer_size} B, {self.calls} calls"
+                f"{', failed' if self.failed else ''}>")

@@ -1,0 +1,102 @@
+"""The loop from the command line and across faults, each test spawning mpiexec at 2 ranks (plain pytest):
+`--repeat N` checks every iteration on one Communicator (hcomm: the persistent HCCL server and a window
+poisoned only at its first carve), `--scenario layers` chains the layers bitwise equal across seeds, a
+malformed `--window-offset` is an option error, and a rank killed in iteration k leaves the survivor
+stopped within 10 s with one report naming launch k and the dead rank."""
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from mc2emu.launcher import MpiFlavor, mpiexec_command, mpiexec_flavor
+
+RUN_TIMEOUT_S = 170
+STOP_WITHIN_S = 10.0
+
+
+def run_cli(np_, *args, timeout=RUN_TIMEOUT_S):
+    cmd, env = mpiexec_command(np_, ["-m", "mc2emu.run", *map(str, args)])
+    return subprocess.run(cmd, env={**env, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def test_repeat_checks_every_iteration_hcomm():
+    proc = run_cli(2, "--repeat", 3, "--op", "all_to_all_quant_matmul", "--quick", "--impl", "hcomm",
+                   "--local-matmul", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 case(s): 2 pass" in proc.stdout
+
+
+def test_layers_scenario_bitwise_equal_across_seeds():
+    # the rounds window away from the AllGather's (both at the buffer base race: docs/protocols.md)
+    proc = run_cli(2, "--scenario", "layers", "--layers", 2, "--seeds", 2, "--no-check",
+                   "--window-offset", "qmrs_data=2097152")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for chain in ("tp_mlp", "moe"):
+        assert f"{chain}: 2 seed(s)" in proc.stdout
+        assert f"{chain} L=2 R=2 perturb=1: " in proc.stdout
+    assert proc.stdout.count("max 0 ULP vs the chained golden, bitwise equal to the first seed") == 4
+
+
+def test_window_offset_option_is_checked():
+    proc = run_cli(2, "--repeat", 2, "--op", "all_gather_quant_matmul", "--window-offset", "qmrs_data")
+    assert proc.returncode == 2
+    assert "--window-offset 'qmrs_data': expected NAME=BYTES" in proc.stderr
+
+
+KILL_JOB = """
+import json, os, sys, time
+from mpi4py import MPI
+from mc2emu.comm import Communicator
+from mc2emu.ops import all_gather_quant_matmul, gen_ag_st_inputs
+from mc2emu.runtime.faults import Fault, FaultPlan
+world = MPI.COMM_WORLD
+r = world.Get_rank()
+inp = gen_ag_st_inputs(64, 256, 128, r)
+comm = Communicator(world, buffer_size=4 << 20, timeout=2.0)
+out = {"rank": r}
+try:
+    for it in range(4):
+        plan = FaultPlan(Fault.KILL_RANK, 1) if it == 2 else None
+        if it == 2:
+            out["t_fault"] = time.monotonic()
+        all_gather_quant_matmul(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], comm=comm, faults=plan)
+    out["status"] = "finished"
+except Exception as exc:
+    out.update(status=type(exc).__name__, message=str(exc), report=getattr(exc, "report", None) or "")
+out["t_end"] = time.monotonic()
+with open(os.path.join(os.environ["OUT_DIR"], f"rank{r}.json"), "w") as f:
+    json.dump(out, f)
+os._exit(0)
+"""
+
+
+def test_a_rank_killed_in_iteration_k_the_survivor_stops_naming_launch_k(tmp_path):
+    """MPICH's launcher ends every rank when one dies (`-disable-auto-cleanup` lets the survivor report, as a
+    device job's other ranks would go on until their timeout)."""
+    cmd, env = mpiexec_command(2, ["-c", KILL_JOB])
+    if mpiexec_flavor(cmd[0]) is not MpiFlavor.MPICH:
+        pytest.skip("the survivor's report needs MPICH's -disable-auto-cleanup")
+    cmd.insert(1, "-disable-auto-cleanup")
+    t0 = time.monotonic()
+    subprocess.run(cmd, env={**env, "OUT_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}, capture_output=True,
+                   text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert time.monotonic() - t0 < RUN_TIMEOUT_S
+    assert not (tmp_path / "rank1.json").exists()          # killed at its first checkpoint of launch 2
+    survivor = json.loads((tmp_path / "rank0.json").read_text())
+    assert survivor["status"] == "DeadlockError", survivor
+    assert survivor["t_end"] - survivor["t_fault"] < STOP_WITHIN_S
+    report = survivor["report"]
+    assert report.count("DEADLOCK report") == 1
+    assert "rank 0 (all_gather_quant_matmul, launch 2)" in report
+    assert "rank 1: no answer" in report
+
+
+def test_repeat_with_predict_is_refused():
+    from mc2emu.cli.operators import default_registry
+    from mc2emu.cli.options import OptionError, parse_options
+
+    with pytest.raises(OptionError, match="--repeat with --predict"):
+        parse_options(["--repeat", "2", "--predict", "--op", "all_gather_quant_matmul"], default_registry().specs())
