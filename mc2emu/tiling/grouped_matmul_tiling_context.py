@@ -27,6 +27,9 @@ SPLIT_K = 2
 GROUPLIST_TYPE_CUMSUM = 0
 GROUPLIST_TYPE_COUNT = 1
 GROUPLIST_TYPE_SPARSE_M = 2
+NZ_FRACTAL = 16  # rows of an NZ fractal
+NZ_C0_8BIT = 32  # C0 of an NZ weight in elements: 32 bytes of 8-bit data
+NZ_C0_4BIT = 64  # ... or of 4-bit data
 
 _GROUP_TYPES = {"split_m": SPLIT_M, "m": SPLIT_M, "split_k": SPLIT_K, "k": SPLIT_K}
 _GROUP_LIST_TYPES = {"cumsum": GROUPLIST_TYPE_CUMSUM, "count": GROUPLIST_TYPE_COUNT,
@@ -133,7 +136,8 @@ def parse_group_list_type(group_list_type: int | str) -> int:
 
 @dataclass(frozen=True)
 class GmmTilingContext:
-    """Everything `TilingGMM` reads from its `gert::TilingContext` (origin shapes; ND storage = origin)."""
+    """Everything `TilingGMM` reads from its `gert::TilingContext`: origin shapes, and the weight's storage
+    shape (`weight_storage_shape`; None: the origin shape, an ND weight)."""
 
     x_shape: tuple[int, ...]
     weight_shape: tuple[int, ...]
@@ -155,6 +159,12 @@ class GmmTilingContext:
     split_item: int = 3
     act_type: int = 0
     compile_info: GMMCompileInfo = GMMCompileInfo()
+    weight_storage_shape: tuple[int, ...] | None = None
+
+    @property
+    def weight_storage(self) -> tuple[int, ...]:
+        """`wStorageShape->GetStorageShape()`: the NZ storage dims, or the origin shape of an ND weight."""
+        return self.weight_shape if self.weight_storage_shape is None else tuple(self.weight_storage_shape)
 
     @classmethod
     def mx(cls, m: int, n: int, k: int, *, group_num: int, trans_a: bool = False, trans_b: bool = False,
@@ -162,7 +172,10 @@ class GmmTilingContext:
            group_type: int | str = "split_m", group_list_type: int | str = "cumsum", has_bias: bool = False,
            bias_dtype: GeDataType | str = "float32", y_dtype: GeDataType | str = "bfloat16",
            weight_format: str = "ND", compile_info: GMMCompileInfo = GMMCompileInfo()) -> GmmTilingContext:
-        """The shapes of an MX GroupedMatmul call with total rows M, N, total K and g groups (as the UT builds)."""
+        """The shapes of an MX GroupedMatmul call with total rows M, N, total K and g groups (as the UT builds,
+        test_grouped_quant_arch35_tiling.cpp at libochao-huawei/ops-transformer 5778144: an "NZ" weight_format
+        gets the storage dims (g, ceil(n/C0), ceil(k/16), 16, C0), transB (g, ceil(k/C0), ceil(n/16), 16, C0),
+        C0 64 for a 4-bit weight else 32)."""
         m, n, k, g = int(m), int(n), int(k), int(group_num)
         gt = parse_group_type(group_type)
         glt = parse_group_list_type(group_list_type)
@@ -181,9 +194,16 @@ class GmmTilingContext:
             pertoken = (k_scale, m, 2) if trans_a else (m, k_scale, 2)
             scale = (g, n, k_scale, 2) if trans_b else (g, k_scale, n, 2)
         group_list_shape = (g, 2) if glt == GROUPLIST_TYPE_SPARSE_M else (g,)
+        wdt = GeDataType.parse(w_dtype, "weight")
+        storage: tuple[int, ...] | None = None
+        if weight_format.strip().upper() in ("NZ", "FRACTAL_NZ"):
+            c0 = NZ_C0_4BIT if wdt.is_4bit else NZ_C0_8BIT
+            inner = (CeilDiv(k, c0), CeilDiv(n, NZ_FRACTAL), NZ_FRACTAL, c0) if trans_b else \
+                (CeilDiv(n, c0), CeilDiv(k, NZ_FRACTAL), NZ_FRACTAL, c0)
+            storage = (*weight_shape[:-2], *inner)
         return cls(x_shape=x_shape, weight_shape=weight_shape, scale_shape=scale, per_token_scale_shape=pertoken,
                    group_list_shape=group_list_shape, bias_shape=(g, n) if has_bias else None,
-                   x_dtype=GeDataType.parse(x_dtype, "x"), weight_dtype=GeDataType.parse(w_dtype, "weight"),
+                   x_dtype=GeDataType.parse(x_dtype, "x"), weight_dtype=wdt,
                    y_dtype=GeDataType.parse(y_dtype, "y"), bias_dtype=GeDataType.parse(bias_dtype, "bias"),
                    weight_format=weight_format, transpose_x=bool(trans_a), transpose_weight=bool(trans_b),
-                   group_type=gt, group_list_type=glt, compile_info=compile_info)
+                   group_type=gt, group_list_type=glt, compile_info=compile_info, weight_storage_shape=storage)

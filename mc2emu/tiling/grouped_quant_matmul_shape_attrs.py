@@ -1,19 +1,21 @@
 """GroupedQmmTiling::GetShapeAttrsInfo: the A5 quant GroupedMatmul input analysis and its refusals.
 
 Emulates ops-transformer `gmm/grouped_matmul/op_host/op_tiling/arch35/grouped_quant_matmul_tiling.cpp`
-(cannmirror/ops-transformer master 25fb6b92), the checks the MX Basic-API template (priority 0) runs:
+(cannmirror/ops-transformer master 25fb6b92; the NZ weight checks at libochao-huawei 5778144), the checks the
+MX Basic-API template (priority 0) runs:
 
     GetShapeAttrsInfo = AnalyzeDtype -> AnalyzeAttrs -> AnalyzeInputs
         AnalyzeInputs = SetGroupNum -> SetMKN -> SetQuantMode -> CheckQuantParams (MX: CheckQuantParamsForMXTypeM
-                        / CheckQuantParamsForMXTypeK) -> [FP4] CheckFp4Shape, CheckBiasShape -> SetKernelType
-                        -> CheckCoreNum
+                        / CheckQuantParamsForMXTypeK) -> [NZ] CheckShapeForWeightNz -> [FP4] CheckFp4Shape,
+                        CheckBiasShape -> SetKernelType -> CheckCoreNum
 
 Each step is a pure function returning a new frozen `GQmmInputInfo`; every `OP_CHECK_IF` that rejects an
 input raises `ConstraintError` naming the step and the rule. Facts (SPEC §7.3): M is the total row count of
 x; MXFP8 takes no bias, MXFP4 an FP32 one; split-M forbids transA, split-K needs transA && !transB && an ND
-weight; FP4 x only with split-M; groupNum <= 1024; split-M refuses an empty x or weight. Not emulated (refused
-with the rule named): the FRACTAL_NZ weight shape checks and tiling, activation epilogues, multi-tensor
-weights and every non-MX quant mode (template 1, `GroupedQmmTiling` itself).
+weight; FP4 x only with split-M; groupNum <= 1024; split-M refuses an empty x or weight; an NZ weight is
+E4M3 x E4M3 or FP4 x FP4 (FLOAT4_E1M2 needs one), 5-D storage (g, ., ., 16, C0) matching K and N, N, K > 1.
+Not emulated (refused with the rule named): activation epilogues, multi-tensor weights (also the NZ
+single-multi-single layout) and every non-MX quant mode (template 1, `GroupedQmmTiling` itself).
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ from mc2emu.tiling.grouped_quant_matmul_tiling import (
     MXFP_PER_TOKEN_SCALE_DIM_NUM,
     MXFP_TYPE_K_SCALE_DIM_NUM,
     MXFP_TYPE_M_SCALE_DIM_NUM,
+    WEIGHTNZ_16,
+    WEIGHTNZ_32,
+    WEIGHTNZ_64,
+    WEIGHTNZ_DIM_NUM,
+    WEIGHTNZ_FORTH_DIM,
+    WEIGHTNZ_SECOND_DIM,
+    WEIGHTNZ_THIRD_DIM,
     CeilDiv,
     GQmmInputInfo,
     IsFp4,
@@ -231,6 +240,44 @@ def CheckQuantParamsForMXTypeK(inp: GQmmInputInfo, xScale: tuple[int, ...], wSca
         raise ConstraintError("CheckQuantParamsForMXTypeK: scale shape", f"scale {wScale}, expected {want}")
 
 
+def CheckShapeForWeightNz(inp: GQmmInputInfo, wShape: tuple[int, ...]) -> None:
+    """`CheckShapeForWeightNz(weightNzStorageShape)` (grouped_quant_matmul_tiling.cpp:644-672 at libochao-huawei
+    5778144): 5 storage dims (the multi-tensor 4-dim layout is not emulated), last dim C0 (64 for a 4-bit weight,
+    else 32), second-last 16, dims 1 / 2 = (ceil(n/C0), ceil(k/16)) or, transB, (ceil(k/C0), ceil(n/16)); then the
+    logical N and K must both exceed 1."""
+    if len(wShape) != WEIGHTNZ_DIM_NUM:
+        raise ConstraintError("CheckWeightNzDimNum: NZ weight dims == 5", f"weight storage shape {wShape} has "
+                              f"{len(wShape)} dims, expected {WEIGHTNZ_DIM_NUM} (g, ., ., 16, C0)")
+    isFp4 = IsFp4(inp.bDtype)
+    weightNzLastDim = WEIGHTNZ_64 if isFp4 else WEIGHTNZ_32
+    nzDimOffset = len(wShape) - (WEIGHTNZ_DIM_NUM - 1)
+    if wShape[nzDimOffset + WEIGHTNZ_FORTH_DIM] != weightNzLastDim:
+        raise ConstraintError("CheckWeightNzLastDim: NZ last dim == C0", f"weight storage shape {wShape}: the last "
+                              f"storage dimension of an NZ weight must be {weightNzLastDim} for "
+                              f"{'fp4' if isFp4 else 'fp8'}; actual value is {wShape[nzDimOffset + WEIGHTNZ_FORTH_DIM]}")
+    if wShape[nzDimOffset + WEIGHTNZ_THIRD_DIM] != WEIGHTNZ_16:
+        raise ConstraintError("CheckWeightNzSecondLastDim: NZ second-last dim == 16", f"weight storage shape "
+                              f"{wShape}: the second-last storage dimension of an NZ weight must be 16; actual value "
+                              f"is {wShape[nzDimOffset + WEIGHTNZ_THIRD_DIM]}")
+    wShapeDimThird = wShape[nzDimOffset + WEIGHTNZ_SECOND_DIM]
+    wShapeDimSecond = wShape[nzDimOffset]
+    k, n = inp.kSize, inp.nSize
+    if not inp.transB:
+        checks = ((wShapeDimThird, CeilDiv(k, WEIGHTNZ_16), "third", "ceil(kSize/16)"),
+                  (wShapeDimSecond, CeilDiv(n, weightNzLastDim), "second", f"ceil(nSize/{weightNzLastDim})"))
+    else:
+        checks = ((wShapeDimThird, CeilDiv(n, WEIGHTNZ_16), "third", "ceil(nSize/16)"),
+                  (wShapeDimSecond, CeilDiv(k, weightNzLastDim), "second", f"ceil(kSize/{weightNzLastDim})"))
+    for got, want, which, formula in checks:
+        if got != want:
+            raise ConstraintError("CheckWeightNzTransposedDims: NZ dims match K and N", f"weight storage shape "
+                                  f"{wShape}: when the format of weight is FRACTAL_NZ, {which} dimension must be "
+                                  f"equal to {formula} = {want} (transB {inp.transB}, k {k}, n {n})")
+    if k == 1 or n == 1:
+        raise ConstraintError("CheckShapeForWeightNz: NZ needs N > 1 and K > 1", f"For an NZ weight, logical N and K "
+                              f"must both be greater than 1; actual N={n}, K={k}")
+
+
 def CheckFp4Shape(inp: GQmmInputInfo) -> None:
     if inp.kSize % EVEN_FACTOR != 0:
         raise ConstraintError("CheckFp4Shape: FP4 K even", f"k {inp.kSize} must be even when x is FLOAT4")
@@ -275,8 +322,7 @@ def AnalyzeInputs(ctx: GmmTilingContext, inp: GQmmInputInfo) -> GQmmInputInfo:
         else:
             CheckQuantParamsForMXTypeK(inp, xScale, wScale)
     if inp.bFormat == FRACTAL_NZ:
-        raise ConstraintError("CheckShapeForWeightNz: not emulated", "FRACTAL_NZ weights (shape checks and the "
-                              "3-buffer L1 search) are not emulated; use an ND weight")
+        CheckShapeForWeightNz(inp, ctx.weight_storage)
     if IsFp4(inp.aDtype):
         CheckFp4Shape(inp)
         if inp.hasBias:

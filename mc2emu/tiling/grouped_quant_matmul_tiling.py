@@ -54,6 +54,14 @@ LEGAL_INPUT_DTYPES = (GeDataType.DT_INT8, GeDataType.DT_HIFLOAT8, GeDataType.DT_
                       GeDataType.DT_FLOAT8_E5M2, GeDataType.DT_FLOAT4_E2M1, GeDataType.DT_FLOAT4_E1M2)
 FP4_DTYPES = (GeDataType.DT_FLOAT4_E2M1, GeDataType.DT_FLOAT4_E1M2)
 FRACTAL_NZ = "FRACTAL_NZ"
+# CheckShapeForWeightNz (grouped_quant_matmul_tiling.h): a single-tensor NZ weight is 5-D (g, x1, y1, 16, C0)
+WEIGHTNZ_DIM_NUM = 5
+WEIGHTNZ_SECOND_DIM = 1  # offsets from nzDimOffset = dims - (WEIGHTNZ_DIM_NUM - 1)
+WEIGHTNZ_THIRD_DIM = 2
+WEIGHTNZ_FORTH_DIM = 3
+WEIGHTNZ_16 = 16  # rows of a fractal
+WEIGHTNZ_32 = 32  # C0 of an 8-bit weight (32 bytes)
+WEIGHTNZ_64 = 64  # C0 of a 4-bit weight (32 bytes)
 
 
 class QuantMode(enum.IntEnum):

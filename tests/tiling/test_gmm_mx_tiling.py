@@ -145,10 +145,21 @@ def test_ut_stub_l0c_is_what_the_goldens_need() -> None:
     assert TilingGMM(ctx).mmTilingData.dbL0C == 2
 
 
-def test_nz_weight_is_refused() -> None:
-    ctx = GmmTilingContext.mx(256, 512, 1024, group_num=4, weight_format="NZ", compile_info=UT_STUB_COMPILE_INFO)
-    with pytest.raises(ConstraintError, match="not emulated"):
-        TilingGMM(ctx)
+@pytest.mark.parametrize(("trans_b", "dtype", "m", "n", "k"), [
+    (False, "float8_e4m3fn", 256, 512, 1024), (True, "float8_e4m3fn", 100, 700, 4096),
+    (False, "float4_e2m1", 64, 130, 250), (True, "float4_e2m1", 600, 700, 4096), (False, "float8_e4m3fn", 7, 33, 77)])
+def test_nz_weight_tiles_as_its_nd_weight(trans_b: bool, dtype: str, m: int, n: int, k: int) -> None:
+    """Split-M with an NZ weight: the Basic-API tiling reads bFormat only in ModifyDepthForUnalign's transA branch
+    (grouped_quant_basic_api_matmul_tiling.cpp:194 at 5778144), so every field equals the ND weight's."""
+    kw = {"group_num": 3, "trans_b": trans_b, "x_dtype": dtype, "w_dtype": dtype}
+    nd = TilingGMM(GmmTilingContext.mx(m, n, k, **kw))
+    nz_ctx = GmmTilingContext.mx(m, n, k, weight_format="NZ", **kw)
+    c0 = 64 if "float4" in dtype else 32
+    inner = (-(-k // c0), -(-n // 16), 16, c0) if trans_b else (-(-n // c0), -(-k // 16), 16, c0)
+    assert nz_ctx.weight_storage == (3, *inner)
+    nz = TilingGMM(nz_ctx)
+    assert nz.tilingData.words() == nd.tilingData.words()
+    assert (nz.blockDim, nz.tilingKey) == (nd.blockDim, nd.tilingKey)
 
 
 # --- every refusal rule ---------------------------------------------------------------------------------------------
@@ -173,7 +184,23 @@ REFUSALS = [
     ("nz y int8", _ctx(weight_format="NZ", y_dtype="int8"), "CheckDtypeForWeightNz"),
     ("nz scale not e8m0", _with(_ctx(weight_format="NZ"), per_token_scale_dtype=GeDataType.DT_FLOAT),
      "CheckPertokenScaleDtypeForWeightNz"),
-    ("nz not emulated", _ctx(weight_format="NZ"), "not emulated"),
+    ("nz storage 4-D", _with(_ctx(weight_format="NZ"), weight_storage_shape=(16, 64, 16, 32)),
+     "CheckWeightNzDimNum"),
+    ("nz last dim 64 for fp8", _with(_ctx(weight_format="NZ"), weight_storage_shape=(4, 8, 64, 16, 64)),
+     "CheckWeightNzLastDim"),
+    ("nz last dim 32 for fp4", _with(_ctx(**FP4, weight_format="NZ"), weight_storage_shape=(4, 16, 64, 16, 32)),
+     "CheckWeightNzLastDim"),
+    ("nz second-last 32", _with(_ctx(weight_format="NZ"), weight_storage_shape=(4, 16, 32, 32, 32)),
+     "CheckWeightNzSecondLastDim"),
+    ("nz k1 short", _with(_ctx(weight_format="NZ"), weight_storage_shape=(4, 16, 63, 16, 32)),
+     "CheckWeightNzTransposedDims"),
+    ("nz n1 short", _with(_ctx(weight_format="NZ"), weight_storage_shape=(4, 15, 64, 16, 32)),
+     "CheckWeightNzTransposedDims"),
+    ("nz transB dims swapped", _with(_ctx(weight_format="NZ", trans_b=True), weight_storage_shape=(4, 16, 64, 16, 32)),
+     "CheckWeightNzTransposedDims"),
+    ("nz n 1", _ctx(n=1, weight_format="NZ"), "NZ needs N > 1 and K > 1"),
+    ("nz k 1", _ctx(k=1, weight_format="NZ"), "NZ needs N > 1 and K > 1"),
+    ("nz transB n 1", _ctx(n=1, k=64, trans_b=True, weight_format="NZ"), "NZ needs N > 1 and K > 1"),
     ("mxfp8 bias", _ctx(has_bias=True), "CheckBiasDtype"),
     ("mxfp4 bf16 bias", _ctx(**FP4, has_bias=True, bias_dtype="bfloat16"), "CheckBiasDtype"),
     ("groupListType 3", _with(_ctx(), group_list_type=3), "AnalyzeAttrs: groupListType"),
