@@ -200,6 +200,40 @@ def nz_to_nd(x_nz: np.ndarray, shape: tuple[int, ...], dtype: object) -> np.ndar
     return np.ascontiguousarray(padded[..., :rows, :cols_items]).view(a.dtype)
 
 
+def nd_to_nz_codes(codes: np.ndarray, dtype: object) -> np.ndarray:
+    """ND (..., rows, cols) of one element code per array item (8-bit types; FP4 unpacked, one code a byte) ->
+    NZ (..., ceil(cols/C0), ceil(rows/16), 16, C0) in elements (C0 = `NzDtype.c0`: 64 for FP4), zero tails,
+    same dtype: the element view of `nd_to_nz` (packing its C0 rows gives nd_to_nz's bytes)."""
+    fmt = NzDtype.parse(dtype)
+    a = np.asarray(codes)
+    if a.dtype.itemsize != fmt.storage_itemsize:
+        raise MxTypeError(f"codes dtype {a.dtype}: one {fmt.value} element per {fmt.storage_itemsize}-byte item "
+                          "expected (FP4: unpacked codes, one per byte)")
+    *batch, rows, cols = _check_nd_shape(a.shape, fmt) if not fmt.is_packed else a.shape
+    c0 = fmt.c0
+    r1, c1 = CeilDiv(rows, NZ_FRACTAL_ROWS), CeilDiv(cols, c0)
+    padded = np.zeros((*batch, r1 * NZ_FRACTAL_ROWS, c1 * c0), dtype=a.dtype)
+    padded[..., :rows, :cols] = a
+    nb = len(batch)
+    order = (*range(nb), nb + 2, nb, nb + 1, nb + 3)  # (..., r1, 16, c1, c0) -> (..., c1, r1, 16, c0)
+    return np.ascontiguousarray(padded.reshape(*batch, r1, NZ_FRACTAL_ROWS, c1, c0).transpose(order))
+
+
+def nz_codes_to_nd(codes_nz: np.ndarray, shape: tuple[int, ...], dtype: object) -> np.ndarray:
+    """The inverse of `nd_to_nz_codes`: NZ element codes -> ND (..., rows, cols) of `shape` (tails dropped)."""
+    fmt = NzDtype.parse(dtype)
+    a = np.asarray(codes_nz)
+    *batch, rows, cols = (int(v) for v in shape)
+    want = (*batch, CeilDiv(cols, fmt.c0), CeilDiv(rows, NZ_FRACTAL_ROWS), NZ_FRACTAL_ROWS, fmt.c0)
+    if a.shape != want:
+        raise MxValueError(f"codes_nz shape {a.shape} is not the {fmt.value} NZ element shape {want} of ND shape "
+                           f"{tuple(shape)}")
+    nb = len(batch)
+    order = (*range(nb), nb + 1, nb + 2, nb, nb + 3)  # (..., c1, r1, 16, c0) -> (..., r1, 16, c1, c0)
+    padded = a.transpose(order).reshape(*batch, want[-3] * NZ_FRACTAL_ROWS, want[-4] * fmt.c0)
+    return np.ascontiguousarray(padded[..., :rows, :cols])
+
+
 def nz_padding_mask(shape: tuple[int, ...], dtype: object) -> np.ndarray:
     """bool array of the NZ storage shape: True where an item is padding (a row or C0 tail), not ND data."""
     fmt = NzDtype.parse(dtype)

@@ -1,6 +1,6 @@
 """Host program of one grouped_matmul_mx call: tile, allocate, launch, read back (one NPU, no MPI).
 
-The host side of aclnnGroupedMatmulV4 (MX, ND weight) on the shared harness: `TilingGMM` (mc2emu/tiling/
+The host side of aclnnGroupedMatmulV4 (MX, ND or FRACTAL_NZ weight) on the shared harness: `TilingGMM` (mc2emu/tiling/
 grouped_matmul_tiling.py) on the call's shapes, then the `grouped_matmul` device entry
 (`gqmm_cgmct_mx_kernel.py`): AIC_ONLY for split-M, MIX_AIC_1_2 for split-K (the AIVs zero-fill the K = 0
 groups), blockDim from the tiling. With checks on, every element of y is expected to be written exactly as
@@ -22,7 +22,7 @@ from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithSca
 from mc2emu.blaze.gemm.kernel.gqmm_cgmct_mx_kernel import grouped_matmul_mx
 from mc2emu.blaze.gemm.kernel.kernel_qgmm_mx import GMMTiling
 from mc2emu.blaze.gemm.kernel.kernel_qgmm_mx_run import QGmmMxMmadParams, QGmmMxParams
-from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
+from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, LayoutPtn, NDExtLayoutPtn, NZLayoutPtn, ZNLayoutPtn
 from mc2emu.host.call_options import CallOptions
 from mc2emu.host.harness import LaunchHarness
 from mc2emu.numerics import ElemFormat, OutDtype
@@ -52,6 +52,18 @@ class GmmGroupType(enum.Enum):
     @property
     def code(self) -> int:
         return {GmmGroupType.SPLIT_M: SPLIT_M, GmmGroupType.SPLIT_K: SPLIT_K}[self]
+
+
+class GmmWeightFormat(enum.Enum):
+    """The weight's storage format (`FORMAT_WEIGHT`): ND, or FRACTAL_NZ (`fractal_nz` also accepted)."""
+
+    ND = "nd"
+    NZ = "nz"
+    FRACTAL_NZ = "fractal_nz"
+
+    @property
+    def is_nz(self) -> bool:
+        return self is not GmmWeightFormat.ND
 
 
 class GmmGroupListType(enum.Enum):
@@ -89,6 +101,7 @@ class GmmProblem:
     bias: np.ndarray | None
     tiling: GmmTilingResult
     variant: TailSplitVariant
+    weight_nz: bool = False  # weight holds FRACTAL_NZ storage (grouped_matmul_apt.cpp: layout::Nz / layout::Zn)
 
     @property
     def y_shape(self) -> tuple[int, ...]:
@@ -138,10 +151,14 @@ def run_grouped_matmul_mx(p: GmmProblem, opts: CallOptions) -> tuple[np.ndarray,
         h.expect_writes(y_addr, p.out.dtype, p.y_shape, p.expected_writes())
         # variant "blaze": the IS_BLAZE kernel's BlockMmad (ops-tensor block_mmad_qgmm_mx.h); otherwise CGMCT's
         Mmad = BlockMmadQgmmMx if p.variant is TailSplitVariant.BLAZE else BlockMmadMxCgmct
+        LayoutB: type[LayoutPtn]
+        if p.weight_nz:  # grouped_matmul_apt.cpp, wFormat NZ: (RowMajor, Nz) / (RowMajor, Zn)
+            LayoutB = ZNLayoutPtn if p.trans_b else NZLayoutPtn
+        else:
+            LayoutB = DNExtLayoutPtn if p.trans_b else NDExtLayoutPtn
         BlockMmad = Mmad.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False), p.fx,
-                                              DNExtLayoutPtn if p.split_k else NDExtLayoutPtn, p.fw,
-                                              DNExtLayoutPtn if p.trans_b else NDExtLayoutPtn, p.out,
-                                              NDExtLayoutPtn, np.float32, NDExtLayoutPtn)
+                                  DNExtLayoutPtn if p.split_k else NDExtLayoutPtn, p.fw, LayoutB, p.out,
+                                  NDExtLayoutPtn, np.float32, NDExtLayoutPtn)
         gmmParams = GMMTiling(groupNum=gq.groupNum, m=mm.m, n=mm.n, k=mm.k, baseM=mm.baseM, baseN=mm.baseN,
                               baseK=mm.baseK, kAL1=mm.kAL1, kBL1=mm.kBL1, scaleKAL1=mm.scaleKAL1,
                               scaleKBL1=mm.scaleKBL1, isBias=mm.isBias, dbL0C=mm.dbL0C, groupType=gq.groupType,

@@ -8,15 +8,15 @@ Shapes (the source's; `golden_grouped_matmul_mx` documents them): split-M x [M, 
 weight [g, K, N] (trans_b: [g, N, K]), weight_scale [g, ceil(K/64), N, 2] (trans_b: [g, N, ceil(K/64), 2]),
 y [M, N]; split-K (trans_a=True) x [K, M], x_scale [K/64 + g, M, 2], weight [K, N], weight_scale
 [K/64 + g, N, 2], y [g, M, N]. group_list: int64 [g] ("cumsum" / "count") or [g, 2] ("sparse": (group, size)).
-Elements are ml_dtypes arrays (float8_e4m3fn, float8_e5m2, float4_e2m1fn, one code per byte) or uint8 codes
-with x_format / weight_format; scales float8_e8m0fnu or uint8 codes. bias: FP32 [g, N] (FP4 only, as the source).
-Enum keywords: member or string (`mc2emu.arch.parse_enum`); `return_stats=True`: (y, stats). Errors: ConstraintError
-naming the rule: the tiling's (`TilingGMM`: dtypes, transposes per split mode, scale shapes, FP4 shape rules,
-groupNum, split-K total K 0, ...) and the entry's (operand ranks, K / N agreement; group list sizes >= 0, at most M
-rows (split-M) or K (split-K: K past the list is never read, as on the device), sparse indices in [0, g)). Split-K
-with M or N 0 returns the empty y [g, M, N] untiled, as the framework does (ops-transformer 5778144
-`grouped_quant_matmul_tiling.cpp:1107`). Rows of y past the list's total stay 0 (device: whatever y held).
-`check=True`: HazardError on an error hazard (e.g. OUTPUT_WRITE_COUNT).
+weight_format="NZ": the weight in FRACTAL_NZ, [g, ceil(N/C0), ceil(K/16), 16, C0] (trans_b [g, ceil(K/C0),
+ceil(N/16), 16, C0]; C0 32 FP8 / 64 FP4; `numerics.nz_format.nd_to_nz_codes`), N read from weight_scale; split-M,
+E4M3 x E4M3 or FP4 x FP4 (FLOAT4_E1M2 needs it), the CGMCT kernel. Elements: ml_dtypes arrays (float8_e4m3fn,
+float8_e5m2, float4_e2m1fn, one code per byte) or uint8 codes with x_format / weight_dtype (weight_format also
+takes the element format of an ND weight); scales float8_e8m0fnu or uint8 codes; bias FP32 [g, N] (FP4 only).
+Errors: ConstraintError naming the rule, the tiling's (`TilingGMM`) and the entry's (operand ranks, K / N agreement,
+group list sizes >= 0 covering at most M rows (split-M) or K (split-K), sparse indices in [0, g)). Split-K with M
+or N 0 returns the empty y untiled (ops-transformer 5778144 `grouped_quant_matmul_tiling.cpp:1107`). Rows of y
+past the list's total stay 0. `return_stats=True`: (y, stats); `check=True`: HazardError on an error hazard.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from mc2emu.ops.grouped_matmul_mx_host import (
     GmmGroupType,
     GmmLaunchInfo,
     GmmProblem,
+    GmmWeightFormat,
     run_grouped_matmul_mx,
 )
 from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
@@ -69,6 +70,32 @@ def _operand(arr: Any, fmt: ElemFormat | str | None, param: str, ndim: int) -> t
     return a, elem
 
 
+def _weight_format(weight_format: Any, weight_dtype: Any) -> tuple[bool, Any]:
+    """(NZ?, the weight's element format or None to infer it): `weight_format` names the storage (nd / nz /
+    fractal_nz) or, as before, the element format of an ND weight; `weight_dtype` names the element format."""
+    storage = None
+    if isinstance(weight_format, GmmWeightFormat) or (isinstance(weight_format, str) and weight_format.strip().lower()
+                                                       in {f.value for f in GmmWeightFormat}):
+        storage = parse_enum(GmmWeightFormat, weight_format, "weight_format")
+    elif weight_format is not None:
+        if weight_dtype is not None and parse_enum(ElemFormat, weight_format, "weight_format") is not \
+                parse_enum(ElemFormat, weight_dtype, "weight_dtype"):
+            raise ConstraintError("weight_format / weight_dtype", f"weight_format={weight_format!r} names another "
+                                  f"element format than weight_dtype={weight_dtype!r}")
+        weight_dtype = weight_format
+    return storage is not None and storage.is_nz, weight_dtype
+
+
+def _nz_n(sw: np.ndarray, split_k: bool, trans_b: bool) -> int:
+    """N of an NZ weight (its storage pads N): from the scale, (g, ceil(K/64), N, 2) / (g, N, ceil(K/64), 2), or
+    split-K (K/64 + g, N, 2)."""
+    axis = 1 if split_k or trans_b else 2
+    if sw.ndim <= axis:
+        raise ConstraintError("weight_scale: N of an NZ weight", f"an NZ weight pads N, so N is read from "
+                              f"weight_scale; its shape {sw.shape} has no N axis")
+    return int(sw.shape[axis])
+
+
 def _scale(s: Any, param: str) -> np.ndarray:
     arr = np.asarray(s)
     if arr.dtype not in (np.dtype(np.uint8), E8M0_DTYPE):
@@ -81,7 +108,8 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
                       group_type: GmmGroupType | str = ..., group_list_type: GmmGroupListType | str = ...,
                       trans_a: bool = ..., trans_b: bool = ..., out_dtype: Any = ..., bias: Any = ...,
                       block_dim: int | None = ..., x_format: ElemFormat | str | None = ...,
-                      weight_format: ElemFormat | str | None = ..., variant: TailSplitVariant | str = ...,
+                      weight_format: ElemFormat | GmmWeightFormat | str | None = ...,
+                      weight_dtype: ElemFormat | str | None = ..., variant: TailSplitVariant | str = ...,
                       check: bool = ..., timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                       observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
                       return_stats: Literal[False] = ...) -> np.ndarray: ...
@@ -90,7 +118,8 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
                       group_type: GmmGroupType | str = ..., group_list_type: GmmGroupListType | str = ...,
                       trans_a: bool = ..., trans_b: bool = ..., out_dtype: Any = ..., bias: Any = ...,
                       block_dim: int | None = ..., x_format: ElemFormat | str | None = ...,
-                      weight_format: ElemFormat | str | None = ..., variant: TailSplitVariant | str = ...,
+                      weight_format: ElemFormat | GmmWeightFormat | str | None = ...,
+                      weight_dtype: ElemFormat | str | None = ..., variant: TailSplitVariant | str = ...,
                       check: bool = ..., timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                       observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
                       return_stats: Literal[True]) -> tuple[np.ndarray, GmmLaunchInfo]: ...
@@ -100,7 +129,8 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
                       group_type: GmmGroupType | str = "split_m", group_list_type: GmmGroupListType | str = "cumsum",
                       trans_a: bool = False, trans_b: bool = False, out_dtype: Any = "bfloat16", bias: Any = None,
                       block_dim: int | None = None, x_format: ElemFormat | str | None = None,
-                      weight_format: ElemFormat | str | None = None, variant: TailSplitVariant | str = "cgmct",
+                      weight_format: ElemFormat | GmmWeightFormat | str | None = None,
+                      weight_dtype: ElemFormat | str | None = None, variant: TailSplitVariant | str = "cgmct",
                       check: bool = True, timeout: float | None = None, perturb: PerturbPolicy | None = None,
                       observers: Iterable[Observer] = (), faults: FaultPlan | None = None,
                       return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, GmmLaunchInfo]:
@@ -118,8 +148,13 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
     glt = parse_enum(GmmGroupListType, group_list_type, "group_list_type")
     glt_name = glt.value
     tail_variant = parse_enum(TailSplitVariant, variant, "variant")
+    weight_nz, w_elem = _weight_format(weight_format, weight_dtype)
+    if weight_nz and tail_variant is not TailSplitVariant.CGMCT:
+        raise ConstraintError("weight_format NZ: variant cgmct", f"an NZ weight runs on the CGMCT kernel "
+                              f"(grouped_matmul_apt.cpp without IS_BLAZE); variant {tail_variant.value!r} has no NZ "
+                              f"copy path here")
     xa, fx = _operand(x, x_format, "x", 2)
-    wa, fw = _operand(weight, weight_format, "weight", 2 if split_k else 3)
+    wa, fw = _operand(weight, w_elem, "weight", (2 if split_k else 3) + (2 if weight_nz else 0))
     sx, sw = _scale(x_scale, "x_scale"), _scale(weight_scale, "weight_scale")
     gl = np.asarray(group_list)
     if gl.dtype.kind not in "iu":
@@ -127,7 +162,13 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
                               f"{gl.dtype}")
     out = parse_enum(OutDtype, out_dtype, "out_dtype")
     m, k = (xa.shape[1], xa.shape[0]) if trans_a else xa.shape
-    kw, n = (wa.shape[-1], wa.shape[-2]) if trans_b else (wa.shape[-2], wa.shape[-1])
+    if weight_nz:  # the tiling checks the storage dims against K and N (CheckShapeForWeightNz)
+        n = _nz_n(sw, split_k, trans_b)
+        kw = k
+        origin = (*wa.shape[:-4], *((n, k) if trans_b else (k, n)))
+    else:
+        kw, n = (wa.shape[-1], wa.shape[-2]) if trans_b else (wa.shape[-2], wa.shape[-1])
+        origin = tuple(wa.shape)
     if kw != k:
         raise ConstraintError("x.k == weight.k", f"K of x is {k}, K of weight is {kw} (trans_a={trans_a}, "
                               f"trans_b={trans_b})")
@@ -136,13 +177,15 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
     if bias_arr is not None and bias_arr.dtype != np.float32:
         raise ConstraintError("bias.dtype", f"bias must be float32 [g, N], got {bias_arr.dtype}")
     info = GMMCompileInfo.from_platform(aic_num=block_dim)
-    ctx = GmmTilingContext(x_shape=tuple(xa.shape), weight_shape=tuple(wa.shape), scale_shape=tuple(sw.shape),
+    ctx = GmmTilingContext(x_shape=tuple(xa.shape), weight_shape=origin, scale_shape=tuple(sw.shape),
                            per_token_scale_shape=tuple(sx.shape), group_list_shape=tuple(gl.shape),
                            bias_shape=None if bias_arr is None else tuple(bias_arr.shape),
                            x_dtype=GeDataType.parse(GE_NAMES[fx]), weight_dtype=GeDataType.parse(GE_NAMES[fw]),
                            y_dtype=GeDataType.parse(out.value),
                            transpose_x=bool(trans_a), transpose_weight=bool(trans_b), group_type=gt.code,
-                           group_list_type=glt.code, compile_info=info)
+                           group_list_type=glt.code, compile_info=info,
+                           weight_format="FRACTAL_NZ" if weight_nz else "ND",
+                           weight_storage_shape=tuple(wa.shape) if weight_nz else None)
     if split_k and (m == 0 or n == 0):  # TQ:1107: the framework skips tiling and returns the empty y
         empty = np.zeros((g, m, n), dtype=out.dtype)
         return (empty, GmmLaunchInfo(0, None, 0.0)) if return_stats else empty
@@ -162,6 +205,6 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
         raise ConstraintError("group_list: split-M rows <= M", f"sizes {sizes} cover {sum(sizes)} rows, x has {m}")
     opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
     problem = GmmProblem(xa, fx, wa, fw, sx, sw, gl, glt_name, split_k, bool(trans_b), int(m), int(n), int(k), g,
-                         out, bias_arr, tiling, tail_variant)
+                         out, bias_arr, tiling, tail_variant, weight_nz)
     y, hazards, launch_info = run_grouped_matmul_mx(problem, opts)
     return call_result(y, launch_info, hazards, opts, return_stats)

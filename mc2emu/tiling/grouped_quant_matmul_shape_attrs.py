@@ -254,7 +254,8 @@ def CheckShapeForWeightNz(inp: GQmmInputInfo, wShape: tuple[int, ...]) -> None:
     if wShape[nzDimOffset + WEIGHTNZ_FORTH_DIM] != weightNzLastDim:
         raise ConstraintError("CheckWeightNzLastDim: NZ last dim == C0", f"weight storage shape {wShape}: the last "
                               f"storage dimension of an NZ weight must be {weightNzLastDim} for "
-                              f"{'fp4' if isFp4 else 'fp8'}; actual value is {wShape[nzDimOffset + WEIGHTNZ_FORTH_DIM]}")
+                              f"{'fp4' if isFp4 else 'fp8'}; actual value is "
+                              f"{wShape[nzDimOffset + WEIGHTNZ_FORTH_DIM]}")
     if wShape[nzDimOffset + WEIGHTNZ_THIRD_DIM] != WEIGHTNZ_16:
         raise ConstraintError("CheckWeightNzSecondLastDim: NZ second-last dim == 16", f"weight storage shape "
                               f"{wShape}: the second-last storage dimension of an NZ weight must be 16; actual value "

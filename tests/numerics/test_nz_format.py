@@ -14,6 +14,8 @@ from mc2emu.numerics.nz_format import (
     check_nz_weight_dims,
     nd_storage_shape,
     nd_to_nz,
+    nd_to_nz_codes,
+    nz_codes_to_nd,
     nz_padding_mask,
     nz_shape,
     nz_storage_shape,
@@ -209,3 +211,24 @@ def test_nz_weight_scale_is_the_transb_false_layout():
     assert nz_scale.shape == (math.ceil(k / 64), n, 2)
     for g in range(blocks.shape[0]):
         np.testing.assert_array_equal(nz_scale[g // 2, :, g % 2], blocks[g])
+
+
+def test_codes_view_packs_to_the_byte_form_and_round_trips():
+    """nd_to_nz_codes (one code per item): FP4 packed along C0 equals nd_to_nz of the packed ND bytes; 8-bit
+    equals nd_to_nz; nz_codes_to_nd inverts it (odd FP4 cols too: unpacked codes need no pairing)."""
+    rng = np.random.default_rng(3)
+    for k, n in ((1, 2), (17, 70), (40, 64), (33, 130)):
+        fp4 = rng.integers(0, 16, size=(2, k, n), dtype=np.uint8)
+        nz = nd_to_nz_codes(fp4, "e2m1")
+        assert nz.shape == (2, math.ceil(n / 64), math.ceil(k / 16), 16, 64)
+        np.testing.assert_array_equal(pack_rows(nz), nd_to_nz(pack_rows(fp4), "e2m1"))
+        np.testing.assert_array_equal(nz_codes_to_nd(nz, (2, k, n), "e1m2"), fp4)
+        fp8 = rng.integers(0, 256, size=(k, n), dtype=np.uint8)
+        np.testing.assert_array_equal(nd_to_nz_codes(fp8, "e4m3"), nd_to_nz(fp8, "e4m3"))
+        np.testing.assert_array_equal(nz_codes_to_nd(nd_to_nz_codes(fp8, "e5m2"), (k, n), "e5m2"), fp8)
+    odd = rng.integers(0, 16, size=(5, 7), dtype=np.uint8)
+    np.testing.assert_array_equal(nz_codes_to_nd(nd_to_nz_codes(odd, "e2m1"), (5, 7), "e2m1"), odd)
+    with pytest.raises(MxValueError, match="NZ element shape"):
+        nz_codes_to_nd(nd_to_nz_codes(odd, "e2m1"), (5, 70), "e2m1")
+    with pytest.raises(MxTypeError, match="one e4m3 element"):
+        nd_to_nz_codes(np.zeros((4, 4), np.float16), "e4m3")

@@ -1,9 +1,8 @@
 """Tensor API layouts: logical 2-D shapes mapped to strided GM storage, built from layout patterns.
 
-Emulates the GM frame layouts of the Ascend C tensor API (ops-tensor / asc-devkit
-`impl/tensor_api/tensor/layout_pattern.h`, used through `FrameLayoutFormat<Pattern, Int<C0>>{}(row,
-column)` and `MakeFrameLayout<Pattern, Int<C0>>(row, column)`). A layout is CuTe-like: each logical
-dimension is a tuple of (size, stride) modes, innermost first, strides in elements:
+Emulates the GM frame layouts of the Ascend C tensor API (asc-devkit `impl/tensor_api/tensor/layout_pattern.h`,
+`MakeFrameLayout<Pattern, Int<C0>>(row, column)`). Each logical dimension is a tuple of (size, stride) modes,
+innermost first, strides in elements (K16 / N16: k / n rounded up to 16):
 
     pattern            logical (row, column)      element (r, c) at                 stored as
     NDExtLayoutPtn     A (m, k), B (k, n), C      r * column + c                    row-major
@@ -12,11 +11,13 @@ dimension is a tuple of (size, stride) modes, innermost first, strides in elemen
     ScaleADNLayoutPtn  scaleA^T (m, scaleKLen)    r*2 + c%2 + (c//2) * 2 * row      (ceil(k/64), m, 2)
     ScaleBNDLayoutPtn  scaleB (scaleKLen, n)      r%2 + (r//2) * 2 * column + c*2   (ceil(k/64), n, 2)
     ScaleBDNLayoutPtn  scaleB^T (scaleKLen, n)    r + c * row                       (n, ceil(k/64), 2)
+    NZLayoutPtn        B (k, n), FRACTAL_NZ       (c//C0)*K16*C0 + r*C0 + c%C0      (ceil(n/C0), K16/16, 16, C0)
+    ZNLayoutPtn        B^T (k, n), FRACTAL_NZ     (r//C0)*N16*C0 + c*C0 + r%C0      (ceil(k/C0), N16/16, 16, C0)
 
-(scaleKLen = ceil(K/64) * SCALE_C0; SPEC §4.) A scale dimension split into (SCALE_C0, len/2) modes can
-only be sliced at whole pairs, as on the device. `IsTrans(pattern)` is the source's `IsTrans<Layout>`.
-FP4 storage is packed two per byte (element 2i in the low nibble); a layout's strides stay in
-elements and the tensor converts them to bytes.
+(scaleKLen = ceil(K/64) * SCALE_C0; SPEC §4.) An NZ layout covers the padded matrix as the format cast stores it
+(zero tails): its C0-wide axis, like a scale dimension split into pairs, is sliced only at whole groups, as on
+the device. `IsTrans` / `IsNz` are the source's `IsTrans<Layout>` / `TagToFormat<Layout>`. FP4 storage is
+packed two per byte (element 2i in the low nibble); strides stay in elements, the tensor converts to bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mc2emu.numerics.constants import SCALE_C0
 from mc2emu.runtime.hazards import KernelError
 
 Mode = tuple[int, int]  # (size, stride in elements)
+NZ_FRACTAL_ROWS = 16  # rows of an NZ fractal (the 16 of 16 x C0)
 
 
 class LayoutError(KernelError):
@@ -38,6 +40,7 @@ class LayoutPtn:
     """Base of the layout pattern tags (`struct NDExtLayoutPtn {}` ...). Never instantiated."""
 
     TRANS = False  # IsTrans<Layout>: the operand is stored transposed (DN)
+    NZ = False  # TagToFormat<Layout>::format == CubeFormat::NZ: stored in 16 x C0 fractals
 
 
 class NDExtLayoutPtn(LayoutPtn):
@@ -70,9 +73,27 @@ class ScaleBDNLayoutPtn(LayoutPtn):
     TRANS = True
 
 
+class NZLayoutPtn(LayoutPtn):
+    """A non-transposed B (k, n) stored FRACTAL_NZ (`NZLayoutPtn`; CGMCT's `layout::Nz`): n in C0 blocks."""
+
+    NZ = True
+
+
+class ZNLayoutPtn(LayoutPtn):
+    """A transposed B (its (n, k) stored FRACTAL_NZ; `ZNLayoutPtn`, CGMCT's `layout::Zn`): k in C0 blocks."""
+
+    TRANS = True
+    NZ = True
+
+
 def IsTrans(pattern: type[LayoutPtn]) -> bool:
     """`IsTrans<Layout>::value`."""
     return pattern.TRANS
+
+
+def IsNz(pattern: type[LayoutPtn]) -> bool:
+    """`TagToFormat<Layout>::format == CubeFormat::NZ`."""
+    return pattern.NZ
 
 
 @dataclass(frozen=True)
@@ -210,6 +231,14 @@ def MakeFrameLayout(pattern: type[LayoutPtn], row: int, column: int, c0: int | N
         _check_c0(pattern, c0)
         pairs = _even(pattern, row, "row (scaleKLen)")
         return Layout(pattern, (row, column), (((SCALE_C0, 1), (pairs, SCALE_C0 * column)), ((column, SCALE_C0),)))
+    if pattern in (NZLayoutPtn, ZNLayoutPtn):
+        if c0 is None or c0 <= 0:
+            raise LayoutError(f"{pattern.__name__} needs C0 (32 bytes of the element type), got {c0}")
+        if pattern is NZLayoutPtn:  # (k, n): rows contiguous in a C0 block, blocks of K16 rows
+            k16, c1 = -(-row // NZ_FRACTAL_ROWS) * NZ_FRACTAL_ROWS, -(-column // c0)
+            return Layout(pattern, (k16, c1 * c0), (((k16, c0),), ((c0, 1), (c1, k16 * c0))))
+        n16, c1 = -(-column // NZ_FRACTAL_ROWS) * NZ_FRACTAL_ROWS, -(-row // c0)
+        return Layout(pattern, (c1 * c0, n16), (((c0, 1), (c1, n16 * c0)), ((n16, c0),)))
     raise LayoutError(f"no GM frame layout for pattern {pattern!r}")
 
 

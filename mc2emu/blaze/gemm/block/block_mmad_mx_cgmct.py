@@ -2,15 +2,15 @@
 separate kAL1 / kBL1 chunks.
 
 Emulates ops-transformer `gmm/common/cgmct/block/block_mmad_mx.h`, `Cgmct::Gemm::Block::BlockMmadMx<
-MatmulWithScale<Shape<_0, _0, _0, _0>, 0>, ...>` (cannmirror/ops-transformer 25fb6b92), the BlockMmad that
-`GmmCgmctMxKernel` instantiates. Its loops differ from the QBMM BlockMmad (`block_mmad_mx.py`), so it is its
-own class; it reuses that class's per-core state, MMAD and fixpipe; loads and decodes go through the device's
-decode cache (`runtime.decode_cache`).
+MatmulWithScale<Shape<_0, _0, _0, _0>, 0>, ...>` (cannmirror/ops-transformer 25fb6b92; the NZ B copy at
+libochao-huawei 5778144), the BlockMmad of `GmmCgmctMxKernel`. It reuses the QBMM BlockMmad's
+(`block_mmad_mx.py`) per-core state, MMAD and fixpipe; loads and decodes go through `runtime.decode_cache`.
 Loops: A-major (kAL1 >= kBL1, `IterAL1BL1`) or B-major; per L0 step curKL0 = min(baseK, minPadKL1 +
-kL1Offset - kL0Offset), mmad.k = Align64(curKL0), unitFlag 3 when kL0Offset + baseK >= k else 2.
-
-The intra-core event flags (MTE1_MTE2, MTE2_MTE1, M_MTE1, MTE1_M) have no data effect: a core's steps run in
-program order here. l1BufNum is 2 whatever the tiling's l1BufferStage (the kernel passes 2UL).
+kL1Offset - kL0Offset), mmad.k = Align64(curKL0), unitFlag 3 when kL0Offset + baseK >= k else 2. The intra-core
+event flags have no data effect (a core's steps run in program order); l1BufNum is 2 (the kernel passes 2UL).
+B in FRACTAL_NZ (`formatB == CubeFormat::NZ`: NZLayoutPtn / ZNLayoutPtn): CopyBInL1 runs `CopyInB1WeightNz`, one
+DataCopyPad of whole fractals (blockCount C0 blocks of blockLen bytes, srcStride apart; the K or N tail read
+from the format's padding) where ND runs ND2NZ; the L1 image, so the MMADs and bits, are the ND path's.
 
 Numerics as `block_mmad_mx.py`: each L1 chunk is dequantized once (exact float32) and each baseK step is one
 float32 matmul added to the L0C tile; the zero padding to 64 is not materialized. KernelError (the device
@@ -29,7 +29,15 @@ import numpy as np
 from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, BlockMmadMxType
 from mc2emu.blaze.gemm.common_utils import DOUBLE_BUFFER_COUNT
 from mc2emu.blaze.gemm.tile.tile_mmad_mx import dequant_l1
-from mc2emu.numerics.constants import FLOAT32_BYTES, MX_GROUP_SIZE, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE
+from mc2emu.blaze.tensor_api.layout import IsNz
+from mc2emu.numerics.constants import (
+    C0_SIZE_B4,
+    C0_SIZE_B8,
+    FLOAT32_BYTES,
+    MX_GROUP_SIZE,
+    MXFP_DIVISOR_SIZE,
+    MXFP_MULTI_BASE_SIZE,
+)
 from mc2emu.numerics.int_math import Align, Align16, Align64, CeilDiv
 from mc2emu.runtime.compute_slots import holds_compute_slot
 from mc2emu.runtime.hazards import CapacityError, ConstraintError, KernelError
@@ -92,6 +100,8 @@ class BlockMmadMxCgmct(BlockMmadMx):
     def __init__(self, ctx: CoreContext, T: BlockMmadMxType) -> None:
         super().__init__(ctx, T)  # L0A / L0B / BT / L0C of the core, the fixpipe
         self.IS_FP4 = T.AType.is_fp4
+        self.C0_SIZE = C0_SIZE_B4 if self.IS_FP4 else C0_SIZE_B8  # AuxGetC0Size<AType>(): 32 bytes
+        self.formatBNz = IsNz(T.LayoutB)  # formatB == CubeFormat::NZ
         self.m_ = self.n_ = 0
         self.kAL1_ = self.kBL1_ = self.minKL1_ = 1
         self.aL1LoopCnt_ = 0
@@ -277,9 +287,39 @@ class BlockMmadMxCgmct(BlockMmadMx):
         self._aL1Chunks[l1BufId] = (kL1Offset, chunk.load_l1(self.ctx))
 
     def CopyBInL1(self, gmB: GmTensor, tile: TileL1L0Param, l1BufId: int, kL1Offset: int) -> None:
-        """InitB1 + CopyInB1 (ND2NZ) of B[kL1Offset : +curGmBKL1, :]."""
+        """InitB1 + CopyInB1 (ND2NZ) of B[kL1Offset : +curGmBKL1, :], or for an NZ B CopyInB1WeightNz."""
+        if self.formatBNz:
+            self.CopyInB1WeightNz(gmB, tile, l1BufId, kL1Offset)
+            return
         chunk = gmB.Slice((kL1Offset, 0), (tile.curGmBKL1, tile.curN))
         self._bL1Chunks[l1BufId] = (kL1Offset, chunk.load_l1(self.ctx))
+
+    def CopyInB1WeightNz(self, gmB: GmTensor, tile: TileL1L0Param, l1BufId: int, kL1Offset: int) -> None:
+        """`CopyInB1WeightNz(bGlobal[offsetB], ...)`: offsetB = transB ? kL1Offset * Align16(n_) : kL1Offset * C0;
+        DataCopyPad of blockCount blocks of blockLen bytes, srcStride bytes apart in GM (dstStride C0 rows apart in
+        L1: the NZ image ND2NZ would build). transB: ceil(curGmBKL1 / C0) blocks of curAlignN rows x C0; else
+        curAlignN / C0 blocks of Align16(curGmBKL1) rows x C0. The read covers the padding of the K or N tail."""
+        C0 = self.C0_SIZE
+        shift = 1 if self.IS_FP4 else 0
+        if self.transB:
+            blockCount = CeilDiv(tile.curGmBKL1, C0)
+            blockLen = (tile.curAlignN * C0) >> shift
+            srcStride = ((Align16(self.n_) - tile.curAlignN) * C0) >> shift
+            rows, cols = blockCount * C0, tile.curAlignN  # logical (k, n) extent of the read
+        else:
+            curGmBKL1NZ = Align16(tile.curGmBKL1)
+            blockCount = tile.curAlignN // C0
+            blockLen = (curGmBKL1NZ * C0) >> shift
+            srcStride = ((Align16(self.k_) - curGmBKL1NZ) * C0) >> shift
+            rows, cols = curGmBKL1NZ, tile.curAlignN
+        src = gmB.Slice((kL1Offset, 0), (rows, cols))  # bGlobal[offsetB]: the layout adds offsetB
+        blockStart = [src.layout.offset((b * C0, 0) if self.transB else (0, b * C0)) >> shift
+                      for b in range(min(blockCount, 2))]
+        if (rows * cols // blockCount) >> shift != blockLen or \
+                (blockCount > 1 and blockStart[1] - blockStart[0] != blockLen + srcStride):
+            raise KernelError(f"{self.ctx.label}: CopyInB1WeightNz of {blockCount} x {blockLen} B (srcStride "
+                              f"{srcStride} B) is not the NZ layout's read of ({rows}, {cols}) from K {kL1Offset}")
+        self._bL1Chunks[l1BufId] = (kL1Offset, src.load_l1(self.ctx).Slice((0, 0), (tile.curGmBKL1, tile.curN)))
 
     def CopyInBias(self, gmBias: GmTensor | None, curNL1: int) -> None:
         if gmBias is None:

@@ -8,7 +8,8 @@ UpdateOffset, UpdateParamsForNextProblem, UpdateMMGlobalAddr and the L2 hints; p
 Iterate.
 
 Offsets (elements; FP4 A / B halves of them are bytes) per UpdateOffset:
-- split-M (not transA): A (preOffset - m) * k, B perGroupBOffset * groupIdx (n * k, ND), x1Scale
+- split-M (not transA): A (preOffset - m) * k, B perGroupBOffset * groupIdx (n * k ND; NZ AlignC0(n) * Align16(k),
+  transB Align16(n) * AlignC0(k), libochao-huawei 5778144 kernel_qgmm_mx.h Init), x1Scale
   (preOffset - m) * ceil(k/64) * 2, x2Scale groupIdx * n * ceil(k/64) * 2, y (preOffset - m) * n;
 - split-K (transA): A m * (preOffset - k), B n * (preOffset - k), scales ((preOffset - k) / 64 + groupIdx) * 2
   rows of (m, 2) / (n, 2) (the (K/64 + g, ., 2) layout), y groupIdx * m * n;
@@ -31,6 +32,7 @@ from mc2emu.blaze.gemm.kernel.kernel_qgmm_mx import GMMTiling, KernelQGmmMx, QGm
 from mc2emu.blaze.tensor_api.layout import (
     DNExtLayoutPtn,
     FrameLayoutFormat,
+    IsNz,
     MakeFrameLayout,
     NDExtLayoutPtn,
     ScaleADNLayoutPtn,
@@ -41,7 +43,7 @@ from mc2emu.blaze.tensor_api.layout import (
 from mc2emu.blaze.tensor_api.tensor import CacheMode, GmTensor, MakeMemPtr, MakeTensor
 from mc2emu.numerics.constants import C0_SIZE_B4, C0_SIZE_B8, MXFP_DIVISOR_SIZE, MXFP_MULTI_BASE_SIZE, SCALE_C0
 from mc2emu.numerics.formats import E8M0_DTYPE, gm_storage_dtype
-from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.numerics.int_math import Align, Align16, CeilDiv
 from mc2emu.runtime.events import TileTask
 from mc2emu.runtime.hazards import KernelError
 
@@ -76,15 +78,24 @@ class QGmmMxParams:
     problemShape: tuple[int, int, int, int] = (1, 1, 1, 1)
 
 
+def CalBOffset4LowerBits(transB: bool, weightNz: bool, k: int, nOffset: int, C0Size: int) -> int:
+    """`Coordinate::CalBOffset4LowerBits<C0Size>` (coord_utils.h at 5778144): the tile's first B element; NZ
+    (not transB) steps whole C0 blocks of Align16(k) rows, NZ transB rows of C0 inside the first k block."""
+    if weightNz:
+        return nOffset * C0Size if transB else nOffset * Align16(k)
+    return nOffset * k if transB else nOffset
+
+
 def GetQuantOffset(transA: bool, transB: bool, m: int, n: int, k: int, l1M: int, l1N: int, mTileIdx: int,
-                   nTileIdx: int, mSplitOffset: int = 0, nSplitOffset: int = 0) -> tuple[int, ...]:
-    """`Coordinate<transA, transB, ND, ND, ND>::GetQuantOffset<MX_PERGROUP_MODE>`: element offsets of the tile
-    in (A, B, x1Scale, x2Scale, bias, y) of the group."""
+                   nTileIdx: int, mSplitOffset: int = 0, nSplitOffset: int = 0, weightNz: bool = False,
+                   c0Size: int = 0) -> tuple[int, ...]:
+    """`Coordinate<transA, transB, ND, formatB, ND>::GetQuantOffset<MX_PERGROUP_MODE, c0Size>`: element offsets
+    of the tile in (A, B, x1Scale, x2Scale, bias, y) of the group."""
     mOffset = mTileIdx * l1M + mSplitOffset
     nOffset = nTileIdx * l1N + nSplitOffset
     scaleK = CeilDiv(k, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
     a = mOffset if transA else mOffset * k
-    b = nOffset * k if transB else nOffset  # CalBOffset4LowerBits, ND weight
+    b = CalBOffset4LowerBits(transB, weightNz, k, nOffset, c0Size)
     x1 = mOffset * MXFP_MULTI_BASE_SIZE if transA else mOffset * scaleK
     x2 = nOffset * scaleK if transB else nOffset * MXFP_MULTI_BASE_SIZE
     return a, b, x1, x2, nOffset, mOffset * n + nOffset
@@ -110,8 +121,10 @@ class KernelQGmmMxRun(KernelQGmmMx):
         self.aGlobal_ = self.bGlobal_ = self.x1ScaleGlobal_ = self.x2ScaleGlobal_ = self.yGlobal_ = cast(GmTensor, None)
         self.biasGlobal_: GmTensor | None = None
         C0 = C0_SIZE_B4 if self.IS_FP4 else C0_SIZE_B8
+        self.weightNz = IsNz(BlockMmad.LayoutB)  # formatB == CubeFormat::NZ (layout::Nz / layout::Zn)
         self.MakeLayoutA = FrameLayoutFormat(DNExtLayoutPtn if self.transA else NDExtLayoutPtn, C0)
-        self.MakeLayoutB = FrameLayoutFormat(DNExtLayoutPtn if self.transB else NDExtLayoutPtn, C0)
+        self.MakeLayoutB = FrameLayoutFormat(BlockMmad.LayoutB if self.weightNz else
+                                             DNExtLayoutPtn if self.transB else NDExtLayoutPtn, C0)
         self.MakeLayoutScaleA = FrameLayoutFormat(ScaleADNLayoutPtn if self.transA else ScaleANDLayoutPtn, SCALE_C0)
         self.MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn if self.transB else ScaleBNDLayoutPtn, SCALE_C0)
 
@@ -124,7 +137,8 @@ class KernelQGmmMxRun(KernelQGmmMx):
             p = self.gmmParams
             m, n, k = task.problemShape
             self.blockOffset_ = GetQuantOffset(self.transA, self.transB, m, n, k, task.curBaseM, p.baseN,
-                                               task.mTileIdx, task.nTileIdx, task.mSplitOffset, task.nSplitOffset)
+                                               task.mTileIdx, task.nTileIdx, task.mSplitOffset, task.nSplitOffset,
+                                               self.weightNz, self.c0Size)
             self.Iterate(task)
 
     def Init(self, params: QGmmMxParams) -> None:
@@ -132,7 +146,12 @@ class KernelQGmmMxRun(KernelQGmmMx):
         p = params.gmmParams
         self.isBias_ = p.isBias == 1
         if not self.transA:
-            self.perGroupBOffset_ = p.n * p.k  # ND weight
+            if not self.weightNz:
+                self.perGroupBOffset_ = p.n * p.k
+            elif self.transB:
+                self.perGroupBOffset_ = Align16(p.n) * Align(p.k, self.c0Size)
+            else:
+                self.perGroupBOffset_ = Align(p.n, self.c0Size) * Align16(p.k)
         entries = p.groupNum * (2 if self.groupListType_ == 2 else 1)
         # groupListGlobal_.GetValue(i): the int64 group list read from GM (once here; the source reads lazily)
         self.groupList_ = [int(v) for v in self.ctx.gm_read(mp.groupListGmAddr, np.int64, (entries,))]
@@ -154,7 +173,7 @@ class KernelQGmmMxRun(KernelQGmmMx):
         m, n, k = (self.problemShape_[i] for i in (MNK_M, MNK_N, MNK_K))
         pre = self.preOffset_
         off = self.baseOffset_
-        if not self.transA:  # split m, weight ND
+        if not self.transA:  # split m, weight ND/NZ
             shift = 1 if self.IS_FP4 else 0
             off[IDX_A_OFFSET] = ((pre - m) * k) >> shift
             off[IDX_B_OFFSET] = (self.perGroupBOffset_ * groupIdx) >> shift
@@ -194,8 +213,10 @@ class KernelQGmmMxRun(KernelQGmmMx):
                                    MakeFrameLayout(NDExtLayoutPtn, m, n), name="y")
 
     def SetL2CacheDisableIfNeeded(self, mSize: int, curBaseM: int, baseN: int) -> None:
-        """ND weight: disable B / x2Scale in L2 when one M tile covers the group and the weight streams aligned."""
-        if self.transB:
+        """Disable B / x2Scale in L2 when one M tile covers the group and (ND weight) the weight streams aligned."""
+        if self.weightNz:
+            disable = curBaseM >= mSize
+        elif self.transB:
             disable = curBaseM >= mSize and (self.problemShape_[MNK_K] & L2_ALIGN_MASK) == 0
         else:
             disable = curBaseM >= mSize and (self.problemShape_[MNK_N] & L2_ALIGN_MASK) == 0 \
@@ -219,7 +240,12 @@ class KernelQGmmMxRun(KernelQGmmMx):
         o = self.blockOffset_
         scaleKLen = CeilDiv(k, MXFP_DIVISOR_SIZE) * MXFP_MULTI_BASE_SIZE
         gA = self._at(self.aGlobal_, (mOff, 0), (singleCoreM, k), o[IDX_A_OFFSET])
-        gB = self._at(self.bGlobal_, (0, nOff), (k, singleCoreN), o[IDX_B_OFFSET])
+        if self.weightNz:  # the tile's whole fractals: the 16-row axis to 16, the C0 axis to C0 (in the padding)
+            kL = self.bGlobal_.shape[0]
+            bShape = (kL, Align16(singleCoreN)) if self.transB else (kL, Align(singleCoreN, self.c0Size))
+            gB = self._at(self.bGlobal_, (0, nOff), bShape, o[IDX_B_OFFSET])
+        else:
+            gB = self._at(self.bGlobal_, (0, nOff), (k, singleCoreN), o[IDX_B_OFFSET])
         gSA = self._at(self.x1ScaleGlobal_, (mOff, 0), (singleCoreM, scaleKLen), o[IDX_X1SCALE_OFFSET])
         gSB = self._at(self.x2ScaleGlobal_, (0, nOff), (scaleKLen, singleCoreN), o[IDX_X2SCALE_OFFSET])
         gBias = (self._at(self.biasGlobal_, (0, nOff), (1, singleCoreN), o[IDX_BIAS_OFFSET])
