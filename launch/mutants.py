@@ -64,6 +64,8 @@ COMM_LOOP = "tests/comm/test_communicator_mpi.py"
 GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
 GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
 GMM_BLAZE = "tests/ops/test_grouped_matmul_blaze.py"
+GMM_NZ = "tests/ops/test_grouped_matmul_nz.py"
+GMM_TILING = "tests/tiling/test_gmm_mx_tiling.py"
 PREDICT_COST = "tests/predict/test_cost_model.py"
 PREDICT_REPLAY = "tests/predict/test_replay.py"
 PREDICT_KNOBS = "tests/predict/test_predict_knobs.py"
@@ -185,6 +187,46 @@ MUTANTS: list[Mutant] = [
     Mutant("GMM tail split also when fewer than half the cores are free", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx.py",
            "return bs.GetEndBlockIdx() + 1 <= (bs.blockNum_ >> 1)", "return bs.GetEndBlockIdx() + 1 <= bs.blockNum_",
            serial=(f"{GMM}::test_tail_split_needs_half_the_cores_free", GMM_SCHED)),
+    # -- grouped_matmul_mx with an NZ weight (CheckShapeForWeightNz, CopyInB1WeightNz, NZ offsets / L2 hint) -----
+    Mutant("GMM NZ tiling: N or K of 1 accepted", "mc2emu/tiling/grouped_quant_matmul_shape_attrs.py",
+           "    if k == 1 or n == 1:", "    if False:",
+           serial=(GMM_TILING, f"{GMM_NZ}::test_nz_refusals_name_the_source_rule")),
+    Mutant("GMM NZ tiling: transB storage dims checked as not transposed",
+           "mc2emu/tiling/grouped_quant_matmul_shape_attrs.py",
+           "    if not inp.transB:\n        checks = (", "    if True:\n        checks = (",
+           serial=(GMM_TILING,)),
+    Mutant("GMM NZ tiling: C0 32 for a 4-bit weight", "mc2emu/tiling/grouped_quant_matmul_shape_attrs.py",
+           "weightNzLastDim = WEIGHTNZ_64 if isFp4 else WEIGHTNZ_32", "weightNzLastDim = WEIGHTNZ_32",
+           serial=(GMM_TILING,)),
+    Mutant("GMM NZ tiling: second-last storage dim not checked", "mc2emu/tiling/grouped_quant_matmul_shape_attrs.py",
+           "    if wShape[nzDimOffset + WEIGHTNZ_THIRD_DIM] != WEIGHTNZ_16:", "    if False:",
+           serial=(GMM_TILING,)),
+    Mutant("GMM NZ BlockMmad: B copied as ND", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "        if self.formatBNz:\n            self.CopyInB1WeightNz(",
+           "        if False:\n            self.CopyInB1WeightNz(",
+           serial=(f"{GMM_NZ}::test_nz_weight_gives_the_nd_weights_bits",)),
+    Mutant("GMM NZ BlockMmad: K tail not read to 16 rows", "mc2emu/blaze/gemm/block/block_mmad_mx_cgmct.py",
+           "            curGmBKL1NZ = Align16(tile.curGmBKL1)", "            curGmBKL1NZ = tile.curGmBKL1",
+           serial=(f"{GMM_NZ}::test_nz_padding_is_read_but_never_used",)),
+    Mutant("GMM NZ kernel: per-group B offset of an ND weight", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "                self.perGroupBOffset_ = Align(p.n, self.c0Size) * Align16(p.k)",
+           "                self.perGroupBOffset_ = p.n * p.k",
+           serial=(f"{GMM_NZ}::test_nz_weight_gives_the_nd_weights_bits",)),
+    Mutant("GMM NZ kernel: transB group offset pads K to 16", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "                self.perGroupBOffset_ = Align16(p.n) * Align(p.k, self.c0Size)",
+           "                self.perGroupBOffset_ = Align16(p.n) * Align16(p.k)",
+           serial=(f"{GMM_NZ}::test_nz_weight_gives_the_nd_weights_bits",)),
+    Mutant("GMM NZ kernel: tile B offset of an ND weight", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "        return nOffset * C0Size if transB else nOffset * Align16(k)",
+           "        return nOffset * C0Size if transB else nOffset * k",
+           serial=(f"{GMM_NZ}::test_nz_weight_gives_the_nd_weights_bits",)),
+    Mutant("GMM NZ kernel: L2 hint by the ND weight's rule", "mc2emu/blaze/gemm/kernel/kernel_qgmm_mx_run.py",
+           "        if self.weightNz:\n            disable = curBaseM >= mSize",
+           "        if False:\n            disable = curBaseM >= mSize",
+           serial=(f"{GMM_NZ}::test_nz_l2_hint_needs_only_one_m_tile",)),
+    Mutant("GMM NZ: the blaze variants not refused", "mc2emu/ops/grouped_matmul_mx_op.py",
+           "    if weight_nz and tail_variant is not TailSplitVariant.CGMCT:", "    if False:",
+           serial=(f"{GMM_NZ}::test_nz_refusals_name_the_source_rule",)),
     # -- grouped_matmul_mx variants: the IS_BLAZE kernel (kernel_qgmm_mx.h / block_mmad_qgmm_mx.h) and the sample ----
     Mutant("GMM Blaze BlockMmad: unitFlag by baseK (CGMCT's rule)", "mc2emu/blaze/gemm/block/block_mmad_qgmm_mx.py",
            "isFinal = absKOffset + tile.curKL0 >= self.k_", "isFinal = absKOffset + self.baseK_ >= self.k_",

@@ -3,7 +3,9 @@
 Each replayed operator has one `SourceReplay` in `REPLAYS`: its tables, gen_data recipe and verify rule, and
 how --scale may shrink a case. A2A: ST cases.csv, UDMA localMatmul 0, the ST head-tile rule, allclose 1e-2.
 AG: ST cases.csv (seed kernel, in-order waits) and the URMA slot ring's (buffer_count -> slot_num), <= 1 bf16
-ULP. GMM: the tiling UT rows (result, blockDim, tilingKey, tilingData equal), serial, no ranks.
+ULP. GMM: the tiling UT rows (result, blockDim, tilingKey, tilingData equal), serial, no ranks; a row the UT
+tiles also runs its shape through the kernel (NZ rows with their NZ weight) within 1 bf16 ULP of the golden
+(full size only: --scale replays the tiling).
 One row per case: case, shape, R, verdict, ULP / max error, wall (`--case NAME` keeps the named ones). A case
 whose R is not the job's is listed with the R it needs, never failed. `--scale M_DIV` divides m only when the
 case keeps its structure: the same communication tiles per rank and the same tail (A2A head tile / M_DIV,
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ml_dtypes
@@ -27,6 +29,7 @@ from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.arch.errors import ConstraintError
 from mc2emu.arch.platform import DAV_3510
 from mc2emu.cases.source_tables import SourceTable, load
+from mc2emu.cli.operators.grouped_matmul_mx import run_ut_shape
 from mc2emu.cli.options import OptionError, RunOptions
 from mc2emu.numerics import ElemFormat, a2a_allclose, max_abs_error, ulp_distance
 from mc2emu.ops import (
@@ -42,7 +45,7 @@ from mc2emu.runtime.hazards import HazardError
 from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_matmul_tiling, make_ag_comm_tiling
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import a2a_tiling
 from mc2emu.tiling.grouped_matmul_tiling import TilingGMM
-from mc2emu.tiling.grouped_matmul_tiling_context import UT_STUB_COMPILE_INFO, GmmTilingContext
+from mc2emu.tiling.grouped_matmul_tiling_context import SPLIT_K, UT_STUB_COMPILE_INFO, GmmTilingContext
 
 ROW_ALIGN = 16  # a communication tile is whole 16-row fractals (the kernels' M alignment)
 
@@ -238,15 +241,20 @@ def _gmm_cases(table: SourceTable) -> list[SourceCase]:
     return out
 
 
-def _gmm_no_scale(case: SourceCase, m_div: int) -> SourceCase | str:
-    return case   # a tiling row is host arithmetic: always replayed at its own size
+def _gmm_scale(case: SourceCase, m_div: int) -> SourceCase | str:
+    """The tiling is host arithmetic, replayed at the row's size (the UT's verdict); the kernel run, whose cost is
+    K and N (M is often already small), is left to the full-size replay."""
+    return replace(case, extra={**case.extra, "kernel": "no"}, scale_note="tiling only (--scale)")
 
 
-def _gmm_run(case: SourceCase, comm: Any) -> Outcome:
+GMM_ELEM = {"FLOAT8-E4M3": ElemFormat.E4M3, "FLOAT8-E5M2": ElemFormat.E5M2, "FLOAT4_E2M1": ElemFormat.E2M1,
+            "FLOAT4_E1M2": ElemFormat.E1M2}
+GMM_Y = {"BF16": "bfloat16", "FLOAT16": "float16", "FLOAT": "float32"}
 
+
+def _gmm_tiling(case: SourceCase) -> Outcome:
+    """The UT's verdict: result, and with a golden blockDim, tilingKey and the 18 tilingData words."""
     rec = case.extra
-    if rec["scaleDtype"] != "FLOAT8-E8M0":
-        return Outcome("NOT EMULATED", note=f"scaleDtype {rec['scaleDtype']}: not an MX row (template 1)")
     expect_ok = rec["result"] == "true"
     try:
         ctx = GmmTilingContext.mx(case.m, case.n, case.k, group_num=int(rec["groupNum"]),
@@ -276,13 +284,33 @@ def _gmm_run(case: SourceCase, comm: Any) -> Outcome:
                            f"{r.tilingKey}/{rec['tilingKey']}", note=" ".join(map(str, got)))
 
 
+def _gmm_run(case: SourceCase, comm: Any) -> Outcome:
+    """The UT row's tiling verdict; a row the UT tiles also runs its shape through the kernel against the golden
+    (`run_ut_shape`: <= 1 bf16 ULP), so an NZ row runs its NZ weight."""
+    rec = case.extra
+    if rec["scaleDtype"] != "FLOAT8-E8M0":
+        return Outcome("NOT EMULATED", note=f"scaleDtype {rec['scaleDtype']}: not an MX row (template 1)")
+    tiled = _gmm_tiling(case)
+    if tiled.verdict != "PASS" or rec["result"] != "true" or rec.get("kernel") == "no":
+        return tiled
+    split_k = int(rec["groupType"]) == SPLIT_K
+    cmp = run_ut_shape(case.m, case.k, case.n, int(rec["groupNum"]), split_k=split_k,
+                       trans_b=rec["transposeWeight"] == "true", x_fmt=GMM_ELEM[rec["xDtype"]],
+                       w_fmt=GMM_ELEM[rec["weightDtype"]], weight_nz=rec["weightFormat"] == "NZ",
+                       bias=rec["hasBias"] == "true", out_dtype=GMM_Y[rec["yDtype"]])
+    run = f"y {cmp.max_ulp} ULP vs golden"
+    return Outcome("PASS" if cmp.ok else "FAIL", f"{tiled.metric}; {run}", note=tiled.note,
+                   worst=(float(cmp.max_ulp or 0),))
+
+
 GMM = SourceReplay(
     tables=("gmm_mx",),
     recipe="UT driver test_grouped_quant_arch35_tiling.cpp: the row's shapes, dtypes, format and groupType, "
            "the UT stub platform (L0C 128 KiB)",
-    verify="UT: result equal; with a tilingData golden, blockDim, tilingKey and the 18 tilingData words equal",
+    verify="UT: result equal; with a tilingData golden, blockDim, tilingKey and the 18 tilingData words equal; "
+           "a row the UT tiles also runs its shape (even cumsum groups, device tiling) within 1 bf16 ULP of the golden",
     cases=_gmm_cases,
-    scale=_gmm_no_scale,
+    scale=_gmm_scale,
     run=_gmm_run,
     needs_ranks=False,
 )

@@ -36,19 +36,30 @@ def _rows(stdout: str) -> dict[str, list[str]]:
 
 
 def test_gmm_tiling_rows_replay_serially(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--source-cases", "grouped_matmul_mx"]) == 0
+    assert main(["--source-cases", "grouped_matmul_mx", "--scale", "8"]) == 0
     out = capsys.readouterr().out
     rows = _rows(out)
     assert len(rows) == len(load("gmm_mx")) == 27
     verdicts = {name: cells[3] for name, cells in rows.items()}
-    # the four NZ successes / the FP32-scale row: paths the emulator does not follow (said, not failed)
+    # the FP32-scale (template 1) row: a path the emulator does not follow (said, not failed); NZ rows run
     not_emulated = {n for n, v in verdicts.items() if v == "NOT EMULATED"}
-    assert not_emulated == {"mxfp8_weight_nz_notrans", "fp8_splitk_pertensor_1d_groupnum_eq_m",
-                            "fp4e1m2_weight_nz_success", "mxfp4_same_dtype_weight_nz_success"}
+    assert not_emulated == {"fp8_splitk_pertensor_1d_groupnum_eq_m"}
+    assert rows["fp4e1m2_weight_nz_success"][4] == "tiled (no golden)"
     assert all(v == "PASS" for n, v in verdicts.items() if n not in not_emulated)
-    assert rows["mxfp8_basic_api_nd_notrans"][4].startswith("18 fields equal")
+    assert rows["mxfp8_basic_api_nd_notrans"][4] == "18 fields equal, blockDim 32, key 0"
+    assert rows["mxfp8_weight_nz_notrans"][4] == "18 fields equal, blockDim 32, key 0"
+    assert rows["mxfp8_weight_nz_notrans"][-1] == "tiling only (--scale)"
     assert rows["mxfp8_basic_api_bias_dtype_invalid"][4] == "refused as the UT"
     assert "verify: UT: result equal" in out
+
+
+def test_gmm_nz_rows_run_the_kernel_at_full_size(capsys: pytest.CaptureFixture[str]) -> None:
+    """Full size, the NZ successes (FLOAT4_E1M2 among them) tile as the UT and run their NZ weight: 0 ULP."""
+    names = ["mxfp4_same_dtype_weight_nz_success", "fp4e1m2_weight_nz_success"]
+    assert main(["--source-cases", "grouped_matmul_mx", *(a for n in names for a in ("--case", n))]) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert rows[names[0]][4] == "18 fields equal, blockDim 32, key 0; y 0 ULP vs golden"
+    assert rows[names[1]][4] == "tiled (no golden); y 0 ULP vs golden"
 
 
 def _a2a_case(n: int) -> SourceCase:

@@ -46,6 +46,7 @@ from mc2emu.cli.scenarios import (
 )
 from mc2emu.numerics import ElemFormat, ag_compare, encode_elements, max_abs_error, ulp_distance
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE
+from mc2emu.numerics.nz_format import nd_to_nz_codes
 from mc2emu.ops import golden_grouped_matmul_mx, grouped_matmul_mx
 from mc2emu.ops.grouped_matmul_mx_tiling_api import (
     format_grouped_matmul_mx_schedule,
@@ -259,6 +260,40 @@ def _kw(case: Case) -> dict[str, Any]:
     if fmt.ml_dtype is None:
         kw.update(x_format=fmt, weight_format=fmt)
     return kw
+
+
+def run_ut_shape(m: int, k: int, n: int, groups: int, *, split_k: bool, trans_b: bool, x_fmt: ElemFormat,
+                 w_fmt: ElemFormat, weight_nz: bool, bias: bool, out_dtype: str, seed: int = 0) -> Comparison:
+    """A tiling UT row's shape through the emulated kernel against the golden (the ND weight): even groups (the
+    last takes the rest) in a cumsum list (the UT's groupListType 0), this module's input recipe, an NZ weight
+    built from the ND one by `nd_to_nz_codes`. The kernel tiles for the device platform, not the UT stub."""
+    rng = np.random.default_rng(seed)
+    total = k if split_k else m
+    sizes = [total // groups] * (groups - 1) + [total - total // groups * (groups - 1)]
+    gl = np.cumsum(sizes).astype(np.int64)
+    if split_k:
+        rows = k // MXFP_DIVISOR_SIZE + groups
+        x, w = _codes(rng, (k, m), x_fmt), _codes(rng, (k, n), w_fmt)
+        sx: tuple[int, ...] = (rows, m, 2)
+        sw: tuple[int, ...] = (rows, n, 2)
+    else:
+        pairs = -(-k // MXFP_DIVISOR_SIZE)
+        x, w = _codes(rng, (m, k), x_fmt), _codes(rng, (groups, n, k) if trans_b else (groups, k, n), w_fmt)
+        sx, sw = (m, pairs, 2), ((groups, n, pairs, 2) if trans_b else (groups, pairs, n, 2))
+    x_scale = rng.integers(E8M0_ONE - 1, E8M0_ONE + 2, sx, dtype=np.uint8)
+    w_scale = rng.integers(E8M0_ONE - 1, E8M0_ONE + 2, sw, dtype=np.uint8)
+    b = rng.uniform(-4, 4, (groups, n)).astype(np.float32) if bias else None
+    kw: dict[str, Any] = {"group_list_type": "cumsum", "trans_b": trans_b, "bias": b, "out_dtype": out_dtype,
+                          "x_format": x_fmt}
+    if split_k:
+        kw["group_type"] = "split_k"
+    ref = golden_grouped_matmul_mx(x, x_scale, w, w_scale, gl, weight_format=w_fmt, **kw)
+    if weight_nz:
+        out = grouped_matmul_mx(x, x_scale, nd_to_nz_codes(w, w_fmt.value), w_scale, gl, trans_a=split_k,
+                                weight_format="NZ", weight_dtype=w_fmt, **kw)
+    else:
+        out = grouped_matmul_mx(x, x_scale, w, w_scale, gl, trans_a=split_k, weight_format=w_fmt, **kw)
+    return compare(out, ref)
 
 
 def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
