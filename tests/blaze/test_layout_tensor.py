@@ -165,3 +165,30 @@ def test_l2_hint_is_an_event():
     dev.launch(kernel, 1, "AIC_ONLY")
     hints = rec.of(L2Hint)
     assert len(hints) == 1 and hints[0].tensor == "B" and hints[0].mode == "CACHE_MODE_DISABLE"
+
+
+@pytest.mark.parametrize(("k", "n", "c0"), [(37, 70, 32), (16, 32, 32), (100, 130, 64), (1, 2, 64)])
+def test_nz_layouts_address_the_format_casts_storage(k, n, c0):
+    """NZLayoutPtn (B (k, n)) and ZNLayoutPtn (B^T: its (n, k) in NZ) put every logical element where
+    nd_to_nz_codes stores it; the layouts cover the padded matrix; the C0 axis slices at whole blocks only."""
+    from mc2emu.blaze.tensor_api.layout import IsNz, IsTrans, MakeFrameLayout, NZLayoutPtn, ZNLayoutPtn
+    from mc2emu.numerics.nz_format import nd_to_nz_codes
+
+    codes = np.arange(k * n, dtype=np.int64).reshape(k, n) % 251 + 1
+    fmt = "e2m1" if c0 == 64 else "e4m3"
+    nz = nd_to_nz_codes(codes.astype(np.uint8), fmt).reshape(-1)
+    zn = nd_to_nz_codes(np.ascontiguousarray(codes.T).astype(np.uint8), fmt).reshape(-1)
+    lay, layT = MakeFrameLayout(NZLayoutPtn, k, n, c0), MakeFrameLayout(ZNLayoutPtn, k, n, c0)
+    assert lay.shape == (-(-k // 16) * 16, -(-n // c0) * c0) and layT.shape == (-(-k // c0) * c0, -(-n // 16) * 16)
+    assert IsNz(NZLayoutPtn) and IsNz(ZNLayoutPtn) and IsTrans(ZNLayoutPtn) and not IsTrans(NZLayoutPtn)
+    for r in range(k):
+        for c in range(n):
+            assert nz[lay.offset((r, c))] == codes[r, c] % 256
+            assert zn[layT.offset((r, c))] == codes[r, c] % 256
+    if n > c0:
+        with pytest.raises(LayoutError, match="groups of"):
+            lay.slice((0, 1), (1, c0))
+    sub, off = lay.slice((1, c0), (3, c0)) if n > c0 else lay.slice((1, 0), (3, c0))
+    assert sub.shape == (3, c0) and off == lay.offset((1, c0 if n > c0 else 0))
+    with pytest.raises(LayoutError, match="needs C0"):
+        MakeFrameLayout(NZLayoutPtn, k, n)

@@ -168,7 +168,7 @@ class Layout:
                 inner *= s
             if o % inner or n % inner:
                 raise LayoutError(f"{self.pattern.__name__}: dimension {d} is stored in groups of {inner} "
-                                  f"(SCALE_C0 pairs); slice start {o} and length {n} must be multiples")
+                                  f"(SCALE_C0 pairs, NZ C0 blocks); slice start {o} and length {n} must be multiples")
             new_modes.append((*dim[:-1], (n // inner, outer_stride)))
             off += (o // inner) * outer_stride
         sub = object.__new__(Layout)  # sizes are consistent by construction: skip __post_init__'s check
