@@ -39,8 +39,9 @@ def grouped_matmul_mx_tiling(m: int, n: int, k: int, *, group_num: int, trans_a:
                              trans_b: bool = False, x_dtype: str = "float8_e4m3fn", w_dtype: str = "float8_e4m3fn",
                              group_type: str | int = "split_m", l1_size: int | None = None,
                              l0c_size: int | None = None, has_bias: bool = False,
-                             bias_dtype: str = "float32") -> GmmTilingResult:
-    """The MX GroupedMatmul host tiling for x of M rows (all groups), N columns, K (total K for split-K).
+                             bias_dtype: str = "float32", weight_format: str = "ND") -> GmmTilingResult:
+    """The MX GroupedMatmul host tiling for x of M rows (all groups), N columns, K (total K for split-K);
+    `weight_format` "NZ": the weight in FRACTAL_NZ (storage dims as the source's UT builds them).
 
     `l1_size` / `l0c_size` default to the DAV_3510 platform table (512 KiB / 256 KiB); the source's unit-test
     stub uses an L0C of 128 KiB. Bad input raises `ConstraintError` naming the source rule it breaks."""
@@ -50,7 +51,7 @@ def grouped_matmul_mx_tiling(m: int, n: int, k: int, *, group_num: int, trans_a:
     info = GMMCompileInfo.from_platform(DAV_3510, l1_size=l1_size, l0c_size=l0c_size)
     ctx = GmmTilingContext.mx(m, n, k, group_num=group_num, trans_a=trans_a, trans_b=trans_b, x_dtype=x_dtype,
                               w_dtype=w_dtype, group_type=group_type, has_bias=has_bias, bias_dtype=bias_dtype,
-                              compile_info=info)
+                              weight_format=weight_format, compile_info=info)
     return TilingGMM(ctx)
 
 
