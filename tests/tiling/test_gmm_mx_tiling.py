@@ -287,8 +287,6 @@ def test_debug_fields_and_json_names() -> None:
 
 def test_tiling_api_takes_the_weight_format() -> None:
     """grouped_matmul_mx_tiling(weight_format="NZ"): FLOAT4_E1M2 tiles (and is refused without it)."""
-    from mc2emu.ops import grouped_matmul_mx_tiling
-
     kw = {"group_num": 4, "x_dtype": "float4_e2m1", "w_dtype": "float4_e1m2"}
     r = grouped_matmul_mx_tiling(600, 700, 4096, weight_format="NZ", **kw)
     assert (r.blockDim, r.mmTilingData.baseM, r.mmTilingData.baseN, r.mmTilingData.baseK) == (32, 256, 256, 256)
