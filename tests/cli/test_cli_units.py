@@ -250,7 +250,8 @@ def test_mode_round_trips_and_labels():
             assert spec.mode_type.from_dict(mode.as_dict()) == mode
             assert all(not isinstance(v, enum.Enum) for v in mode.as_dict().values())
     assert [m.slug() for m in GMM.modes] == ["split-M-count", "split-M-cumsum-transB", "split-M-sparse",
-                                             "split-K-count", "split-M-sparse-blaze", "split-M-count-blaze_sample"]
+                                             "split-K-count", "split-M-sparse-blaze", "split-M-count-blaze_sample",
+                                             "split-M-cumsum-transB-nz"]
     assert [m.label() for m in WQMM.modes][-2:] == ["int8 +offset a_only_mmad", "int8 transB +offset dequant_only"]
 
 

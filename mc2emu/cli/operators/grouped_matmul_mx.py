@@ -12,8 +12,9 @@ a sparse list whose empty entry stops the kernel, which still runs the last); sp
 rest (a K == 0 group, zero-filled by the AIVs). Inputs: elements uniform(1, 8) with random signs, E8M0
 scales 2^-1 .. 2^1. Hazard showcase: a sparse list naming group 0 after group 1 -- UpdateOffset returns at
 groupIdx 0 and keeps group 1's offsets, so group 0 overwrites group 1's rows (OUTPUT_WRITE_COUNT).
-Kernel variant (`--gmm-variant`): "cgmct" (default, GmmCgmctMxKernel), "blaze" (the IS_BLAZE kernel),
-"blaze_sample" (ops-tensor's sample kernel; count lists only, other modes skipped with the reason).
+An NZ mode casts the weight to FRACTAL_NZ (`nd_to_nz_codes`; e1m2 runs only there). Kernel (`--gmm-variant`):
+"cgmct" (default, GmmCgmctMxKernel), "blaze" (IS_BLAZE), "blaze_sample" (ops-tensor's sample kernel; count lists
+only, other modes skipped with the reason; no NZ path here).
 Compare: the golden bit-exact or within 1 bf16 ULP. See docs/grouped-matmul-mx.md.
 """
 
@@ -158,20 +159,23 @@ class GmmMode(OperatorMode):
 
     CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"split": GmmSplit, "trans_b": bool,
                                                               "group_list_type": GroupListType,
-                                                              "group0_late": bool, "gmm_variant": TailSplitVariant}
+                                                              "group0_late": bool, "gmm_variant": TailSplitVariant,
+                                                              "weight_nz": bool}
 
     split: GmmSplit = GmmSplit.M
     trans_b: bool = False
     group_list_type: GroupListType = GroupListType.COUNT
     group0_late: bool = False
     gmm_variant: TailSplitVariant = TailSplitVariant.CGMCT
+    weight_nz: bool = False  # the weight passed in FRACTAL_NZ (weight_format="NZ")
 
     def with_overrides(self, overrides: Mapping[str, object],
                        selectors: frozenset[str] = frozenset()) -> OperatorMode | None:
         """`--gmm-variant X` runs every mode on kernel X, except that the sample kernel drops the split-M modes
-        whose group list it cannot read (cumsum, sparse)."""
+        whose group list it cannot read (cumsum, sparse), and the Blaze kernels the NZ mode (no NZ path here)."""
         mode = super().with_overrides(overrides, selectors)
-        if isinstance(mode, GmmMode) and not mode.sample_reads_its_list():
+        if isinstance(mode, GmmMode) and (not mode.sample_reads_its_list() or
+                                          (mode.weight_nz and mode.gmm_variant is not TailSplitVariant.CGMCT)):
             return None
         return mode
 
@@ -186,6 +190,8 @@ class GmmMode(OperatorMode):
             parts.append(self.gmm_variant.value)
         if self.trans_b:
             parts.append("transB")
+        if self.weight_nz:
+            parts.append("nz")
         if self.group0_late:
             parts.append("group0-late")
         return parts
@@ -198,7 +204,8 @@ E8M0_ONE = 127  # E8M0 code of 2^0
 MODES = (GmmMode(), GmmMode(trans_b=True, group_list_type=GroupListType.CUMSUM),
          GmmMode(group_list_type=GroupListType.SPARSE), GmmMode(split=GmmSplit.K),
          GmmMode(group_list_type=GroupListType.SPARSE, gmm_variant=TailSplitVariant.BLAZE),
-         GmmMode(gmm_variant=TailSplitVariant.BLAZE_SAMPLE))
+         GmmMode(gmm_variant=TailSplitVariant.BLAZE_SAMPLE),
+         GmmMode(trans_b=True, group_list_type=GroupListType.CUMSUM, weight_nz=True))
 HAZARD_MODES = (GmmMode(group_list_type=GroupListType.SPARSE, group0_late=True),)
 RULES = (ModeRule({"group0_late": True}, Expect(hazards=frozenset({Hazard.OUTPUT_WRITE_COUNT})),
                   "UpdateOffset returns at groupIdx 0: group 0 keeps group 1's offsets"),)
@@ -262,6 +269,14 @@ def _kw(case: Case) -> dict[str, Any]:
     return kw
 
 
+def _op_kw(case: Case) -> dict[str, Any]:
+    """`_kw` for the operator: an NZ mode passes weight_format "NZ" and names the element by weight_dtype."""
+    kw = _kw(case)
+    if _mode(case).weight_nz:
+        kw.update(weight_format="NZ", weight_dtype=case.dtype or ElemFormat.E4M3)
+    return kw
+
+
 def run_ut_shape(m: int, k: int, n: int, groups: int, *, split_k: bool, trans_b: bool, x_fmt: ElemFormat,
                  w_fmt: ElemFormat, weight_nz: bool, bias: bool, out_dtype: str, seed: int = 0) -> Comparison:
     """A tiling UT row's shape through the emulated kernel against the golden (the ND weight): even groups (the
@@ -302,10 +317,13 @@ def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
 
 
 def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
-    return grouped_matmul_mx(inputs["x"], inputs["x_scale"], inputs["weight"], inputs["weight_scale"],
+    """The call; an NZ mode converts the ND weight (the golden's) with `nd_to_nz_codes`, as the format cast."""
+    fmt = case.dtype or ElemFormat.E4M3
+    weight = nd_to_nz_codes(inputs["weight"], fmt.value) if _mode(case).weight_nz else inputs["weight"]
+    return grouped_matmul_mx(inputs["x"], inputs["x_scale"], weight, inputs["weight_scale"],
                              inputs["group_list"], trans_a=_mode(case).split is GmmSplit.K, block_dim=ctx.block_dim,
                              check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers,
-                             variant=_mode(case).gmm_variant.value, **_kw(case))
+                             variant=_mode(case).gmm_variant.value, **_op_kw(case))
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
@@ -322,6 +340,12 @@ def validate(case: Case, size: int) -> list[str]:
     mode = _mode(case)
     if fmt.is_fp4 and mode.split is GmmSplit.K:
         return ["FP4 x is split-M only (the source's AnalyzeAttrs)"]
+    if fmt is ElemFormat.E1M2 and not mode.weight_nz:
+        return ["FLOAT4_E1M2 needs an NZ weight (the source's AnalyzeDtype)"]
+    if mode.weight_nz and mode.gmm_variant is not TailSplitVariant.CGMCT:
+        return ["an NZ weight runs on the CGMCT kernel only (grouped_matmul_mx refuses variant blaze / blaze_sample)"]
+    if mode.weight_nz and fmt is ElemFormat.E5M2:
+        return ["an NZ weight is E4M3 x E4M3 or FP4 x FP4 (the source's CheckDtypeForWeightNz)"]
     if not mode.sample_reads_its_list():
         return ["the Blaze sample kernel reads a count group list only"]
     return []
@@ -347,7 +371,7 @@ SPEC = OperatorSpec(
     rules=RULES,
     default_shape=DEFAULT_SHAPE,
     quick_shape=QUICK_SHAPE,
-    dtypes=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1),
+    dtypes=(ElemFormat.E4M3, ElemFormat.E5M2, ElemFormat.E2M1, ElemFormat.E1M2),
     input_names=("x", "x_scale", "weight", "weight_scale", "group_list"),
     validate=validate,
     predict_knobs=predict_knobs,
