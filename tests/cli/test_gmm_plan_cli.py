@@ -128,3 +128,23 @@ def test_spec_modes_pass_and_the_showcase_reports_its_hazard():
     assert ei.value.names() == SPEC.expectation(mode).hazard_names == {"OUTPUT_WRITE_COUNT"}
     rows = SPEC.quick_shape.m * 3 // 8  # group 1's rows, which group 0 writes over
     assert ei.value.hazards[0].details["twice"] == rows * SPEC.quick_shape.n
+
+
+def test_nz_mode_runs_the_nz_weight():
+    """The NZ mode hands the operator the weight cast to FRACTAL_NZ: every weight read is whole 16 x C0 fractals
+    (32-byte rows, storage (blocks, rows, 32)); e1m2 runs only there, e5m2 is not applicable there."""
+    from mc2emu.cli.operators.grouped_matmul_mx import SPEC
+    from mc2emu.cli.scenarios import ExecContext, operator_cases
+    from mc2emu.runtime.events import GmRead
+
+    cases, _ = operator_cases(SPEC, parse_options([*OP, "--quick"]))
+    (nz,) = [c for c in cases if c.mode.weight_nz]
+    reads = []
+    obs = (lambda ev: isinstance(ev, GmRead) and ev.buffer == "weight" and reads.append(ev.shape),)
+    out = SPEC.execute(nz, SPEC.make_inputs(nz, 0, 1), ExecContext(rank=0, size=1, observers=obs))
+    assert SPEC.compare(out, SPEC.golden(nz, SPEC.make_inputs(nz, 0, 1), None)).max_ulp == 0
+    assert reads and all(len(s) == 3 and s[-1] == 32 for s in reads)
+    e1m2, _ = operator_cases(SPEC, parse_options([*OP, "--quick", "--dtype", "e1m2"]))
+    assert [SPEC.validate(c, 1) == [] for c in e1m2].count(True) == 1
+    e5m2, _ = operator_cases(SPEC, parse_options([*OP, "--quick", "--dtype", "e5m2"]))
+    assert [c.mode.weight_nz for c in e5m2 if SPEC.validate(c, 1)] == [True]
