@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
     from mc2emu.runtime.gm import GmAddr
 
+# The bits of float 0 of a status slot read as a 64-bit signal word (little-endian: the low half).
+F32_BITS_MASK = 0xFFFF_FFFF
 # `FLOAT_UB_ALIGN_NUM`: floats per 32-byte status word.
 FLOAT_UB_ALIGN_NUM = 8
 FLOAT_BYTES = 4
@@ -130,8 +132,10 @@ class QuantMatmulReduceScatterImpl:
         gmStatusoffset = self.coreVid_ * FLOAT_UB_ALIGN_NUM * FLOAT_BYTES
         state = GetBaseWindStateAddrByRankId(self.winContext_, self.rankId_) + gmStatusoffset
         minTarget, maxTarget = 1.0 - STATUS_FLAG_THREDSHOLD, 1.0 + STATUS_FLAG_THREDSHOLD
+        # The source polls float 0 of the 32-byte slot (its reset Copy writes the whole UB block, floats 1-7
+        # hold what UB held): only those 32 bits are compared.
         got = self.winContext_.shmem.signal_wait_until(ctx, state.addr, Cmp.GE, _f32_bits(minTarget),
-                                                       from_pe=self.coreVid_)
+                                                       from_pe=self.coreVid_, mask=F32_BITS_MASK)
         ubStatus = ub_view(ub, ubStatusOffset, np.float32, (FLOAT_UB_ALIGN_NUM,))
         ubStatus[:2] = np.array([got], dtype=np.uint64).view(np.float32)
         flag = float(ubStatus[0])

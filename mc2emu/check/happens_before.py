@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import itertools
 import threading
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, cast
@@ -33,6 +34,8 @@ from mc2emu.check.happens_before_records import (
     _CoreLog,
     _Exchange,
     _HcclPutRec,
+    _LaunchBeginRec,
+    _LaunchEndRec,
     _ObserveRec,
     _PostRec,
     _PutRec,
@@ -69,8 +72,14 @@ WINDOW_ACCESSES: dict[type[GmAccess], str] = {GmAccess: WINDOW_PREFIX}
 class HappensBeforeChecker:
     """An EventBus observer on one rank plus the collective end-of-launch check."""
 
-    def __init__(self, device: Device, comm: Any) -> None:
+    def __init__(self, device: Device, comm: Any, *, stream: bool = False) -> None:
+        """`stream`: the checker spans back-to-back launches between two `finish()` calls (a `Communicator`):
+        each core's records are kept per launch (`AIC0@3`), and every core of a rank's launch N + 1 starts
+        after every core of its launch N ended (stream order: no host barrier between them)."""
         self.device = device
+        self.stream = stream
+        self._set_keys: dict[tuple[str, int], str] = {}   # stream mode: (core, set_id) -> the log it is in
+        self._key_of: dict[int, str] = {}                 # stream mode: id(log) -> its key
         self.comm = comm.Dup()   # its own communicator: its collectives never match a caller's
         self.rank = self.comm.Get_rank()
         self._lock = threading.Lock()
@@ -89,7 +98,7 @@ class HappensBeforeChecker:
         if isinstance(e, GmRead):
             if not e.buffer.startswith(WINDOW_PREFIX):
                 return
-            log = self._logs[e.core]
+            log = self._log(e.core)
             window = e.buffer[len(WINDOW_PREFIX):]
             alloc = e.alloc
             self._windows[window] = alloc
@@ -106,32 +115,53 @@ class HappensBeforeChecker:
                 self._cover(window, e.alloc.nbytes).append(("write", e.offset, e.shape, e.strides, e.item))
         elif isinstance(e, HcclWait):
             if e.rc == HCCL_SUCCESS:
-                self._logs[e.core].hwaits.append((e.handle, int(cast(int, e.waits)), int(cast(int, e.total)),
+                self._log(e.core).hwaits.append((e.handle, int(cast(int, e.waits)), int(cast(int, e.total)),
                                                   e.follows_working))
         elif isinstance(e, FlagSet):
-            self._logs[e.core].sync.append(_SetRec(e.set_id))
+            log = self._log(e.core)
+            log.sync.append(_SetRec(e.set_id))
+            if self.stream:
+                self._set_keys[(e.core, e.set_id)] = self._key_of.get(id(log), e.core)
         elif isinstance(e, FlagConsume):
-            self._logs[e.core].sync.append(_AcquireRec(e.token))
+            self._log(e.core).sync.append(_AcquireRec(e.token))
         elif isinstance(e, FlagRaise):
+            sources = e.sources
+            if self.stream:   # the Sets' logs are per launch: name each source by its log
+                keys = self._set_keys
+                sources = tuple((keys.get((c, sid), c), sid) for c, sid in sources)
             with self._lock:
-                self._tokens[e.token] = e.sources
+                self._tokens[e.token] = sources
         elif isinstance(e, Put):
             if e.core in SERVER_CORES:
                 # An HCCL task's repeat: checked against the reading core's HCCL Waits (not a sync record).
-                self._logs[e.core].sync.append(_HcclPutRec(e.pe, e.window, e.offset, e.offset + e.nbytes,
+                self._log(e.core).sync.append(_HcclPutRec(e.pe, e.window, e.offset, e.offset + e.nbytes,
                                                            cast(int, e.handle), cast(int, e.repeat)))
                 return
-            self._logs[e.core].sync.append(_PutRec(e.pe, e.window, e.offset, e.offset + e.nbytes))
+            self._log(e.core).sync.append(_PutRec(e.pe, e.window, e.offset, e.offset + e.nbytes))
         elif isinstance(e, Quiet):
-            self._logs[e.core].sync.append(_QuietRec())
+            self._log(e.core).sync.append(_QuietRec())
         elif isinstance(e, SignalPost):
-            self._logs[e.core].sync.append(_PostRec(e.pe, e.window, e.offset, e.op.value, e.signal))
+            self._log(e.core).sync.append(_PostRec(e.pe, e.window, e.offset, e.op.value, e.signal))
         elif isinstance(e, SignalWait):
-            self._logs[e.core].sync.append(_SigWaitRec(e.window, e.offset, e.observed))
+            self._log(e.core).sync.append(_SigWaitRec(e.window, e.offset, e.observed))
         elif isinstance(e, BarrierStore):
-            self._logs[e.core].sync.append(_StoreRec(e.barrier, e.slot, e.value))
+            self._log(e.core).sync.append(_StoreRec(e.barrier, e.slot, e.value))
         elif isinstance(e, BarrierObserve):
-            self._logs[e.core].sync.append(_ObserveRec(e.barrier, e.peer, e.slot, e.value))
+            self._log(e.core).sync.append(_ObserveRec(e.barrier, e.peer, e.slot, e.value))
+
+    def _log(self, core: str) -> _CoreLog:
+        """The log `core`'s records go to: in stream mode one per launch, opened by its `_LaunchBeginRec` (the
+        HCCL server is one thread across launches: one log)."""
+        launch = self.device.current
+        if not self.stream or launch is None or core in SERVER_CORES:
+            return self._logs[core]
+        key = f"{core}@{launch.index}"
+        log = self._logs.get(key)
+        if log is None:
+            log = self._logs[key]
+            self._key_of[id(log)] = key
+            log.sync.append(_LaunchBeginRec(launch.index))
+        return log
 
     def _cover(self, window: str, nbytes: int) -> list[tuple]:
         """Local writes into a poisoned window (kept across launches: a window lives longer than one)."""
@@ -160,12 +190,17 @@ class HappensBeforeChecker:
                 gc.enable()
 
     def _finish(self) -> int:
+        if self.stream:
+            for key, log in self._logs.items():
+                if "@" in key:
+                    log.sync.append(_LaunchEndRec())
         logs = {core: log.sync for core, log in self._logs.items()}
         everyone = self.comm.allgather((logs, self._tokens))
         mine = self._logs
         reads = {core: log.reads for core, log in mine.items() if log.reads}
         self._logs = defaultdict(_CoreLog)
         self._tokens = {}
+        self._set_keys, self._key_of = {}, {}
         self._local, self._local_writes = self._local_writes, defaultdict(list)
         self._contents = _ReadContents()
         unwaited = self._unwaited_signals(everyone)
@@ -383,12 +418,16 @@ class HappensBeforeChecker:
                         # Every post to the slot may have contributed to the value seen (conservative: a race
                         # between posts is not reported, a wait is never wrongly unordered).
                         posted_here = [node for node, _, _ in posts.get((r, rec.window, rec.offset), ())]
+                        if self.stream:   # posts of the same launch (another launch's: the cross-launch check)
+                            posted_here = [n for n in posted_here if _launch_key(n[1]) == _launch_key(core)]
                         if posted_here:
                             preds[(r, core, pos)] = posted_here
                     elif isinstance(rec, _ObserveRec):
                         src = stores.get((rec.peer, rec.barrier, rec.slot, rec.value))
                         if src is not None:
                             preds[(r, core, pos)] = [src]
+        if self.stream:
+            _stream_order(everyone, preds)
         clocks = _Clocks(entities, {(r, core): len(sync) for r, (logs, _) in enumerate(everyone)
                                     for core, sync in logs.items()}, preds)
         index = clocks.index   # entity -> its component in every clock
@@ -440,6 +479,8 @@ class HappensBeforeChecker:
                     prior = [q for q in before if q[1] < b and q[2] > a]
                     if after and prior:
                         continue   # a later reuse of bytes this read saw, ordered after the read (its release)
+                    if prior and self.stream and _launch_key(pcore) != _launch_key(core):
+                        continue   # another launch's reuse: the cross-launch check names it (WRITE_AFTER_READ_...)
                     key = (core, pr, pcore, bool(prior))
                     if key in seen:
                         continue
@@ -476,3 +517,23 @@ class HappensBeforeChecker:
         describe = getattr(self._windows.get(window), "describe", None)
         text = describe(offset) if describe is not None else ""
         return f" ({text})" if text else ""
+
+
+def _launch_key(core: str) -> str:
+    """The launch part of a stream-mode log key (`AIC0@3` -> "3"; "" for a log kept across launches)."""
+    return core.rpartition("@")[2] if "@" in core else ""
+
+
+def _stream_order(everyone: _Exchange, preds: dict[tuple[int, str, int], Sequence[tuple[int, str, int]]]) -> None:
+    """Stream order on each rank: a core's `_LaunchBeginRec` of launch L follows the `_LaunchEndRec` of every
+    core of the rank's latest earlier launch (transitively, of all earlier ones)."""
+    for r, (logs, _) in enumerate(everyone):
+        ends: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
+        for key, sync in logs.items():
+            if sync and isinstance(sync[0], _LaunchBeginRec) and isinstance(sync[-1], _LaunchEndRec):
+                ends[sync[0].launch].append((r, key, len(sync) - 1))
+        launches = sorted(ends)
+        for before, after in itertools.pairwise(launches):
+            srcs = tuple(ends[before])
+            for _, key, _ in ends[after]:
+                preds[(r, key, 0)] = srcs

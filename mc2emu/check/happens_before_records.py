@@ -13,6 +13,16 @@ from typing import Any, NamedTuple
 
 
 # The synchronization records of a core's log (what the ranks exchange at the end of a launch).
+class _LaunchBeginRec(NamedTuple):
+    """Stream mode: a core's first record in launch `launch` (after every core's end of the rank's launch before)."""
+
+    launch: int
+
+
+class _LaunchEndRec(NamedTuple):
+    """Stream mode: a core's last record in its launch (everything it did happens before it)."""
+
+
 class _SetRec(NamedTuple):
     """CrossCoreSetFlag: an edge to the Wait consuming a round it is part of."""
 
@@ -85,7 +95,7 @@ class _ObserveRec(NamedTuple):
 
 
 _SyncRec = (_SetRec | _AcquireRec | _PutRec | _HcclPutRec | _QuietRec | _PostRec | _SigWaitRec | _StoreRec
-            | _ObserveRec)
+            | _ObserveRec | _LaunchBeginRec | _LaunchEndRec)
 # Every rank's (core -> its sync log, flag round token -> the round's (core, set_id) sources).
 _Exchange = list[tuple[dict[str, list[_SyncRec]], dict]]
 

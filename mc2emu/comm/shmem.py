@@ -351,11 +351,12 @@ class Shmem:
         return int(result[0])
 
     def signal_wait_until(self, ctx: CoreContext, sig_addr: GmAddr, cmp: Cmp, value: int, *,
-                          from_pe: int | None = None) -> int:
+                          from_pe: int | None = None, mask: int | None = None) -> int:
         """Block until `signal <cmp> value` holds for the own signal word at `sig_addr`; return the value
         that satisfied it. Afterwards the data the signal guards is visible to this core's loads.
         `from_pe`: the rank whose put_signal / signal_op releases the wait (the signal slot's owner in the
-        caller's protocol); a deadlock report then names it and follows its state."""
+        caller's protocol); a deadlock report then names it and follows its state. `mask`: compare only these
+        bits of the word (a kernel polling a 32-bit value that shares the slot with bytes it never reads)."""
         if not isinstance(cmp, Cmp):
             raise KernelError(f"cmp must be a Cmp, got {cmp!r}")
         if from_pe is not None:
@@ -363,7 +364,12 @@ class Shmem:
         window, off = self._signal_slot(sig_addr)
         idx = off // SIGNAL_BYTES
         value = int(value)
-        holds = _CMP_FUNCS[cmp]
+        cmp_holds = _CMP_FUNCS[cmp]
+        bits = -1 if mask is None else int(mask)
+
+        def holds(seen: int, want: int) -> bool:
+            return cmp_holds(seen & bits, want)
+
         sync = window.win.Sync
         words = window.u64
         fetch = self.read is SignalRead.FETCH

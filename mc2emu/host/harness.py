@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mc2emu.arch.platform import DAV_3510, PlatformSpec
+from mc2emu.check.cross_launch import CrossLaunchChecker
 from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
 from mc2emu.check.happens_before import HappensBeforeChecker
 from mc2emu.check.write_count import WriteCountChecker
@@ -408,9 +409,15 @@ def _stream_diagnosis(s: Communicator) -> DeadlockDiagnosis:
 
 
 def _stream_checker(s: Communicator) -> HappensBeforeChecker:
-    hb = HappensBeforeChecker(s.device, s.mpi_comm)
+    """The checkers spanning the calls on `s`, finished at every `sync()` / `close()`: the happens-before
+    checker in stream mode (the launches between two syncs ordered by stream order only) and the cross-launch
+    checker (the hazards between launches: WRITE_AFTER_READ_ACROSS_LAUNCH, STALE_READ, STALE_FLAG, ...)."""
+    hb = HappensBeforeChecker(s.device, s.mpi_comm, stream=True)
+    xl = CrossLaunchChecker(s.device, s.mpi_comm)
     s.on_sync(hb.finish)
+    s.on_sync(xl.finish)
     s.on_close(hb.close)
+    s.on_close(xl.close)
     return hb
 
 

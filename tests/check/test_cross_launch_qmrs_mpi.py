@@ -16,7 +16,7 @@ seeds until launch 0's y is really corrupted or launch 1 really hangs.
 import numpy as np
 import pytest
 
-from mc2emu.apace.block_epilogue_all_to_all import BF16, UB_ALIGN_BYTES, EpilogueParams, ub_bytes
+from mc2emu.apace.block_epilogue_all_to_all import BF16, EpilogueParams
 from mc2emu.apace.comm_resource_builder import HcclOpParam
 from mc2emu.apace.kernel_qbmm_mx_mix import MixParams, MixQBMMTiling
 from mc2emu.apace.quant_matmul_reduce_scatter_impl import (
@@ -45,23 +45,11 @@ SWEEP_SEEDS = 40
 SWEEP_MAX_DELAY_S = 0.05
 
 
-class WholeWordReset(QuantMatmulReduceScatterImpl):
-    """The shipped kernel, with the UB block its ReadStatus resets the status slot from cleared first. The source
-    sets only float [0] of that 32-byte UB block to 0 and copies the whole block: bytes 4..31 of the slot get
-    the epilogue's bf16 left in UB. The device polls float [0] only, so that garbage is harmless there; the
-    emulator's status word is a 64-bit signal (the float in its low half), whose upper half then holds bf16
-    data >= bits(0.5f): launch 1's poll would pass at once on a 0.0 status (KernelError). Clearing the block
-    changes nothing the device sees and lets the emulated kernel run twice."""
-
-    def ReadStatus(self) -> None:
-        if self.coreVid_ < self.tpWorldSize_:
-            ub_bytes(self.ctx)[2 * UB_ALIGN_BYTES: 3 * UB_ALIGN_BYTES] = 0   # ubResetOffset .. + 32
-        super().ReadStatus()
-
-
 def per_block_twice_kernel(ctx, args, BlockMmad, scheduler_cls):
-    """`QuantMatmulReduceScatterUbmemKernel` with `WholeWordReset` (as `quant_matmul_reduce_scatter_per_block`)."""
-    impl = WholeWordReset(ctx, args, BlockMmad, scheduler_cls)
+    """`QuantMatmulReduceScatterUbmemKernel` (as `quant_matmul_reduce_scatter_per_block`). Its ReadStatus resets
+    the status slot from a whole 32-byte UB block (floats 1-7: what UB held) and polls float 0 only, so a second
+    launch polls a clean 0.0 (without that, `test_per_block_twice_...` fails: KernelError in launch 1)."""
+    impl = QuantMatmulReduceScatterImpl(ctx, args, BlockMmad, scheduler_cls)
     impl()
     if impl.kernel.mmadOp_ is not None:
         impl.kernel.mmadOp_.Destroy()

@@ -100,3 +100,29 @@ def test_repeat_with_predict_is_refused():
 
     with pytest.raises(OptionError, match="--repeat with --predict"):
         parse_options(["--repeat", "2", "--predict", "--op", "all_gather_quant_matmul"], default_registry().specs())
+
+
+def test_repeat_correct_loops_report_nothing():
+    """AG (both protocols) and the A2A UDMA impl back to back with no host barrier between launches: the
+    happens-before checker orders a rank's launches by stream order only, and finds nothing (without stream
+    order every read of launch 0 looks overwritten by launch 1's puts)."""
+    ag = run_cli(2, "--repeat", 3, "--op", "all_gather_quant_matmul", "--quick")
+    assert ag.returncode == 0, ag.stdout + ag.stderr
+    assert "4 case(s): 4 pass" in ag.stdout
+    a2a = run_cli(2, "--repeat", 2, "--op", "all_to_all_quant_matmul", "--quick", "--impl", "udma",
+                  "--local-matmul", "2")
+    assert a2a.returncode == 0, a2a.stdout + a2a.stderr
+    assert "HAZARD" not in a2a.stdout
+
+
+def test_repeat_per_block_names_the_source_cross_launch_hazards():
+    """QMRS per_block twice back to back: ReduceAddProcess has no barrier after ReadRemoteDataAdd, so a peer's
+    launch-1 epilogue put races this rank's launch-0 reads and its launch-1 status SET races the launch-0
+    reset (4cecfe3b quant_matmul_reduce_scatter_impl.h:117-122, 233-267): named by the cross-launch check,
+    and not again as an in-launch READ_OVERWRITTEN / READ_BEFORE_WAIT."""
+    proc = run_cli(2, "--repeat", 2, "--op", "quant_matmul_reduce_scatter", "--quick")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if "per_block" in ln and "HAZARD in" in ln)
+    assert "LOST_SIGNAL" in line and "WRITE_AFTER_READ_ACROSS_LAUNCH" in line, line
+    assert "READ_OVERWRITTEN" not in line and "READ_BEFORE_WAIT" not in line, line
+    assert "rounds" in proc.stdout and "1 pass, 1 hazard" in proc.stdout
