@@ -48,6 +48,8 @@ MAX_ROUND_CHUNK_BYTES = 512 * 1024
 N_ALIGN = 16
 # The shipped kernel (comm_resource_builder.h): HCCL_MTE_MAX_RANK_NUM.
 MAX_RANKS = 64
+# The ST host's MAX_BASIC_BLOCK_SIZE: the dynMaxBaseM cap (ubmem main.cpp).
+PB_MAX_BASIC_BLOCK_SIZE = 256
 # bf16 staging / output (the only CType of both kernels).
 C_BYTES = 2
 
@@ -154,6 +156,29 @@ def rs_round_tiling(rows: int, n: int, k: int, elem: ElemFormat, b_elem: ElemFor
     """The SWAT tiling of one round's problem (rows = R * curTileM; development.md §5.5 subMm / tailMm)."""
     swat = QuantMatmulTilingSwat(platform, aic_num=aic_num, isOpenOptimize=False, enableMTailAlign=True)
     return swat.GetTilingData(rows, n, k, False, True, elem, b_elem)
+
+
+def per_block_max_base_m(m: int, rank_size: int) -> int:
+    """The ST host's `dynMaxBaseM` (ubmem `main.cpp` 0f2296ba3e `CreateTilingDataAndContext`): min(256,
+    floor16(M / R)), falling back to min(256, floor16(M / 2)), then to min(256, M), while below 16."""
+    dyn = min(PB_MAX_BASIC_BLOCK_SIZE, (m // rank_size) // ROW_ALIGN * ROW_ALIGN)
+    if dyn < ROW_ALIGN:
+        dyn = min(PB_MAX_BASIC_BLOCK_SIZE, (m // 2) // ROW_ALIGN * ROW_ALIGN)
+    if dyn < ROW_ALIGN:
+        dyn = min(PB_MAX_BASIC_BLOCK_SIZE, m)
+    return dyn
+
+
+def per_block_tiling(m: int, n: int, k: int, rank_size: int, elem: ElemFormat, b_elem: ElemFormat,
+                     weight_nz: bool, platform: PlatformSpec = DAV_3510,
+                     aic_num: int | None = None) -> QuantMatmulTilingData:
+    """The shipped kernel's host tiling (ubmem `main.cpp` 0f2296ba3e): SWAT with optimization off, M-tail
+    alignment on, `SetMaxBaseM(dynMaxBaseM)`, then `GetTilingData(M, n, k, false, false)` for the launcher's NZ
+    B (b993c14f `LayoutB = nz_layout_ptn`); the (N, K) B of weight_format "ND" (the launcher's earlier "ND
+    layout (TransB=true)" path its header still names) is tiled with transB true under the same cap."""
+    swat = QuantMatmulTilingSwat(platform, aic_num=aic_num, isOpenOptimize=False, enableMTailAlign=True)
+    swat.SetMaxBaseM(per_block_max_base_m(m, rank_size))
+    return swat.GetTilingData(m, n, k, False, not weight_nz, elem, b_elem)
 
 
 def qmrs_shape_violations(m: int, k: int, n: int, rank_size: int) -> list[tuple[str, str]]:

@@ -12,11 +12,12 @@ dimension is a tuple of (size, stride) modes, innermost first, strides in elemen
     ScaleADNLayoutPtn  scaleA^T (m, scaleKLen)    r*2 + c%2 + (c//2) * 2 * row      (ceil(k/64), m, 2)
     ScaleBNDLayoutPtn  scaleB (scaleKLen, n)      r%2 + (r//2) * 2 * column + c*2   (ceil(k/64), n, 2)
     ScaleBDNLayoutPtn  scaleB^T (scaleKLen, n)    r + c * row                       (n, ceil(k/64), 2)
+    NZLayoutPtn        B (k, n), C0 elements      r*C0 + c%C0 + (c//C0)*Align16(k)*C0   (n/C0, k/16, 16, C0)
 
 (scaleKLen = ceil(K/64) * SCALE_C0; SPEC §4.) A scale dimension split into (SCALE_C0, len/2) modes can
-only be sliced at whole pairs, as on the device. `IsTrans(pattern)` is the source's `IsTrans<Layout>`.
-FP4 storage is packed two per byte (element 2i in the low nibble); a layout's strides stay in
-elements and the tensor converts them to bytes.
+only be sliced at whole pairs, as on the device; an NZ view covers whole C0 groups (`span`, `skip` pad columns
+before its first), read whole and cropped. `IsTrans(pattern)` is the source's `IsTrans<Layout>`. FP4 is packed
+two per byte (element 2i in the low nibble); strides stay in elements, the tensor converts them to bytes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from mc2emu.numerics.constants import SCALE_C0
+from mc2emu.numerics.int_math import Align, CeilDiv
+from mc2emu.numerics.nz_format import NZ_FRACTAL_ROWS
 from mc2emu.runtime.hazards import KernelError
 
 Mode = tuple[int, int]  # (size, stride in elements)
@@ -38,6 +41,7 @@ class LayoutPtn:
     """Base of the layout pattern tags (`struct NDExtLayoutPtn {}` ...). Never instantiated."""
 
     TRANS = False  # IsTrans<Layout>: the operand is stored transposed (DN)
+    PADDED = False  # the storage holds whole C0 column groups (NZ): views may cover pad columns
 
 
 class NDExtLayoutPtn(LayoutPtn):
@@ -48,6 +52,13 @@ class DNExtLayoutPtn(LayoutPtn):
     """Column-major DN layout (`DNExtLayoutPtn`): the operand stored transposed."""
 
     TRANS = True
+
+
+class NZLayoutPtn(LayoutPtn):
+    """FRACTAL_NZ (`asc::te::nz_layout_ptn`) of a non-transposed B (k, n): C0-wide column groups, each
+    ceil(k/16) fractals of 16 rows x C0 (`mc2emu.numerics.nz_format`)."""
+
+    PADDED = True
 
 
 class ScaleANDLayoutPtn(LayoutPtn):
@@ -75,6 +86,11 @@ def IsTrans(pattern: type[LayoutPtn]) -> bool:
     return pattern.TRANS
 
 
+def IsWeightNz(pattern: type[LayoutPtn]) -> bool:
+    """`IsWeightNz<Layout>::value`: B stored as FRACTAL_NZ."""
+    return pattern is NZLayoutPtn
+
+
 @dataclass(frozen=True)
 class Layout:
     """A logical (rows, cols) view over strided storage. `modes[d]` lists dimension d's (size, stride)
@@ -83,13 +99,15 @@ class Layout:
     pattern: type[LayoutPtn]
     shape: tuple[int, int]
     modes: tuple[tuple[Mode, ...], tuple[Mode, ...]]
+    span: int = 0   # NZ: dimension-1 elements the modes cover (whole C0 groups); 0 = shape[1]
+    skip: int = 0   # NZ: covered columns before this view's column 0
 
     def __post_init__(self) -> None:
         for d in (0, 1):
             size = 1
             for s, _ in self.modes[d]:
                 size *= s
-            if size != self.shape[d]:
+            if size != (self.span if d == 1 and self.span else self.shape[d]):
                 raise LayoutError(f"{self.pattern.__name__}: modes {self.modes[d]} of dimension {d} hold "
                                   f"{size} elements, shape says {self.shape[d]}")
 
@@ -105,7 +123,7 @@ class Layout:
         """Element offset of logical coordinate `coord` (the layout function)."""
         off = 0
         for d in (0, 1):
-            x = int(coord[d])
+            x = int(coord[d]) + (self.skip if d == 1 else 0)
             for s, st in self.modes[d]:
                 off += (x % s) * st
                 x //= s
@@ -131,6 +149,7 @@ class Layout:
             return sub, o0 * stride0 + o1 * stride1
         new_modes: list[tuple[Mode, ...]] = []
         off = 0
+        span = skip = 0
         for d in (0, 1):
             o, n = int(coord[d]), int(shape[d])
             if o < 0 or n < 0 or o + n > self.shape[d]:
@@ -145,6 +164,14 @@ class Layout:
             inner = 1
             for s, _ in dim[:-1]:
                 inner *= s
+            if d == 1 and self.pattern.PADDED:
+                # whole C0 groups: [skip + o, skip + o + n) of the covered span
+                o += self.skip
+                g0, g1 = o // inner, CeilDiv(o + n, inner)
+                new_modes.append((*dim[:-1], (g1 - g0, outer_stride)))
+                off += g0 * outer_stride
+                span, skip = (g1 - g0) * inner, o - g0 * inner
+                continue
             if o % inner or n % inner:
                 raise LayoutError(f"{self.pattern.__name__}: dimension {d} is stored in groups of {inner} "
                                   f"(SCALE_C0 pairs); slice start {o} and length {n} must be multiples")
@@ -154,6 +181,8 @@ class Layout:
         object.__setattr__(sub, "pattern", self.pattern)
         object.__setattr__(sub, "shape", (int(shape[0]), int(shape[1])))
         object.__setattr__(sub, "modes", (new_modes[0], new_modes[1]))
+        object.__setattr__(sub, "span", span)
+        object.__setattr__(sub, "skip", skip)
         return sub, off
 
     @cached_property
@@ -210,6 +239,12 @@ def MakeFrameLayout(pattern: type[LayoutPtn], row: int, column: int, c0: int | N
         _check_c0(pattern, c0)
         pairs = _even(pattern, row, "row (scaleKLen)")
         return Layout(pattern, (row, column), (((SCALE_C0, 1), (pairs, SCALE_C0 * column)), ((column, SCALE_C0),)))
+    if pattern is NZLayoutPtn:
+        if c0 is None or c0 <= 0:
+            raise LayoutError(f"{pattern.__name__} needs C0 (elements of 32 bytes), got {c0}")
+        groups = CeilDiv(column, c0)
+        return Layout(pattern, (row, column), (((row, c0),), ((c0, 1), (groups, Align(row, NZ_FRACTAL_ROWS) * c0))),
+                      groups * c0, 0)
     raise LayoutError(f"no GM frame layout for pattern {pattern!r}")
 
 
