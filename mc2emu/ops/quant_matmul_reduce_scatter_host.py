@@ -58,6 +58,7 @@ from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     rounds_bias_violations,
     rounds_violations,
     rs_round_tiling,
+    rs_round_tilings,
 )
 
 KERNEL_NAME = "quant_matmul_reduce_scatter"
@@ -191,8 +192,7 @@ def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: 
     full = rs_round_tiling(m, n, k, problem.elem, problem.b_elem, DAV_3510, block_dim)
     used = block_dim if block_dim is not None else full.usedCoreNum
     refuse(rounds_violations(ct, n, R, used, DAV_3510))
-    tilings = tuple(rs_round_tiling(R * ct.tile_m(t), n, k, problem.elem, problem.b_elem, DAV_3510, used)
-                    for t in range(ct.commTurn))
+    tilings = rs_round_tilings(ct, m, n, k, problem.elem, problem.b_elem, DAV_3510, used)
     if bias is not None:
         refuse(rounds_bias_violations(tilings, problem.elem, DAV_3510))
     scaleKLen = scale_k_len(k)

@@ -17,7 +17,7 @@ refused naming every rule that binds (RS-11).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,8 @@ MAX_ROUND_CHUNK_BYTES = 512 * 1024
 N_ALIGN = 16
 # The shipped kernel (comm_resource_builder.h): HCCL_MTE_MAX_RANK_NUM.
 MAX_RANKS = 64
+# development.md §5.6 "baseM 联动": a SWAT baseM of 256 becomes 128 when 128 divides headMSize.
+HALVED_BASE_M = 128
 # The ST host's MAX_BASIC_BLOCK_SIZE: the dynMaxBaseM cap (ubmem main.cpp).
 PB_MAX_BASIC_BLOCK_SIZE = 256
 # bf16 staging / output (the only CType of both kernels).
@@ -179,6 +181,24 @@ def per_block_tiling(m: int, n: int, k: int, rank_size: int, elem: ElemFormat, b
     swat = QuantMatmulTilingSwat(platform, aic_num=aic_num, isOpenOptimize=False, enableMTailAlign=True)
     swat.SetMaxBaseM(per_block_max_base_m(m, rank_size))
     return swat.GetTilingData(m, n, k, False, not weight_nz, elem, b_elem)
+
+
+def rs_round_tilings(ct: RsCommTiling, m: int, n: int, k: int, elem: ElemFormat, b_elem: ElemFormat,
+                     platform: PlatformSpec = DAV_3510, aic_num: int | None = None) -> tuple[QuantMatmulTilingData, ...]:
+    """The tiling of every round (development.md §5.5 / §5.7): T = 1 the full `mmTilingData` =
+    GetTilingData(M, n, k); T > 1 head rounds `subMmTilingData` = GetTilingData(headMSize, n, k) with §5.6's
+    baseM link (SWAT baseM 256 and 128 | headMSize: baseM halved to 128, the other fields kept), a tail round
+    `tailMmTilingData` = GetTilingData(R * tailMSize, n, k). Seed 000 §4.6 item 3 keeps one tile for every
+    round ("tile size unchanged, only problem M shrinks"); the design spec is followed."""
+    if ct.commTurn <= 1:
+        return (rs_round_tiling(m, n, k, elem, b_elem, platform, aic_num),)
+    sub = rs_round_tiling(ct.headMSize, n, k, elem, b_elem, platform, aic_num)
+    if sub.baseM == HALVED_BASE_M * 2 and ct.headMSize % HALVED_BASE_M == 0:
+        sub = replace(sub, baseM=HALVED_BASE_M)
+    rank_size = m // ct.mSeg
+    tail = (rs_round_tiling(rank_size * ct.tailMSize, n, k, elem, b_elem, platform, aic_num)
+            if ct.tailCnt else None)
+    return tuple(sub if t < ct.headCnt else tail for t in range(ct.commTurn) if (t < ct.headCnt or tail))
 
 
 def qmrs_shape_violations(m: int, k: int, n: int, rank_size: int) -> list[tuple[str, str]]:
