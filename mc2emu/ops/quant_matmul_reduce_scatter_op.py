@@ -48,6 +48,7 @@ from mc2emu.ops.quant_matmul_reduce_scatter_host import (
 from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     make_rs_comm_tiling,
     qmrs_shape_violations,
+    rounds_alignment_violations,
     rounds_violations,
 )
 
@@ -64,7 +65,8 @@ NZ_WEIGHT_DIMS = 4  # FRACTAL_NZ storage of a 2-D B: (ceil(N/32), ceil(K/16), 16
 
 def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
              rank_size: int, bias: Any, split: Any, impl: Any, head_m_size: int | None, out_dtype: Any,
-             kernel_variant: Any, weight_format: Any = "ND") -> tuple[QmrsProblem | None, list[tuple[str, str]]]:
+             kernel_variant: Any, weight_format: Any = "ND", ragged_n: bool = False
+             ) -> tuple[QmrsProblem | None, list[tuple[str, str]]]:
     """Every input rule as (rule, reason) pairs; the problem when there are none."""
     errs: list[tuple[str, str]] = []
     imp = parse_enum(QmrsImpl, impl, "impl", errs)
@@ -80,6 +82,8 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         errs.append(("out_dtype", f"out_dtype={out_dtype!r}: the staging and y are bf16 in both kernels"))
     if head_m_size is not None and (not isinstance(head_m_size, (int, np.integer)) or head_m_size <= 0):
         errs.append(("head_m_size", f"head_m_size={head_m_size!r} must be a positive integer or None"))
+    if not isinstance(ragged_n, (bool, np.bool_)):
+        errs.append(("ragged_n", f"ragged_n={ragged_n!r} must be a bool"))
     wf = parse_enum(WeightFormat, weight_format, "weight_format", errs)
     nz = wf is WeightFormat.NZ
     if nz and imp is not QmrsImpl.PER_BLOCK:
@@ -123,6 +127,8 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         shape_errs = [(r.replace("QMRS-3 ceil(K/64) even", "QMRS-TP ceil(k/R/64) even"), s) for r, s in shape_errs]
     errs += shape_errs
     if not errs and imp is QmrsImpl.ROUNDS:
+        if not ragged_n:
+            errs += rounds_alignment_violations(n)
         errs += rounds_violations(make_rs_comm_tiling(m, rank_size, head_m_size, n), n, rank_size, None)
     if errs:
         return None, errs
@@ -136,6 +142,7 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
                                 bias: np.ndarray | None = ..., split: str | QmrsSplit = ...,
                                 impl: str | QmrsImpl = ..., head_m_size: int | None = ..., out_dtype: Any = ...,
                                 block_dim: int | None = ..., weight_format: str | WeightFormat = ...,
+                                ragged_n: bool = ...,
                                 kernel_variant: str | RsKernelVariant | PerBlockVariant = ..., check: bool = ...,
                                 timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                                 observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
@@ -145,6 +152,7 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
                                 bias: np.ndarray | None = ..., split: str | QmrsSplit = ...,
                                 impl: str | QmrsImpl = ..., head_m_size: int | None = ..., out_dtype: Any = ...,
                                 block_dim: int | None = ..., weight_format: str | WeightFormat = ...,
+                                ragged_n: bool = ...,
                                 kernel_variant: str | RsKernelVariant | PerBlockVariant = ..., check: bool = ...,
                                 timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                                 observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
@@ -155,7 +163,7 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
                                 bias: np.ndarray | None = None, split: str | QmrsSplit = "m",
                                 impl: str | QmrsImpl = "rounds", head_m_size: int | None = None,
                                 out_dtype: Any = "bfloat16", block_dim: int | None = None,
-                                weight_format: str | WeightFormat = "ND",
+                                weight_format: str | WeightFormat = "ND", ragged_n: bool = False,
                                 kernel_variant: str | RsKernelVariant | PerBlockVariant = "source",
                                 check: bool = True, timeout: float | None = None,
                                 perturb: PerturbPolicy | None = None, observers: Iterable[Observer] = (),
@@ -168,12 +176,15 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
     `mc2emu.host.call_options`. Extra: `kernel_variant` (`RsKernelVariant` / `PerBlockVariant`), and
     `weight_format` "ND" (default, x2 (N, K)) or "NZ" (impl "per_block": the ST launcher's B, ubmem main.cpp
     0f2296ba3e / b993c14f): x2 the FRACTAL_NZ storage of B (K, N), (ceil(N/32), ceil(K/16), 16, 32)
-    (`mc2emu.numerics.nz_format.nd_to_nz(x2_nd.T)`), x2_scale (ceil(K/64), N, 2); the golden takes the ND x2."""
+    (`mc2emu.numerics.nz_format.nd_to_nz(x2_nd.T)`), x2_scale (ceil(K/64), N, 2); the golden takes the ND x2.
+    `ragged_n=True` runs impl "rounds" at N % 16 != 0 past the design spec's host check #2 (RS-12,
+    development.md §3.1 #2), to study the kernel there: the emulated kernel copies exact bytes, and
+    kernel_variant "tail_copy_rounded" shows the window / y corruption the check exists for."""
     comm = world_comm(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, bias=bias, split=split,
                              impl=impl, head_m_size=head_m_size, out_dtype=out_dtype, kernel_variant=kernel_variant,
-                             weight_format=weight_format)
+                             weight_format=weight_format, ragged_n=ragged_n)
     errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None

@@ -270,13 +270,13 @@ def rounds_violations(ct: RsCommTiling, n: int, rank_size: int, used: int | None
 def rounds_alignment_violations(n: int) -> list[tuple[str, str]]:
     """development.md §3.1 #2 ("K%32、N%16 等", else "跨卡 Win 槽污染": the cross-rank window slots are
     corrupted): N % 16 == 0, so that a row of the bf16 staging, window and y is whole 32-byte blocks. K % 32 is
-    QMRS-2. Not called by the operator yet: enforcing it refuses the ragged-N cases the emulator runs today (the
-    recorded pin `rounds-T2-tail-ragged-n`, the CLI's QMRS shapes with N 40, the rounded-tail-copy hazard,
-    which cannot occur with N % 16 == 0); docs/quant-matmul-reduce-scatter.md."""
+    QMRS-2. Checked for impl "rounds" unless the call opts out with `ragged_n=True` (the kernel studied past
+    the spec: exact-byte copies run; the rounded tail copy, `tail_copy_rounded`, is the corruption). The
+    shipped kernel's host (ubmem main.cpp 0f2296ba3e ParseArgs) has no N rule: per_block does not check it."""
     if n % N_ALIGN:
         return [("RS-12 N % 16 == 0", f"N = {n}: a bf16 row of {n * C_BYTES} B is not whole 32-byte blocks; the "
                                       f"design spec's host refuses it (development.md §3.1 #2: the cross-rank "
-                                      f"window slots are corrupted otherwise)")]
+                                      f"window slots are corrupted otherwise; ragged_n=True runs it past the spec)")]
     return []
 
 
