@@ -9,6 +9,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from mc2emu.numerics import ElemFormat
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.quant_matmul_reduce_scatter_golden import (
     gen_qmrs_signed_inputs,
@@ -537,3 +538,30 @@ def test_l2_hints_use_the_tiles_own_n_extent():
     assert tiles == stats.tiles and not pending
     if R == 2:
         assert distinguishing > 0, "no tile whose own N extent and baseN disagree on the alignment"
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize(("seg", "k", "n"), [(32, 256, 72), (64, 640, 300)])
+def test_per_block_reads_an_nz_weight_with_the_launchers_tiling(seg, k, n):
+    """weight_format="NZ": B (K, N) in FRACTAL_NZ (`nd_to_nz`), scaleB (ceil(K/64), N, 2), as the ST launcher
+    (ubmem main.cpp 0f2296ba3e / b993c14f LayoutB = nz_layout_ptn) passes them; the host tiles it with
+    SetMaxBaseM(min(256, floor16(M / R))) and transB false, block_dim = usedCoreNum. N 72 and 300 leave a
+    ragged C0 group (pad columns the copy reads and drops). y equals the golden of the ND weight, bit for bit,
+    on signed data (the per-baseK rounding steps differ from the ND tiling's)."""
+    from mc2emu.numerics.nz_format import nd_to_nz
+    from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import per_block_tiling
+
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    inp = gen_qmrs_signed_inputs(R * seg, k, n, rank)
+    b_nz = nd_to_nz(np.ascontiguousarray(inp["x2"].T), inp["x2"].dtype)
+    s_nz = np.ascontiguousarray(inp["x2_scale"].transpose(1, 0, 2))
+    y, stats = quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], b_nz, s_nz, impl="per_block",
+                                           weight_format="NZ", kernel_variant="final_wait", timeout=TIMEOUT,
+                                           return_stats=True)
+    tiling = stats.round_tilings[0]
+    E = ElemFormat.E4M3
+    assert tiling == per_block_tiling(R * seg, n, k, R, E, E, True)
+    assert tiling != per_block_tiling(R * seg, n, k, R, E, E, False)
+    assert tiling.baseM <= max(16, seg // 16 * 16) and stats.block_dim == tiling.usedCoreNum
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), "NZ weight y")
