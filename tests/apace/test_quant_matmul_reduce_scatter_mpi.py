@@ -541,19 +541,21 @@ def test_l2_hints_use_the_tiles_own_n_extent():
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize(("seg", "k", "n"), [(32, 256, 72), (64, 640, 300)])
-def test_per_block_reads_an_nz_weight_with_the_launchers_tiling(seg, k, n):
+@pytest.mark.parametrize(("gen", "seg", "k", "n"), [(gen_qmrs_st_inputs, 32, 256, 72),
+                                                    (gen_qmrs_signed_inputs, 64, 640, 300)])
+def test_per_block_reads_an_nz_weight_with_the_launchers_tiling(gen, seg, k, n):
     """weight_format="NZ": B (K, N) in FRACTAL_NZ (`nd_to_nz`), scaleB (ceil(K/64), N, 2), as the ST launcher
     (ubmem main.cpp 0f2296ba3e / b993c14f LayoutB = nz_layout_ptn) passes them; the host tiles it with
     SetMaxBaseM(min(256, floor16(M / R))) and transB false, block_dim = usedCoreNum. N 72 and 300 leave a
     ragged C0 group (pad columns the copy reads and drops). y equals the golden of the ND weight, bit for bit,
-    on signed data (the per-baseK rounding steps differ from the ND tiling's)."""
+    on the ST recipe (varied scaleB: its layout matters) and on signed data (the per-baseK rounding steps
+    differ from the ND tiling's)."""
     from mc2emu.numerics.nz_format import nd_to_nz
     from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import per_block_tiling
 
     comm = world()
     R, rank = comm.Get_size(), comm.Get_rank()
-    inp = gen_qmrs_signed_inputs(R * seg, k, n, rank)
+    inp = gen(R * seg, k, n, rank)
     b_nz = nd_to_nz(np.ascontiguousarray(inp["x2"].T), inp["x2"].dtype)
     s_nz = np.ascontiguousarray(inp["x2_scale"].transpose(1, 0, 2))
     y, stats = quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], b_nz, s_nz, impl="per_block",
