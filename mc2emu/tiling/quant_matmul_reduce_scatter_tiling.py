@@ -184,7 +184,8 @@ def per_block_tiling(m: int, n: int, k: int, rank_size: int, elem: ElemFormat, b
 
 
 def rs_round_tilings(ct: RsCommTiling, m: int, n: int, k: int, elem: ElemFormat, b_elem: ElemFormat,
-                     platform: PlatformSpec = DAV_3510, aic_num: int | None = None) -> tuple[QuantMatmulTilingData, ...]:
+                     platform: PlatformSpec = DAV_3510, aic_num: int | None = None
+                     ) -> tuple[QuantMatmulTilingData, ...]:
     """The tiling of every round (development.md §5.5 / §5.7): T = 1 the full `mmTilingData` =
     GetTilingData(M, n, k); T > 1 head rounds `subMmTilingData` = GetTilingData(headMSize, n, k) with §5.6's
     baseM link (SWAT baseM 256 and 128 | headMSize: baseM halved to 128, the other fields kept), a tail round
@@ -195,10 +196,11 @@ def rs_round_tilings(ct: RsCommTiling, m: int, n: int, k: int, elem: ElemFormat,
     sub = rs_round_tiling(ct.headMSize, n, k, elem, b_elem, platform, aic_num)
     if sub.baseM == HALVED_BASE_M * 2 and ct.headMSize % HALVED_BASE_M == 0:
         sub = replace(sub, baseM=HALVED_BASE_M)
+    if not ct.tailCnt:
+        return (sub,) * ct.headCnt
     rank_size = m // ct.mSeg
-    tail = (rs_round_tiling(rank_size * ct.tailMSize, n, k, elem, b_elem, platform, aic_num)
-            if ct.tailCnt else None)
-    return tuple(sub if t < ct.headCnt else tail for t in range(ct.commTurn) if (t < ct.headCnt or tail))
+    tail = rs_round_tiling(rank_size * ct.tailMSize, n, k, elem, b_elem, platform, aic_num)
+    return (sub,) * ct.headCnt + (tail,) * ct.tailCnt
 
 
 def qmrs_shape_violations(m: int, k: int, n: int, rank_size: int) -> list[tuple[str, str]]:
