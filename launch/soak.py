@@ -47,7 +47,7 @@ AG_SHAPES = ((512, 128, 96), (256, 128, 64))
 # kernel leaves one flag-9 count per AIC at exit (the source's single-batch path returns before its last
 # wait): that report, and only that one, is expected of it.
 QMRS_MODES = (("rounds", None), ("rounds", 16), ("per_block", None))
-QMRS_SHAPES = ((48, 128, 40), (32, 256, 64))
+QMRS_SHAPES = ((48, 128, 48), (32, 256, 64))   # N % 16 == 0: the design spec's RS-12
 OPERATORS = ("a2a", "ag", "qmrs")
 DATA_SEEDS = (1, 2)
 TRANSPORTS = {"shm": {}, "net": {"MPIR_CVAR_NOLOCAL": "1"}}

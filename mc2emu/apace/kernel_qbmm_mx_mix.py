@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 from mc2emu.arch.platform import Pipe
 from mc2emu.blaze.gemm.common_utils import FP8_CACHE_LINE_ALIGN_MASK, IDX_M_TILEIDX, IDX_N_TILEIDX, MNK_B, BlockCoord
 from mc2emu.blaze.tensor_api.layout import (
-    DNExtLayoutPtn,
     FrameLayoutFormat,
     NDExtLayoutPtn,
     ScaleANDLayoutPtn,
     ScaleBDNLayoutPtn,
+    ScaleBNDLayoutPtn,
 )
 from mc2emu.blaze.tensor_api.tensor import CacheMode, MakeMemPtr, MakeTensor
 from mc2emu.numerics.constants import C0_SIZE_B8, SCALE_C0
@@ -96,10 +96,12 @@ class GemmUniversalQbmmMxMix:
         self.variant = variant
         self.weightNz = bool(BlockMmad.WEIGHT_NZ)
         self.MakeLayoutA = FrameLayoutFormat(NDExtLayoutPtn, C0_SIZE_B8)
-        # x2 is stored transposed (N, K): the DN layout (the ST launcher instantiates an NZ B: not emulated)
-        self.MakeLayoutB = FrameLayoutFormat(DNExtLayoutPtn, C0_SIZE_B8)
+        # B as the BlockMmad's LayoutB: the ST launcher's NZ (b993c14f, transB false, scaleB (ceil(K/64), N, 2)),
+        # or the (N, K) DN of its earlier "ND layout (TransB=true)" path (scaleB (N, ceil(K/64), 2))
+        self.MakeLayoutB = FrameLayoutFormat(BlockMmad.LayoutB, C0_SIZE_B8)
         self.MakeLayoutScaleA = FrameLayoutFormat(ScaleANDLayoutPtn, SCALE_C0)
-        self.MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn, SCALE_C0)
+        self.MakeLayoutScaleB = FrameLayoutFormat(ScaleBDNLayoutPtn if BlockMmad.TRANS_B else ScaleBNDLayoutPtn,
+                                                  SCALE_C0)
         self.mmadOp_: Any = None
         self.isBias_ = False
         self.isFirstBlock_ = True

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from mc2emu.cli.options import option_name
 from mc2emu.cli.scenarios import Case, Comparison, OperatorMode, Registry
+from mc2emu.cli.source_cases import api_note
 from mc2emu.cli.stats import CaseStats, combine
 from mc2emu.runtime.hazards import EXIT_BAD_INPUT, EXIT_HAZARD, EXIT_MISMATCH
 
@@ -352,6 +353,8 @@ def format_listing(registry: Registry) -> str:
             lines.append(f"    options: {spec.options.__name__}({', '.join(flags)})")
         lines.append(f"    shape: default {spec.default_shape.label()}, --quick {spec.quick_shape.label()}"
                      + (f"; dtypes {', '.join(d.value for d in spec.dtypes)}" if spec.dtypes else ""))
+        if note := api_note(spec.name):
+            lines.append(f"    note: {note}")
         if any(m != spec.mode_type() for m in spec.modes):
             lines.append("    default suite:")
             lines += [f"      {_mode_text(m)}" for m in spec.modes]

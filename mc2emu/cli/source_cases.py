@@ -3,9 +3,10 @@
 Each replayed operator has one `SourceReplay` in `REPLAYS`: its tables, gen_data recipe and verify rule, and
 how --scale may shrink a case. A2A: ST cases.csv, UDMA localMatmul 0, the ST head-tile rule, allclose 1e-2.
 AG: ST cases.csv (seed kernel, in-order waits) and the URMA slot ring's (buffer_count -> slot_num), <= 1 bf16
-ULP. GMM: the tiling UT rows (result, blockDim, tilingKey, tilingData equal), serial, no ranks; a row the UT
-tiles also runs its shape through the kernel (NZ rows with their NZ weight) within 1 bf16 ULP of the golden
-(full size only: --scale replays the tiling).
+ULP. QMRS: the ubmem ST cases.csv, per-block kernel with the launcher's NZ B and tiling, <= 1 bf16 ULP of the
+FP32 golden. GMM: the tiling UT rows (result, blockDim, tilingKey, tilingData equal), serial, no ranks; a row
+the UT tiles also runs its shape through the kernel (NZ rows with their NZ weight) within 1 bf16 ULP of the
+golden (full size only: --scale replays the tiling).
 One row per case: case, shape, R, verdict, ULP / max error, wall (`--case NAME` keeps the named ones). A case
 whose R is not the job's is listed with the R it needs, never failed. `--scale M_DIV` divides m only when the
 case keeps its structure: the same communication tiles per rank and the same tail (A2A head tile / M_DIV,
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ml_dtypes
+import numpy as np
 
 from mc2emu.apace.comm_policy import WaitOrder
 from mc2emu.arch.errors import ConstraintError
@@ -32,22 +34,29 @@ from mc2emu.cases.source_tables import SourceTable, load
 from mc2emu.cli.operators.grouped_matmul_mx import run_ut_shape
 from mc2emu.cli.options import OptionError, RunOptions
 from mc2emu.numerics import ElemFormat, a2a_allclose, max_abs_error, ulp_distance
+from mc2emu.numerics.golden import gen_ag_scales, gen_st_elements
+from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.numerics.nz_format import nd_to_nz
 from mc2emu.ops import (
     all_gather_quant_matmul,
     all_to_all_quant_matmul,
     gen_ag_st_inputs,
     golden_all_gather_quant_matmul,
+    quant_matmul_reduce_scatter,
 )
 from mc2emu.ops.all_gather_quant_matmul_golden import ag_st_verify
 from mc2emu.ops.all_to_all_quant_matmul_golden import gen_st_inputs, golden_a2a
 from mc2emu.ops.all_to_all_quant_matmul_op import LaunchMode
+from mc2emu.ops.quant_matmul_reduce_scatter_golden import golden_qmrs_partial, golden_reduce_scatter
 from mc2emu.runtime.hazards import HazardError
 from mc2emu.tiling.all_gather_quant_matmul_tiling import ag_matmul_tiling, make_ag_comm_tiling
 from mc2emu.tiling.all_to_all_quant_matmul_tiling import a2a_tiling
 from mc2emu.tiling.grouped_matmul_tiling import TilingGMM
 from mc2emu.tiling.grouped_matmul_tiling_context import SPLIT_K, UT_STUB_COMPILE_INFO, GmmTilingContext
+from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import per_block_tiling
 
 ROW_ALIGN = 16  # a communication tile is whole 16-row fractals (the kernels' M alignment)
+QMRS_ST_SEED = 42  # quant_matmul_reduce_scatter ubmem gen_data.py BASE_SEED
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,7 @@ class SourceReplay:
     scale: Callable[[SourceCase, int], SourceCase | str]
     run: Callable[[SourceCase, Any], Outcome]
     needs_ranks: bool = True
+    api_note: str = ""   # where the product API's documentation is narrower than the kernel (printed, --list)
 
 
 # -- AllToAll + MXFP8 QuantMatmul (ST all_to_all_quant_matmul) ------------------------------------------------------
@@ -174,6 +184,8 @@ A2A = SourceReplay(
     cases=_st_cases,
     scale=_a2a_scale,
     run=_a2a_run,
+    api_note=("product API: the Ascend 950 torch API documentation lists 2, 4, 8 and 16 ranks for the MX AllToAll "
+              "matmul (issue 35 item 4); this kernel runs what its source's host accepts (A2A-5 R <= 64)"),
 )
 
 
@@ -230,6 +242,92 @@ AG = SourceReplay(
     cases=_st_cases,
     scale=_ag_scale,
     run=_ag_run,
+    api_note=("product API: the Ascend 950 torch API documentation lists 2, 4, 8 and 16 ranks for the MX AllGather "
+              "matmul (issue 35 item 4); this kernel runs what its source accepts (AG-3: R <= 8 on the seed "
+              "protocol, MAX_RANK_SIZE 16 on the slot ring)"),
+)
+
+
+# -- QuantMatmul + ReduceScatter (ST quant_matmul_reduce_scatter ubmem: the shipped per-block kernel) ---------------
+def _qmrs_inputs(case: SourceCase, rank: int) -> dict[str, np.ndarray]:
+    """gen_data.py (recursion-ascend a093e954): np.random.seed(42 + rank); A (M, K) and B (K, N) uniform(1, 8) as
+    E4M3 (ml_dtypes RNE where the ST clips the mantissa, as the AG recipe), scaleA (M, ceil(K/64), 2) and scaleB
+    (ceil(K/64), N, 2) randint(127, 129); B written in FRACTAL_NZ. Returns the NZ operands the kernel reads and
+    the ND ones (N, K) / (N, ceil(K/64), 2) the golden takes."""
+    rng = np.random.RandomState(QMRS_ST_SEED + rank)
+    pairs = CeilDiv(case.k, 64)
+    a = gen_st_elements((case.m, case.k), rng)
+    a_scale = gen_ag_scales((case.m, pairs, 2), rng)
+    b = gen_st_elements((case.k, case.n), rng)
+    b_scale = gen_ag_scales((pairs, case.n, 2), rng)
+    return {"x1": a, "x1_scale": a_scale, "x2_nz": nd_to_nz(b, b.dtype), "x2_scale_nz": b_scale,
+            "x2": np.ascontiguousarray(b.T), "x2_scale": np.ascontiguousarray(b_scale.transpose(1, 0, 2))}
+
+
+def _qmrs_structure(m: int, k: int, n: int, R: int) -> tuple[int, int, bool]:
+    """(baseM, M blocks per rank segment, whether a segment ends in a partial block) of the launcher's tiling."""
+    t = per_block_tiling(m, n, k, R, ElemFormat.E4M3, ElemFormat.E4M3, True)
+    seg = m // R
+    return t.baseM, CeilDiv(seg, t.baseM), seg % t.baseM != 0
+
+
+def _qmrs_scale(case: SourceCase, m_div: int) -> SourceCase | str:
+    """m / m_div when every rank segment keeps its count of baseM blocks and its partial last block (the
+    launcher's baseM cap min(256, floor16(M / R)) scales with M)."""
+    R = case.rank_num
+    if case.m % (R * m_div):
+        return f"not scaled: M {case.m} / {m_div} is not a multiple of R {R}"
+    m = case.m // m_div
+    full, scaled = _qmrs_structure(case.m, case.k, case.n, R), _qmrs_structure(m, case.k, case.n, R)
+    if full[1:] != scaled[1:]:
+        return (f"not scaled: a rank segment of {case.m // R} rows is {full[1]} block(s) of baseM {full[0]}"
+                f"{' with a partial last' if full[2] else ''}; at M {m} it would be {scaled[1]} of {scaled[0]}"
+                f"{' with a partial last' if scaled[2] else ''}")
+    return SourceCase(case.index, m, case.k, case.n, R, dict(case.extra), case.label,
+                      scale_note=f"m {case.m} -> {m}: {scaled[1]} block(s) of baseM {scaled[0]} a rank segment "
+                                 f"(full size {full[1]} of {full[0]})")
+
+
+def _qmrs_run(case: SourceCase, comm: Any) -> Outcome:
+    rank = comm.Get_rank()
+    inp = _qmrs_inputs(case, rank)
+    leftover = 0
+    try:
+        c, info = quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], inp["x2_nz"], inp["x2_scale_nz"],
+                                              impl="per_block", weight_format="NZ", comm=comm, return_stats=True)
+    except HazardError as exc:   # the shipped single-batch path leaves flag 9 (documented); any other is a verdict
+        if exc.names() != {"UNCONSUMED_FLAG"}:
+            raise
+        c, info, leftover = exc.output, exc.stats, len(exc.hazards)
+    al = {key: comm.allgather(inp[key]) for key in ("x1", "x1_scale", "x2", "x2_scale")}
+    f32 = [golden_qmrs_partial(al["x1"][j], al["x1_scale"][j], al["x2"][j], al["x2_scale"][j], out_dtype="float32")
+           for j in range(comm.Get_size())]
+    ref = golden_reduce_scatter(f32, rank)   # gen_data.py: FP32 sum of the FP32 products, then bf16
+    ok, ulp, differing = ag_st_verify(c, ref)
+    err = max_abs_error(c, ref)
+    t = info.round_tilings[0]
+    note = f"block_dim {info.block_dim}, base ({t.baseM}, {t.baseN}, {t.baseK})"
+    if leftover:
+        note += f"; UNCONSUMED_FLAG flag 9 x {leftover} (the single-batch path, docs)"
+    return Outcome("PASS" if ok else "FAIL", f"{ulp} ULP ({differing} differ), max err {err:.3g}", note,
+                   worst=(ulp, err))
+
+
+QMRS = SourceReplay(
+    tables=("qmrs",),
+    recipe="ST gen_data.py (quant_matmul_reduce_scatter/ubmem/scripts @ recursion-ascend a093e954): np.random."
+           "seed(42 + rank), A (M, K) / B (K, N) uniform(1, 8) as E4M3 (ml_dtypes RNE where the ST clips the "
+           "mantissa), scales E8M0 randint(127, 129), B in FRACTAL_NZ, scaleB (ceil(K/64), N, 2); main.cpp "
+           "(hicann 0f2296ba): the per-block kernel, SetMaxBaseM(min(256, floor16(M / R))), GetTilingData(M, n, "
+           "k, false, false), usedCoreNum blocks; golden: FP32 products summed in FP32, then bf16",
+    verify="ST verify_result.py: per rank bit-exact or max |raw uint16 difference| <= 1 (1 bf16 ULP)",
+    cases=_st_cases,
+    scale=_qmrs_scale,
+    run=_qmrs_run,
+    api_note=("product API: aclnnMatmulReduceScatterV2 (hicann/ops-transformer b01d25b2 mc2/matmul_reduce_scatter_"
+              "v2/docs/aclnnMatmulReduceScatterV2.md, 约束说明) lists 2, 4, 8, 16, 32, 64 ranks on Ascend 950, an ND "
+              "x2 only and, for MX, a transposed x2; the kernel's ST host takes 1..64 ranks (MAX_RANK_NUM) and the "
+              "NZ B replayed here"),
 )
 
 
@@ -319,7 +417,14 @@ REPLAYS: dict[str, SourceReplay] = {
     "all_to_all_quant_matmul": A2A,
     "all_gather_quant_matmul": AG,
     "grouped_matmul_mx": GMM,
+    "quant_matmul_reduce_scatter": QMRS,
 }
+
+
+def api_note(op: str) -> str:
+    """The product-API note of an operator with a replay ("" when none: `--list`)."""
+    spec = REPLAYS.get(op)
+    return spec.api_note if spec is not None else ""
 
 
 def replay_of(op: str) -> SourceReplay:
@@ -387,7 +492,7 @@ def replay(opts: RunOptions, comm: Any, say: Callable[[str], None]) -> int:
             say(f"  {shown.name}: {outcome.verdict} {outcome.metric}".rstrip())
     say(f"source cases of {opts.source_cases} on {size} rank(s)" + (f", m / {m_div}" if m_div > 1 else ", full size"))
     say(format_table(rows))
-    say(f"recipe: {spec.recipe}\nverify: {spec.verify}")
+    say(f"recipe: {spec.recipe}\nverify: {spec.verify}" + (f"\nnote: {spec.api_note}" if spec.api_note else ""))
     return 1 if bad else 0
 
 
@@ -427,4 +532,4 @@ def check_options(opts: RunOptions) -> None:
         raise OptionError("--source-cases: replays the source's tables; --inputs, --dump and --predict do not apply")
 
 
-__all__ = ["REPLAYS", "Outcome", "SourceCase", "SourceReplay", "check_options", "needs_ranks", "replay"]
+__all__ = ["REPLAYS", "Outcome", "SourceCase", "SourceReplay", "api_note", "check_options", "needs_ranks", "replay"]

@@ -2,9 +2,9 @@
 the problem type (`QmrsProblem`, `QmrsImpl`, `QmrsSplit`) the entry validates.
 
 `impl="per_block"` (the shipped kernel, `tests/st/quant_matmul_reduce_scatter/ubmem/src/main.cpp` 0f2296ba3e):
-the SWAT tiling of (M, N, K) with optimization off and M-tail alignment on; the source also caps baseM at
-min(256, floor16(M/R)) (`SetMaxBaseM`), which the emulated SWAT tiling has no switch for (tile shapes only:
-the epilogue splits a block at segment boundaries either way). MIX_AIC_1_2 with block_dim = usedCoreNum.
+the SWAT tiling of (M, N, K) with optimization off, M-tail alignment on and baseM capped at min(256,
+floor16(M/R)) with its fallbacks (`SetMaxBaseM`), transB false for the launcher's NZ B (weight_format "NZ"),
+true for the (N, K) B of "ND" (`per_block_tiling`). MIX_AIC_1_2 with block_dim = usedCoreNum.
 
 `impl="rounds"` (the design-spec kernel): GM holds x1 (M, K), x1_scale, x2 (N, K), x2_scale, the bf16
 staging [M, N] (the workspace the AIC writes and the PUTs read: development.md §5.7 `stagingSize`) and y
@@ -42,7 +42,7 @@ from mc2emu.blaze.gemm.block.block_mmad_mx import BlockMmadMx, L1Params
 from mc2emu.blaze.gemm.block.block_mmad_mx import Params as MmadParams
 from mc2emu.blaze.gemm.block.block_scheduler_qbmm import BlockSchedulerQbmmParams, BlockSchedulerQuantBatchMatmulV3
 from mc2emu.blaze.gemm.dispatch_policy import NONE_FULL_LOAD_MODE, MatmulWithScaleMx
-from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn
+from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, NDExtLayoutPtn, NZViewLayoutPtn
 from mc2emu.comm.shmem import Shmem
 from mc2emu.host.call_options import CallOptions
 from mc2emu.host.collective import refuse
@@ -53,10 +53,12 @@ from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     make_rs_comm_tiling,
+    per_block_tiling,
     per_block_violations,
     rounds_bias_violations,
     rounds_violations,
     rs_round_tiling,
+    rs_round_tilings,
 )
 
 KERNEL_NAME = "quant_matmul_reduce_scatter"
@@ -71,6 +73,11 @@ TEAM_BARRIER_JOBS = 1
 class QmrsImpl(enum.Enum):
     ROUNDS = "rounds"        # the cannbot design-spec kernel
     PER_BLOCK = "per_block"  # the shipped ops-transformer kernel
+
+
+class WeightFormat(enum.Enum):
+    ND = "ND"   # B stored (N, K): the DN layout, transB
+    NZ = "NZ"   # B (K, N) as FRACTAL_NZ: the ST launcher's LayoutB = nz_layout_ptn (per_block)
 
 
 class QmrsSplit(enum.Enum):
@@ -94,6 +101,7 @@ class QmrsProblem:
     split: QmrsSplit
     head_m_size: int | None
     variant: RsKernelVariant | PerBlockVariant
+    weight_nz: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,7 @@ def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x
     float32 bias in GM, isBias = 1 (the ST main.cpp passes none)."""
     R, rank = problem.rank_size, problem.rank
     m, k, n = problem.m, problem.k, problem.n
-    tiling = rs_round_tiling(m, n, k, problem.elem, problem.b_elem, DAV_3510, block_dim)
+    tiling = per_block_tiling(m, n, k, R, problem.elem, problem.b_elem, problem.weight_nz, DAV_3510, block_dim)
     used = tiling.usedCoreNum if block_dim is None else block_dim
     refuse(per_block_violations(R, used, DAV_3510))
     cBytesPerM = n * BF16.itemsize
@@ -146,10 +154,11 @@ def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x
         workspace = gm.alloc(m * cBytesPerM, "workspace")
         y_addr = gm.alloc((m // R) * cBytesPerM, "y")
         bias_addr = _bias(gm, bias)
+        LayoutB = NZViewLayoutPtn if problem.weight_nz else DNExtLayoutPtn
         BlockMmad = BlockMmadMx.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False), problem.elem,
-                                         NDExtLayoutPtn, problem.b_elem, DNExtLayoutPtn, problem.out)
+                                         NDExtLayoutPtn, problem.b_elem, LayoutB, problem.out)
         BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, NDExtLayoutPtn,
-                                                                   DNExtLayoutPtn, problem.elem)
+                                                                   LayoutB, problem.elem)
         assert h.world is not None
         win = h.data_window(HcclOpParam.window_bytes(R, m * cBytesPerM), "qmrs_hccl_window")
         ctx_param = HcclOpParam(rank, R, win.addr(0), Shmem(h.world))
@@ -183,8 +192,7 @@ def _run_rounds(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: 
     full = rs_round_tiling(m, n, k, problem.elem, problem.b_elem, DAV_3510, block_dim)
     used = block_dim if block_dim is not None else full.usedCoreNum
     refuse(rounds_violations(ct, n, R, used, DAV_3510))
-    tilings = tuple(rs_round_tiling(R * ct.tile_m(t), n, k, problem.elem, problem.b_elem, DAV_3510, used)
-                    for t in range(ct.commTurn))
+    tilings = rs_round_tilings(ct, m, n, k, problem.elem, problem.b_elem, DAV_3510, used)
     if bias is not None:
         refuse(rounds_bias_violations(tilings, problem.elem, DAV_3510))
     scaleKLen = scale_k_len(k)

@@ -14,8 +14,8 @@ ends with one unconsumed flag-9 round per AIC (UNCONSUMED_FLAG, so with `check=T
 carrying y; kernel_variant "final_wait" adds the missing wait). `split`: "m" (seed 000 §4.7 "完整输入") or
 "k" (tensor parallel; ceil(K_slice / 64) must be even). Bias, float32 (N,), by both kernels: the first L0C
 value of every tile, so y_r sums R biases; rounds refuses a tiling with no L1 room for it (RS-9).
-`kernel_variant` reproduces a hazard (`RsKernelVariant` / `PerBlockVariant`). Enum keywords take the member or
-its string (`mc2emu.arch.parse_enum`); common keywords: `mc2emu.host.call_options`. With `check=True` error
+`kernel_variant` reproduces a hazard; `weight_format="NZ"`: per_block's NZ B. Enum keywords take the member
+or its string (`mc2emu.arch.parse_enum`); common keywords: `mc2emu.host.call_options`. With `check=True` error
 hazards raise `HazardError` (its `.output` holds y); bad input raises `ConstraintError` naming the rule.
 """
 
@@ -35,11 +35,20 @@ from mc2emu.host.call_options import Observer, call_options, call_result
 from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.numerics import OutDtype
 from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.numerics.nz_format import nz_storage_shape
 from mc2emu.ops.mx_operands import mx_operand_violations
-from mc2emu.ops.quant_matmul_reduce_scatter_host import QmrsImpl, QmrsLaunchInfo, QmrsProblem, QmrsSplit, run_qmrs
+from mc2emu.ops.quant_matmul_reduce_scatter_host import (
+    QmrsImpl,
+    QmrsLaunchInfo,
+    QmrsProblem,
+    QmrsSplit,
+    WeightFormat,
+    run_qmrs,
+)
 from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     make_rs_comm_tiling,
     qmrs_shape_violations,
+    rounds_alignment_violations,
     rounds_violations,
 )
 
@@ -47,14 +56,17 @@ if TYPE_CHECKING:
     from mc2emu.runtime.faults import FaultPlan
     from mc2emu.runtime.perturb import PerturbPolicy
 
-__all__ = ["QmrsImpl", "QmrsLaunchInfo", "QmrsProblem", "QmrsSplit", "quant_matmul_reduce_scatter", "validate"]
+__all__ = ["QmrsImpl", "QmrsLaunchInfo", "QmrsProblem", "QmrsSplit", "WeightFormat", "quant_matmul_reduce_scatter",
+           "validate"]
 
 PAIR_K = 64
+NZ_WEIGHT_DIMS = 4  # FRACTAL_NZ storage of a 2-D B: (ceil(N/32), ceil(K/16), 16, 32)
 
 
 def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *, rank: int,
              rank_size: int, bias: Any, split: Any, impl: Any, head_m_size: int | None, out_dtype: Any,
-             kernel_variant: Any) -> tuple[QmrsProblem | None, list[tuple[str, str]]]:
+             kernel_variant: Any, weight_format: Any = "ND", ragged_n: bool = False
+             ) -> tuple[QmrsProblem | None, list[tuple[str, str]]]:
     """Every input rule as (rule, reason) pairs; the problem when there are none."""
     errs: list[tuple[str, str]] = []
     imp = parse_enum(QmrsImpl, impl, "impl", errs)
@@ -70,19 +82,42 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         errs.append(("out_dtype", f"out_dtype={out_dtype!r}: the staging and y are bf16 in both kernels"))
     if head_m_size is not None and (not isinstance(head_m_size, (int, np.integer)) or head_m_size <= 0):
         errs.append(("head_m_size", f"head_m_size={head_m_size!r} must be a positive integer or None"))
-    elems, operand_errs, ranks_ok = mx_operand_violations(x1, x1_scale, x2, x2_scale)
+    if not isinstance(ragged_n, (bool, np.bool_)):
+        errs.append(("ragged_n", f"ragged_n={ragged_n!r} must be a bool"))
+    wf = parse_enum(WeightFormat, weight_format, "weight_format", errs)
+    nz = wf is WeightFormat.NZ
+    if nz and imp is not QmrsImpl.PER_BLOCK:
+        errs.append(("QMRS-NZ weight_format NZ: per_block only",
+                     "an NZ B is the shipped kernel's (its launcher's LayoutB = nz_layout_ptn, b993c14f); the rounds "
+                     "kernel's design spec reads B as (N, K) (development.md §5.8)"))
+    # an NZ x2 is checked as a 2-D operand for its dtype
+    x2_codes = np.asarray(x2).reshape(-1, np.shape(x2)[-1]) if nz and np.ndim(x2) == NZ_WEIGHT_DIMS else x2
+    elems, operand_errs, ranks_ok = mx_operand_violations(x1, x1_scale, x2_codes, x2_scale)
     errs += operand_errs
     if not ranks_ok:
         return None, errs
     m, k = x1.shape
-    n, k2 = x2.shape
-    if k2 != k:
-        errs.append(("x2 shape", f"x2 must be (N, K) = (N, {k}) (transB), got {x2.shape}"))
     pairs = CeilDiv(k, PAIR_K)
+    if nz:
+        # the launcher's buffers (ubmem main.cpp 0f2296ba3e): B {ceil(N/32), ceil(K/16), 16, 32}, scaleB
+        # {ceil(K/64), N, 2}; N is read from scaleB (the NZ storage pads it)
+        n = int(np.shape(x2_scale)[1])
+        want = nz_storage_shape((k, n), elems[1]) if len(elems) == 2 else None
+        if want is not None and np.shape(x2) != want:
+            errs.append(("x2 shape", f"an NZ x2 must be the FRACTAL_NZ storage of B (K, N) = ({k}, {n}), "
+                                     f"(ceil(N/32), ceil(K/16), 16, 32) = {want}, got {np.shape(x2)}"))
+        if x2_scale.shape != (pairs, n, 2):
+            errs.append(("x2_scale shape", f"with an NZ x2, x2_scale must be (ceil(K/64), N, 2) = {(pairs, n, 2)} "
+                                           f"(the launcher's scaleB), got {x2_scale.shape}"))
+    else:
+        n, k2 = x2.shape
+        if k2 != k:
+            errs.append(("x2 shape", f"x2 must be (N, K) = (N, {k}) (transB), got {x2.shape}"))
+        if x2_scale.shape != (n, pairs, 2):
+            errs.append(("x2_scale shape", f"x2_scale must be (N, ceil(K/64), 2) = {(n, pairs, 2)}, got "
+                                           f"{x2_scale.shape}"))
     if x1_scale.shape != (m, pairs, 2):
         errs.append(("x1_scale shape", f"x1_scale must be (M, ceil(K/64), 2) = {(m, pairs, 2)}, got {x1_scale.shape}"))
-    if x2_scale.shape != (n, pairs, 2):
-        errs.append(("x2_scale shape", f"x2_scale must be (N, ceil(K/64), 2) = {(n, pairs, 2)}, got {x2_scale.shape}"))
     if bias is not None and (np.asarray(bias).dtype != np.float32 or np.shape(bias) not in ((n,), (1, n))):
         errs.append(("bias", f"bias must be float32 of shape (N,) = ({n},) (the kernel's (1, N) BiasType "
                              f"float tensor), got {np.asarray(bias).dtype} {np.shape(bias)}"))
@@ -92,19 +127,22 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
         shape_errs = [(r.replace("QMRS-3 ceil(K/64) even", "QMRS-TP ceil(k/R/64) even"), s) for r, s in shape_errs]
     errs += shape_errs
     if not errs and imp is QmrsImpl.ROUNDS:
+        if not ragged_n:
+            errs += rounds_alignment_violations(n)
         errs += rounds_violations(make_rs_comm_tiling(m, rank_size, head_m_size, n), n, rank_size, None)
     if errs:
         return None, errs
     assert out is not None and variant is not None and imp is not None and spl is not None
     return QmrsProblem(rank, rank_size, m, k, n, elems[0], elems[1], out, imp, spl,
-                       None if head_m_size is None else int(head_m_size), variant), errs
+                       None if head_m_size is None else int(head_m_size), variant, nz), errs
 
 
 @overload
 def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                                 bias: np.ndarray | None = ..., split: str | QmrsSplit = ...,
                                 impl: str | QmrsImpl = ..., head_m_size: int | None = ..., out_dtype: Any = ...,
-                                block_dim: int | None = ...,
+                                block_dim: int | None = ..., weight_format: str | WeightFormat = ...,
+                                ragged_n: bool = ...,
                                 kernel_variant: str | RsKernelVariant | PerBlockVariant = ..., check: bool = ...,
                                 timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                                 observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
@@ -113,7 +151,8 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
 def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                                 bias: np.ndarray | None = ..., split: str | QmrsSplit = ...,
                                 impl: str | QmrsImpl = ..., head_m_size: int | None = ..., out_dtype: Any = ...,
-                                block_dim: int | None = ...,
+                                block_dim: int | None = ..., weight_format: str | WeightFormat = ...,
+                                ragged_n: bool = ...,
                                 kernel_variant: str | RsKernelVariant | PerBlockVariant = ..., check: bool = ...,
                                 timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                                 observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
@@ -124,6 +163,7 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
                                 bias: np.ndarray | None = None, split: str | QmrsSplit = "m",
                                 impl: str | QmrsImpl = "rounds", head_m_size: int | None = None,
                                 out_dtype: Any = "bfloat16", block_dim: int | None = None,
+                                weight_format: str | WeightFormat = "ND", ragged_n: bool = False,
                                 kernel_variant: str | RsKernelVariant | PerBlockVariant = "source",
                                 check: bool = True, timeout: float | None = None,
                                 perturb: PerturbPolicy | None = None, observers: Iterable[Observer] = (),
@@ -133,11 +173,18 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
     (with its `QmrsLaunchInfo` when `return_stats`).
 
     The common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`, `comm`) are those of
-    `mc2emu.host.call_options`. Extra: `kernel_variant`."""
+    `mc2emu.host.call_options`. Extra: `kernel_variant` (`RsKernelVariant` / `PerBlockVariant`), and
+    `weight_format` "ND" (default, x2 (N, K)) or "NZ" (impl "per_block": the ST launcher's B, ubmem main.cpp
+    0f2296ba3e / b993c14f): x2 the FRACTAL_NZ storage of B (K, N), (ceil(N/32), ceil(K/16), 16, 32)
+    (`mc2emu.numerics.nz_format.nd_to_nz(x2_nd.T)`), x2_scale (ceil(K/64), N, 2); the golden takes the ND x2.
+    `ragged_n=True` runs impl "rounds" at N % 16 != 0 past the design spec's host check #2 (RS-12,
+    development.md §3.1 #2), to study the kernel there: the emulated kernel copies exact bytes, and
+    kernel_variant "tail_copy_rounded" shows the window / y corruption the check exists for."""
     comm = world_comm(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     problem, errs = validate(x1, x1_scale, x2, x2_scale, rank=rank, rank_size=size, bias=bias, split=split,
-                             impl=impl, head_m_size=head_m_size, out_dtype=out_dtype, kernel_variant=kernel_variant)
+                             impl=impl, head_m_size=head_m_size, out_dtype=out_dtype, kernel_variant=kernel_variant,
+                             weight_format=weight_format, ragged_n=ragged_n)
     errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None

@@ -17,7 +17,7 @@ refused naming every rule that binds (RS-11).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,10 @@ MAX_ROUND_CHUNK_BYTES = 512 * 1024
 N_ALIGN = 16
 # The shipped kernel (comm_resource_builder.h): HCCL_MTE_MAX_RANK_NUM.
 MAX_RANKS = 64
+# development.md §5.6 "baseM 联动": a SWAT baseM of 256 becomes 128 when 128 divides headMSize.
+HALVED_BASE_M = 128
+# The ST host's MAX_BASIC_BLOCK_SIZE: the dynMaxBaseM cap (ubmem main.cpp).
+PB_MAX_BASIC_BLOCK_SIZE = 256
 # bf16 staging / output (the only CType of both kernels).
 C_BYTES = 2
 
@@ -156,6 +160,49 @@ def rs_round_tiling(rows: int, n: int, k: int, elem: ElemFormat, b_elem: ElemFor
     return swat.GetTilingData(rows, n, k, False, True, elem, b_elem)
 
 
+def per_block_max_base_m(m: int, rank_size: int) -> int:
+    """The ST host's `dynMaxBaseM` (ubmem `main.cpp` 0f2296ba3e `CreateTilingDataAndContext`): min(256,
+    floor16(M / R)), falling back to min(256, floor16(M / 2)), then to min(256, M), while below 16."""
+    dyn = min(PB_MAX_BASIC_BLOCK_SIZE, (m // rank_size) // ROW_ALIGN * ROW_ALIGN)
+    if dyn < ROW_ALIGN:
+        dyn = min(PB_MAX_BASIC_BLOCK_SIZE, (m // 2) // ROW_ALIGN * ROW_ALIGN)
+    if dyn < ROW_ALIGN:
+        dyn = min(PB_MAX_BASIC_BLOCK_SIZE, m)
+    return dyn
+
+
+def per_block_tiling(m: int, n: int, k: int, rank_size: int, elem: ElemFormat, b_elem: ElemFormat,
+                     weight_nz: bool, platform: PlatformSpec = DAV_3510,
+                     aic_num: int | None = None) -> QuantMatmulTilingData:
+    """The shipped kernel's host tiling (ubmem `main.cpp` 0f2296ba3e): SWAT with optimization off, M-tail
+    alignment on, `SetMaxBaseM(dynMaxBaseM)`, then `GetTilingData(M, n, k, false, false)` for the launcher's NZ
+    B (b993c14f `LayoutB = nz_layout_ptn`); the (N, K) B of weight_format "ND" (the launcher's earlier "ND
+    layout (TransB=true)" path its header still names) is tiled with transB true under the same cap."""
+    swat = QuantMatmulTilingSwat(platform, aic_num=aic_num, isOpenOptimize=False, enableMTailAlign=True)
+    swat.SetMaxBaseM(per_block_max_base_m(m, rank_size))
+    return swat.GetTilingData(m, n, k, False, not weight_nz, elem, b_elem)
+
+
+def rs_round_tilings(ct: RsCommTiling, m: int, n: int, k: int, elem: ElemFormat, b_elem: ElemFormat,
+                     platform: PlatformSpec = DAV_3510, aic_num: int | None = None
+                     ) -> tuple[QuantMatmulTilingData, ...]:
+    """The tiling of every round (development.md §5.5 / §5.7): T = 1 the full `mmTilingData` =
+    GetTilingData(M, n, k); T > 1 head rounds `subMmTilingData` = GetTilingData(headMSize, n, k) with §5.6's
+    baseM link (SWAT baseM 256 and 128 | headMSize: baseM halved to 128, the other fields kept), a tail round
+    `tailMmTilingData` = GetTilingData(R * tailMSize, n, k). Seed 000 §4.6 item 3 keeps one tile for every
+    round ("tile size unchanged, only problem M shrinks"); the design spec is followed."""
+    if ct.commTurn <= 1:
+        return (rs_round_tiling(m, n, k, elem, b_elem, platform, aic_num),)
+    sub = rs_round_tiling(ct.headMSize, n, k, elem, b_elem, platform, aic_num)
+    if sub.baseM == HALVED_BASE_M * 2 and ct.headMSize % HALVED_BASE_M == 0:
+        sub = replace(sub, baseM=HALVED_BASE_M)
+    if not ct.tailCnt:
+        return (sub,) * ct.headCnt
+    rank_size = m // ct.mSeg
+    tail = rs_round_tiling(rank_size * ct.tailMSize, n, k, elem, b_elem, platform, aic_num)
+    return (sub,) * ct.headCnt + (tail,) * ct.tailCnt
+
+
 def qmrs_shape_violations(m: int, k: int, n: int, rank_size: int) -> list[tuple[str, str]]:
     """Rules both kernels share (the shipped ST host's ParseArgs; seed 000 §4.7)."""
     out: list[tuple[str, str]] = []
@@ -225,13 +272,13 @@ def rounds_violations(ct: RsCommTiling, n: int, rank_size: int, used: int | None
 def rounds_alignment_violations(n: int) -> list[tuple[str, str]]:
     """development.md §3.1 #2 ("K%32、N%16 等", else "跨卡 Win 槽污染": the cross-rank window slots are
     corrupted): N % 16 == 0, so that a row of the bf16 staging, window and y is whole 32-byte blocks. K % 32 is
-    QMRS-2. Not called by the operator yet: enforcing it refuses the ragged-N cases the emulator runs today (the
-    recorded pin `rounds-T2-tail-ragged-n`, the CLI's QMRS shapes with N 40, the rounded-tail-copy hazard,
-    which cannot occur with N % 16 == 0); docs/quant-matmul-reduce-scatter.md."""
+    QMRS-2. Checked for impl "rounds" unless the call opts out with `ragged_n=True` (the kernel studied past
+    the spec: exact-byte copies run; the rounded tail copy, `tail_copy_rounded`, is the corruption). The
+    shipped kernel's host (ubmem main.cpp 0f2296ba3e ParseArgs) has no N rule: per_block does not check it."""
     if n % N_ALIGN:
         return [("RS-12 N % 16 == 0", f"N = {n}: a bf16 row of {n * C_BYTES} B is not whole 32-byte blocks; the "
                                       f"design spec's host refuses it (development.md §3.1 #2: the cross-rank "
-                                      f"window slots are corrupted otherwise)")]
+                                      f"window slots are corrupted otherwise; ragged_n=True runs it past the spec)")]
     return []
 
 

@@ -112,6 +112,12 @@ class QuantMatmulTilingSwat:
         self.runInfo_ = QuantMatmulRunInfo()
         self.aDataType = DataType.DT_FLOAT8_E4M3FN
         self.bDataType = DataType.DT_FLOAT8_E4M3FN
+        self.maxBaseM_ = BASIC_BLOCK_SIZE_256
+
+    def SetMaxBaseM(self, v: int) -> None:
+        """`SetMaxBaseM` (recursion-ascend a093e954 `quant_matmul_tiling_swat.h`; called by the shipped
+        reduce-scatter's ST host): CalcBasicBlock caps its first baseM guess at `v` before aligning it."""
+        self.maxBaseM_ = int(v)
 
     def SetOptimizeEnable(self, enable: bool) -> None:
         self.isOpenOptimize_ = enable
@@ -283,6 +289,8 @@ class QuantMatmulTilingSwat:
     def CalcBasicBlock(self) -> None:
         a, r, p = self.args_, self.runInfo_, self.platformInfo_
         r.baseM = min(a.m, BASIC_BLOCK_SIZE_256)
+        if r.baseM > self.maxBaseM_:
+            r.baseM = self.maxBaseM_
         r.baseM = (Align(r.baseM, CUBE_BLOCK) if not a.transA
                    else Align(r.baseM, GetShapeWithDataType(self.aDataType, L1_ALIGN_SIZE)))
         r.baseN = min(a.n, BASIC_BLOCK_SIZE_256)

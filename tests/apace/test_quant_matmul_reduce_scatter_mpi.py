@@ -9,6 +9,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from mc2emu.numerics import ElemFormat
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.ops.quant_matmul_reduce_scatter_golden import (
     gen_qmrs_signed_inputs,
@@ -72,7 +73,7 @@ def test_rounds_kernel_matches_the_golden_bitwise(case):
     R = comm.Get_size()
     seg, k, n, head = CASES[case]
     inp = gen_qmrs_st_inputs(R * seg, k, n, comm.Get_rank())
-    y, stats = run(inp, head_m_size=head, return_stats=True)
+    y, stats = run(inp, head_m_size=head, return_stats=True, ragged_n=n % 16 != 0)
     assert y.shape == (seg, n)
     g = golden(comm, inp)
     bad = int((bits(y) != bits(g)).sum())
@@ -148,7 +149,7 @@ def test_rounds_reduction_overlaps_the_next_rounds_matmul_by_happens_before():
     the rounds (flagA only at the end of a round, or the AIC waiting for a reduction) fails here."""
     comm = world()
     R, rank = comm.Get_size(), comm.Get_rank()
-    seg, head, n, block_dim = 96, 32, 40, R + 2    # baseM 32 at R = 2, 4, 8: the own fragment has its own tiles
+    seg, head, n, block_dim = 96, 32, 48, R + 2    # baseM 32 at R = 2, 4, 8: the own fragment has its own tiles
     inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
     rec = PredictRecorder()
     y, stats = run(inp, head_m_size=head, block_dim=block_dim, observers=(rec,), return_stats=True)
@@ -192,7 +193,7 @@ def test_signed_cancellation_follows_the_ascending_fp32_order():
 def test_bitwise_identical_across_perturbation_seeds():
     comm = world()
     R = comm.Get_size()
-    inp = gen_qmrs_signed_inputs(R * 32, 128, 40, comm.Get_rank())
+    inp = gen_qmrs_signed_inputs(R * 32, 128, 48, comm.Get_rank())
     ref = run(inp, head_m_size=16)
     for seed in (7,):
         out = run(inp, head_m_size=16, perturb=PerturbPolicy(seed, max_delay_s=1e-3))
@@ -213,12 +214,12 @@ def test_rounds_bias_is_added_once_per_rank_before_the_bf16_staging():
     """impl="rounds" with a float32 (N,) bias per rank (seed 000 §4.7 推论 2: bias inside each rank's local
     matmul): QmmMxBlockMmadFragment (Init isBias) loads the (1, curN) slice at the tile's nPos into the bias
     table and the first MMAD of the tile starts from it, so C_j = bf16(deq(A_j) deq(B_j) + bias_j) in staging
-    and y_r sums R biases. Two rounds (T = 2) of R * 16 rows; N = 300 gives two N blocks (nPos 0 and 256).
+    and y_r sums R biases. Two rounds (T = 2) of R * 16 rows; N = 304 gives two N blocks.
     Integer biases of C's magnitude keep the FP32 sums exact and change the bf16 roundings, so a missing,
     doubled, rank-swapped or column-shifted bias gives another y (checked against those goldens too)."""
     comm = world()
     R, rank = comm.Get_size(), comm.Get_rank()
-    seg, n = 32, 300
+    seg, n = 32, 304
     inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
     bias = np.random.default_rng(11 + rank).integers(-4096, 4096, n).astype(np.float32)
     y, stats = run(inp, head_m_size=16, bias=bias, return_stats=True)
@@ -261,6 +262,10 @@ def test_rounds_bias_over_the_l1_budget_is_refused_on_every_rank():
     ((16, 128, 32), {"bias": np.zeros(32, np.float64)}, "bias"),
     ((16, 128, 32), {"out_dtype": "float16"}, "out_dtype"),
     ((16, 128, 32), {"impl": "nope"}, "impl"),
+    ((16, 128, 40), {}, "RS-12 N % 16 == 0"),                          # development.md §3.1 #2
+    ((16, 128, 40), {"head_m_size": 16}, "RS-12 N % 16 == 0"),
+    ((16, 128, 32), {"weight_format": "NZ"}, "QMRS-NZ weight_format NZ: per_block only"),
+    ((16, 128, 32), {"weight_format": "FRACTAL_Z"}, "weight_format"),
 ])
 def test_bad_input_is_refused_on_every_rank(shape, kwargs, rule):
     comm = world()
@@ -346,7 +351,7 @@ def test_reduction_segments_n_past_the_ub_budget():
 def test_templated_wait_reads_unfinished_staging_and_is_reported():
     comm = world()
     R, rank = comm.Get_size(), comm.Get_rank()
-    seg, n = 32, 40
+    seg, n = 32, 48
     inp = gen_qmrs_st_inputs(R * seg, 128, n, rank)
     with pytest.raises(HazardError) as info:
         run(inp, head_m_size=16, kernel_variant="templated_wait")
@@ -367,15 +372,16 @@ def test_templated_wait_reads_unfinished_staging_and_is_reported():
 def test_rounded_tail_copy_overruns_the_neighbour_and_is_reported():
     """Three reduce cores share a 16-row round: 6, 5, 5 rows of 80 bytes. 480 B is whole 32-byte blocks,
     400 B is not: the last two cores' copies overrun by 16 bytes (the next core's row, or past y's end). The
-    source's DataCopyPad (exact bytes) gives the golden with the same shapes."""
+    source's DataCopyPad (exact bytes) gives the golden with the same shapes. N 40 is what the design spec's
+    check #2 (N % 16, RS-12) refuses for this reason: both runs opt out with ragged_n."""
     comm = world()
     R = comm.Get_size()
     seg, n = 32, 40
     inp = gen_qmrs_st_inputs(R * seg, 128, n, comm.Get_rank())
-    y = run(inp, head_m_size=16, block_dim=R + 3)
+    y = run(inp, head_m_size=16, block_dim=R + 3, ragged_n=True)
     assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), "exact-byte copies")
     with pytest.raises(HazardError) as info:
-        run(inp, head_m_size=16, block_dim=R + 3, kernel_variant="tail_copy_rounded")
+        run(inp, head_m_size=16, block_dim=R + 3, kernel_variant="tail_copy_rounded", ragged_n=True)
     reps = [h for h in info.value.hazards if h.hazard.value == "TAIL_COPY_OVERRUN"]
     assert sorted(h.core for h in reps) == ["AIV1", "AIV1", "AIV2", "AIV2"]   # two rounds each
     for h in reps:
@@ -532,3 +538,32 @@ def test_l2_hints_use_the_tiles_own_n_extent():
     assert tiles == stats.tiles and not pending
     if R == 2:
         assert distinguishing > 0, "no tile whose own N extent and baseN disagree on the alignment"
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize(("gen", "seg", "k", "n"), [(gen_qmrs_st_inputs, 32, 256, 72),
+                                                    (gen_qmrs_signed_inputs, 64, 640, 300)])
+def test_per_block_reads_an_nz_weight_with_the_launchers_tiling(gen, seg, k, n):
+    """weight_format="NZ": B (K, N) in FRACTAL_NZ (`nd_to_nz`), scaleB (ceil(K/64), N, 2), as the ST launcher
+    (ubmem main.cpp 0f2296ba3e / b993c14f LayoutB = nz_layout_ptn) passes them; the host tiles it with
+    SetMaxBaseM(min(256, floor16(M / R))) and transB false, block_dim = usedCoreNum. N 72 and 300 leave a
+    ragged C0 group (pad columns the copy reads and drops). y equals the golden of the ND weight, bit for bit,
+    on the ST recipe (varied scaleB: its layout matters) and on signed data (the per-baseK rounding steps
+    differ from the ND tiling's)."""
+    from mc2emu.numerics.nz_format import nd_to_nz
+    from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import per_block_tiling
+
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    inp = gen(R * seg, k, n, rank)
+    b_nz = nd_to_nz(np.ascontiguousarray(inp["x2"].T), inp["x2"].dtype)
+    s_nz = np.ascontiguousarray(inp["x2_scale"].transpose(1, 0, 2))
+    y, stats = quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], b_nz, s_nz, impl="per_block",
+                                           weight_format="NZ", kernel_variant="final_wait", timeout=TIMEOUT,
+                                           return_stats=True)
+    tiling = stats.round_tilings[0]
+    E = ElemFormat.E4M3
+    assert tiling == per_block_tiling(R * seg, n, k, R, E, E, True)
+    assert tiling != per_block_tiling(R * seg, n, k, R, E, E, False)
+    assert tiling.baseM <= max(16, seg // 16 * 16) and stats.block_dim == tiling.usedCoreNum
+    assert_all_ranks(comm, np.array_equal(bits(y), bits(golden(comm, inp))), "NZ weight y")

@@ -299,15 +299,16 @@ def test_quant_matmul_reduce_scatter_modes_and_hazard_showcase_at_two_ranks():
     assert expected == {"per_block": "EXPECTED UNCONSUMED_FLAG",
                         "per_block ub_stale_nan": "EXPECTED MUL_ZERO_KEEPS_NAN, UNCONSUMED_FLAG",
                         "rounds templated_wait": "EXPECTED READ_BEFORE_WAIT",
-                        "rounds tail_copy_rounded": "EXPECTED TAIL_COPY_OVERRUN"}, proc.stdout
+                        "rounds tail_copy_rounded ragged_n": "EXPECTED TAIL_COPY_OVERRUN"}, proc.stdout
     out = proc.stdout
-    # every diagnosis read: the quick shape is m 32 rows per rank, N 40 (80-byte rows), rounds of 16 rows
+    # every diagnosis read: the quick shape is m 32 rows per rank, N 48 (96-byte rows; the rounded tail copy at the
+    # ragged N 40, 80-byte rows), rounds of 16 rows
     # per_block (both variants): one unconsumed flag-9 round on each of the R // 2 + 1 = 2 AICs of each rank
     assert out.count("UNCONSUMED_FLAG: 4 report(s) on rank(s) 0-1; e.g. [UNCONSUMED_FLAG] rank ") == 2, out
     assert "flag id 9 holds 1 unconsumed round(s)" in out
     nan = re.search(r"\[MUL_ZERO_KEEPS_NAN\] rank \d AIV\d+: row (\d+): the fp32 sum is cleared by "
-                    r"MulScalar\(sum, 0.0f\) but (\d+) of its 40 elements hold NaN", out)
-    assert nan and int(nan[1]) < 32 and 0 < int(nan[2]) <= 40, out
+                    r"MulScalar\(sum, 0.0f\) but (\d+) of its 48 elements hold NaN", out)
+    assert nan and int(nan[1]) < 32 and 0 < int(nan[2]) <= 48, out
     # templated wait: the comm core of rank r serving rank 1 - r (AIV R + 3 - 1 - job) reads round t's rows of
     # that segment from staging before flag 0
     early = re.search(r"\[READ_BEFORE_WAIT\] rank (\d) AIV(\d+): round (\d): Commit to rank (\d) reads staging "
@@ -315,7 +316,7 @@ def test_quant_matmul_reduce_scatter_modes_and_hazard_showcase_at_two_ranks():
     assert early, out
     r, core, t, target, lo, hi = (int(v, 0) for v in early.groups())
     assert target == 1 - r and core == 2 + 3 - 1 - target
-    assert (lo, hi) == ((target * 32 + t * 16) * 80, (target * 32 + t * 16 + 16) * 80)
+    assert (lo, hi) == ((target * 32 + t * 16) * 96, (target * 32 + t * 16 + 16) * 96)
     # rounded copy: 3 reduce cores split 16 rows 6 / 5 / 5; 5 rows = 400 B -> 416 B on two cores, 2 rounds, 2 ranks
     assert "TAIL_COPY_OVERRUN: 8 report(s) on rank(s) 0-1" in out, out
     assert re.search(r"DataCopy of 400 B rounded up to 416 B writes y bytes \[0x[0-9a-f]+, 0x[0-9a-f]+\) past this "

@@ -417,7 +417,7 @@ def test_past_32_ranks_the_qmrs_rounds_kernel_is_not_applicable_the_per_block_ke
     split = _split(registry, ["--quick", "--op", QMRS], 33)
     assert [p.case.mode.kernel.value for p in split.runnable] == ["per_block"] and split.skipped == 1
     assert split.lines(33) == [f"not applicable at R = 33: {QMRS}: RS-5 R * T <= 32 (rounds kernel): 33 ranks: "
-                               f"{QMRS}_rounds_32x128x40_e4m3"]
+                               f"{QMRS}_rounds_32x128x48_e4m3"]
 
 
 @pytest.mark.parametrize("size, head_m", [(2, 16), (10, 16), (11, 32), (16, 32), (17, 48), (32, 48)])

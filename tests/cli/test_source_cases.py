@@ -87,6 +87,30 @@ def test_ag_scale_keeps_tail_rows_and_refuses_a_crossing_block() -> None:
     assert isinstance(why, str) and "FRAGMENT_OUT_OF_RANGE" in why
 
 
+def test_qmrs_scale_keeps_the_blocks_of_a_rank_segment() -> None:
+    """The launcher's baseM cap min(256, floor16(M / R)) scales with M: a case scales when every rank segment
+    keeps its count of baseM blocks and its partial last block."""
+    qmrs = {c.name: c for c in REPLAYS["quant_matmul_reduce_scatter"].cases(load("qmrs"))}
+    scale = REPLAYS["quant_matmul_reduce_scatter"].scale
+    scaled = scale(qmrs["qmrs#6"], 8)               # 512 at R 4: one block of 128 a segment -> one of 16
+    assert isinstance(scaled, SourceCase) and scaled.m == 64 and "1 block(s) of baseM 16" in scaled.scale_note
+    why = scale(qmrs["qmrs#6"], 16)                 # 32 rows: 8-row segments, a partial block of 16
+    assert isinstance(why, str) and "partial last" in why
+    assert scale(qmrs["qmrs#1"], 4) == "not scaled: M 126 / 4 is not a multiple of R 2"
+    thirds = scale(qmrs["qmrs#1"], 3)               # 63-row segments: 2 blocks of 48 -> 2 of 16, partial both
+    assert isinstance(thirds, SourceCase) and thirds.m == 42
+
+
+def test_list_notes_where_the_product_api_is_narrower(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list"]) == 0
+    out = capsys.readouterr().out
+    notes = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("note: product API")]
+    assert len(notes) == 3
+    assert any("2, 4, 8 and 16 ranks for the MX AllToAll" in n for n in notes)
+    assert any("2, 4, 8 and 16 ranks for the MX AllGather" in n for n in notes)
+    assert any("2, 4, 8, 16, 32, 64 ranks on Ascend 950" in n for n in notes)
+
+
 @pytest.mark.parametrize("tile_m", [24, 0, -16, True])
 def test_ag_tile_m_must_be_whole_fractals(tile_m: object) -> None:
     inputs = gen_ag_st_inputs(64, 128, 128, 0)
@@ -125,3 +149,39 @@ def test_one_a2a_case_at_two_ranks_scaled() -> None:
     case = rows["a2a#4"]
     assert case[1:4] == ["32x3584x4096", "2", "PASS"]
     assert "2 x 16 + 0 rows" in case[-1]
+
+
+# The scaled replay of every table at each R its rows need (CI): m / M_DIV where the structure allows, the other
+# rows listed (NOT SCALED, NEEDS R<r>), never failed. The CI budget picks rows: the cost of a row is mostly its
+# N x K (B decoded per block), which --scale does not shrink, and AG's tables scale only by 2 (at tileM 128 the
+# tiling's baseM 256 would put a block across a region boundary). A2A R 2: a full-M head row and the 256-row
+# head (a2a#4 runs in the test above); A2A R 4: the whole table; AG: the slot ring's tail row; QMRS R 2: the
+# table; QMRS R 4: the K 3072 row (the K 8192 rows take 3 minutes scaled; full size in docs).
+SCALED_REPLAYS = [
+    ("all_to_all_quant_matmul", 2, 32, ("a2a#1", "a2a#7")),
+    ("all_to_all_quant_matmul", 4, 32, ()),
+    ("all_gather_quant_matmul", 4, 2, ("ag_urma#4",)),
+    ("quant_matmul_reduce_scatter", 2, 4, ()),
+    ("quant_matmul_reduce_scatter", 4, 4, ("qmrs#2", "qmrs#3")),
+]
+
+
+@pytest.mark.parametrize(("op", "ranks", "m_div", "cases"), SCALED_REPLAYS,
+                         ids=[f"{op}-R{r}-scale{d}" for op, r, d, _ in SCALED_REPLAYS])
+def test_every_table_replays_scaled_at_its_ranks(op: str, ranks: int, m_div: int, cases: tuple[str, ...]) -> None:
+    argv = ["-m", "mc2emu.run", "--source-cases", op, "--scale", str(m_div)]
+    for c in cases:
+        argv += ["--case", c]
+    cmd, env = mpiexec_command(ranks, argv)
+    proc = subprocess.run(cmd, env={**env, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S * 2, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(proc.stdout)
+    spec = REPLAYS[op]
+    want = {c.name: c.rank_num for key in spec.tables for c in spec.cases(load(key)) if not cases or c.name in cases}
+    assert set(rows) == set(want)
+    ran = [name for name, r in want.items() if r == ranks and rows[name][3] == "PASS"]
+    assert ran, proc.stdout
+    for name, r in want.items():
+        verdict = rows[name][3]
+        assert verdict in (("PASS", "NOT SCALED") if r == ranks else (f"NEEDS R{r}",)), (name, rows[name])

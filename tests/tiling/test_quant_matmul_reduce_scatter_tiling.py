@@ -12,10 +12,13 @@ from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     make_rs_comm_tiling,
     max_rounds,
     max_tile_m,
+    per_block_max_base_m,
+    per_block_tiling,
     rounds_alignment_violations,
     rounds_bias_violations,
     rounds_violations,
     rs_round_tiling,
+    rs_round_tilings,
     search_rounds,
 )
 
@@ -141,3 +144,125 @@ def test_golden_reduction_rounds_each_term_and_keeps_the_order():
     assert float(golden_reduce_scatter(parts, 0)[0, 0]) == 0.0
     assert float(golden_reduce_scatter(parts, 0, order=[0, 2, 1])[0, 0]) == 1.0
     assert golden_reduce_scatter(parts, 0).dtype == np.dtype(bf)
+
+
+# -- per_block: the ST launcher's host tiling (ubmem main.cpp 0f2296ba3e) -----------------------------------------
+@pytest.mark.parametrize(("m", "R", "cap"), [
+    (128, 1, 128), (128, 2, 64), (8192, 2, 256), (96, 4, 16),
+    (48, 4, 16),     # floor16(12) = 0: falls back to floor16(M / 2) = 16
+    (16, 2, 16),     # floor16(8) = floor16(8) = 0: falls back to min(256, M) = 16
+    (8, 2, 8),
+])
+def test_per_block_max_base_m_is_the_launchers_dyn_max_base_m(m, R, cap):
+    assert per_block_max_base_m(m, R) == cap
+
+
+@pytest.mark.parametrize(("shape", "R", "nz", "base", "used"), [
+    ((128, 256, 256), 1, True, (128, 256, 128), 32),   # the issue's example: the source's (128, 256, 128)
+    ((128, 256, 256), 2, True, (64, 256, 128), 32),    # baseM capped at floor16(M / R) = 64
+    ((128, 256, 256), 2, False, (32, 32, 256), 32),    # the (N, K) B: transB, AdjustBasicBlock re-balances
+    ((512, 600, 640), 2, True, (112, 128, 256), 32),
+    ((4096, 2048, 4096), 4, True, (256, 256, 128), 32),
+])
+def test_per_block_tiling_follows_the_launcher(shape, R, nz, base, used):
+    """SetMaxBaseM(dynMaxBaseM), then GetTilingData(M, n, k, false, !nz) with optimization off and M-tail
+    alignment on; without the cap the NZ tilings would keep baseM = min(M, 256)."""
+    m, n, k = shape
+    t = per_block_tiling(m, n, k, R, ElemFormat.E4M3, ElemFormat.E4M3, nz)
+    assert (t.baseM, t.baseN, t.baseK, t.usedCoreNum) == (*base, used)
+    assert t.m == m and t.n == n and t.k == k
+
+
+# -- rounds: per-round tilings (development.md §5.5-5.7) ---------------------------------------------------------
+def test_round_tilings_t1_full_head_sub_problem_tail_r_rows():
+    E = ElemFormat.E4M3
+    one = make_rs_comm_tiling(2 * 64, 2, None, 48)
+    assert one.commTurn == 1
+    (full,) = rs_round_tilings(one, 128, 48, 256, E, E)
+    assert full == rs_round_tiling(128, 48, 256, E, E)
+    # head 32 + a 16-row tail at R 2: head rounds tile headMSize = 32 rows, the tail R * 16 = 32
+    ct = make_rs_comm_tiling(2 * 48, 2, 32)
+    head, tail = rs_round_tilings(ct, 96, 64, 256, E, E)
+    assert head.m == 32 and tail.m == 2 * 16
+    ct3 = make_rs_comm_tiling(4 * 48, 4, 16)
+    ts = rs_round_tilings(ct3, 192, 64, 256, E, E)
+    assert len(ts) == 3 and all(t.m == 16 for t in ts)   # not R * 16 = 64 (seed 000 §4.6's reading)
+
+
+def test_round_tilings_halve_a_256_base_m_when_128_divides_head_m_size():
+    """§5.6 "baseM 联动": the SWAT baseM 256 of GetTilingData(headMSize = 512, ...) on 4 AICs becomes 128, the
+    other fields kept; headMSize 400 (not a multiple of 128) keeps 256."""
+    E = ElemFormat.E4M3
+    ct = make_rs_comm_tiling(2 * 1024, 2, 512, 512)
+    sub = rs_round_tiling(512, 512, 1024, E, E, aic_num=4)
+    assert sub.baseM == 256
+    ts = rs_round_tilings(ct, 2048, 512, 1024, E, E, aic_num=4)
+    assert [t.baseM for t in ts] == [128, 128]
+    assert all(t.baseN == sub.baseN and t.baseK == sub.baseK and t.stepK == sub.stepK for t in ts)
+    ct400 = make_rs_comm_tiling(2 * 800, 2, 400)
+    assert [t.baseM for t in rs_round_tilings(ct400, 1600, 512, 1024, E, E, aic_num=4)] == [256, 256]
+
+
+@pytest.mark.parametrize(("m", "k", "n", "R", "head", "T", "rows"), [
+    (1024, 4096, 1024, 2, 256, 2, 256),
+    (2048, 4096, 4096, 4, 64, 8, 64),
+])
+def test_issue_shapes_default_rounds_and_their_tilings(m, k, n, R, head, T, rows):
+    E = ElemFormat.E4M3
+    ct = make_rs_comm_tiling(m, R, None, n)
+    assert (ct.headMSize, ct.commTurn, ct.tailCnt) == (head, T, 0)
+    full = rs_round_tiling(m, n, k, E, E)
+    assert rounds_violations(ct, n, R, full.usedCoreNum) == []
+    ts = rs_round_tilings(ct, m, n, k, E, E, aic_num=full.usedCoreNum)
+    assert len(ts) == T and all(t.m == rows and t.n == n and t.k == k for t in ts)
+
+
+def test_issue_shape_without_a_tiling_names_every_binding_rule():
+    ct = make_rs_comm_tiling(4096, 2, None, 2048)
+    (rule, reason), = rounds_violations(ct, 2048, 2, None)
+    assert rule == "RS-11 no rounds tiling (RS-4 T <= 15, RS-6 tileM * N * 2 <= 512 KiB)"
+    assert "tileM <= 512 KiB / (N * 2) = 128 rows" in reason and "T >= ceil(mSeg / 128) = 16" in reason
+
+
+# -- RS-12 and weight_format at the entry (validate runs without MPI) --------------------------------------------
+def _inputs(m, k, n):
+    from mc2emu.ops.quant_matmul_reduce_scatter_golden import gen_qmrs_st_inputs
+
+    return gen_qmrs_st_inputs(m, k, n, 0)
+
+
+@pytest.mark.parametrize(("impl", "n", "ragged", "rules"), [
+    ("rounds", 40, False, ["RS-12 N % 16 == 0"]),
+    ("rounds", 40, True, []),
+    ("rounds", 48, False, []),
+    ("per_block", 40, False, []),     # the shipped host (ParseArgs) has no N rule
+])
+def test_rs12_refuses_a_ragged_n_on_the_rounds_kernel_only(impl, n, ragged, rules):
+    from mc2emu.ops.quant_matmul_reduce_scatter_op import validate
+
+    inp = _inputs(64, 128, n)
+    problem, errs = validate(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], rank=0, rank_size=2, bias=None,
+                             split="m", impl=impl, head_m_size=None, out_dtype="bfloat16", kernel_variant="source",
+                             ragged_n=ragged)
+    assert [rule for rule, _ in errs] == rules
+    assert (problem is None) == bool(rules)
+    if rules:
+        assert "development.md §3.1 #2" in errs[0][1]
+
+
+def test_nz_weight_is_validated_as_the_launchers_buffers():
+    from mc2emu.numerics.nz_format import nd_to_nz
+    from mc2emu.ops.quant_matmul_reduce_scatter_op import validate
+
+    inp = _inputs(64, 256, 72)
+    b_nz = nd_to_nz(np.ascontiguousarray(inp["x2"].T), inp["x2"].dtype)
+    assert b_nz.shape == (3, 16, 16, 32)
+    s_nz = np.ascontiguousarray(inp["x2_scale"].transpose(1, 0, 2))
+    kw = {"rank": 0, "rank_size": 2, "bias": None, "split": "m", "head_m_size": None, "out_dtype": "bfloat16",
+          "kernel_variant": "source", "weight_format": "NZ"}
+    problem, errs = validate(inp["x1"], inp["x1_scale"], b_nz, s_nz, impl="per_block", **kw)
+    assert errs == [] and problem is not None and problem.weight_nz and problem.n == 72
+    _, errs = validate(inp["x1"], inp["x1_scale"], b_nz, s_nz, impl="rounds", **kw)
+    assert errs[0][0] == "QMRS-NZ weight_format NZ: per_block only"
+    _, errs = validate(inp["x1"], inp["x1_scale"], b_nz, inp["x2_scale"], impl="per_block", **kw)
+    assert [rule for rule, _ in errs] == ["x2 shape", "x2_scale shape"]   # N read from a (N, ...) scale: 72 != 256

@@ -1,8 +1,7 @@
 """Tensor API layouts: logical 2-D shapes mapped to strided GM storage, built from layout patterns.
 
-Emulates the GM frame layouts of the Ascend C tensor API (asc-devkit `impl/tensor_api/tensor/layout_pattern.h`,
-`MakeFrameLayout<Pattern, Int<C0>>(row, column)`). Each logical dimension is a tuple of (size, stride) modes,
-innermost first, strides in elements (K16 / N16: k / n rounded up to 16):
+GM frame layouts of the Ascend C tensor API (asc-devkit `impl/tensor_api/tensor/layout_pattern.h`, `MakeFrameLayout`):
+each logical dimension is (size, stride) modes, innermost first, strides in elements (K16 / N16: rounded to 16):
 
     pattern            logical (row, column)      element (r, c) at                 stored as
     NDExtLayoutPtn     A (m, k), B (k, n), C      r * column + c                    row-major
@@ -13,11 +12,12 @@ innermost first, strides in elements (K16 / N16: k / n rounded up to 16):
     ScaleBDNLayoutPtn  scaleB^T (scaleKLen, n)    r + c * row                       (n, ceil(k/64), 2)
     NZLayoutPtn        B (k, n), FRACTAL_NZ       (c//C0)*K16*C0 + r*C0 + c%C0      (ceil(n/C0), K16/16, 16, C0)
     ZNLayoutPtn        B^T (k, n), FRACTAL_NZ     (r//C0)*N16*C0 + c*C0 + r%C0      (ceil(k/C0), N16/16, 16, C0)
+    NZViewLayoutPtn    B (k, n), FRACTAL_NZ view  as NZLayoutPtn, logical (k, n)    (ceil(n/C0), K16/16, 16, C0)
 
-(scaleKLen = ceil(K/64) * SCALE_C0; SPEC §4.) An NZ layout covers the padded matrix as the format cast stores it
-(zero tails): its C0-wide axis, like a scale dimension split into pairs, is sliced only at whole groups, as on
-the device. `IsTrans` / `IsNz` are the source's `IsTrans<Layout>` / `TagToFormat<Layout>`. FP4 storage is
-packed two per byte (element 2i in the low nibble); strides stay in elements, the tensor converts to bytes.
+(scaleKLen = ceil(K/64) * SCALE_C0; SPEC §4.) NZ / ZN cover the padded matrix as the format cast stores it (GMM);
+NZViewLayoutPtn (QMRS per_block's B) covers whole C0 groups of the logical matrix (`span`, `skip` pad columns),
+read whole and cropped. C0-wide axes and scale pairs are sliced only at whole groups, as on the device.
+`IsTrans` / `IsNz` are `IsTrans<Layout>` / `TagToFormat<Layout>`. FP4 is packed two per byte (element 2i low).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from mc2emu.numerics.constants import SCALE_C0
+from mc2emu.numerics.int_math import Align, CeilDiv
+from mc2emu.numerics.nz_format import NZ_FRACTAL_ROWS
 from mc2emu.runtime.hazards import KernelError
 
 Mode = tuple[int, int]  # (size, stride in elements)
-NZ_FRACTAL_ROWS = 16  # rows of an NZ fractal (the 16 of 16 x C0)
 
 
 class LayoutError(KernelError):
@@ -41,6 +42,7 @@ class LayoutPtn:
 
     TRANS = False  # IsTrans<Layout>: the operand is stored transposed (DN)
     NZ = False  # TagToFormat<Layout>::format == CubeFormat::NZ: stored in 16 x C0 fractals
+    PADDED = False  # the storage holds whole C0 column groups (an NZ view): views may cover pad columns
 
 
 class NDExtLayoutPtn(LayoutPtn):
@@ -51,6 +53,14 @@ class DNExtLayoutPtn(LayoutPtn):
     """Column-major DN layout (`DNExtLayoutPtn`): the operand stored transposed."""
 
     TRANS = True
+
+
+class NZViewLayoutPtn(LayoutPtn):
+    """FRACTAL_NZ (`asc::te::nz_layout_ptn`) of a non-transposed B (k, n) seen as the logical (k, n) matrix:
+    C0-wide column groups, each ceil(k/16) fractals of 16 rows x C0 (`mc2emu.numerics.nz_format`)."""
+
+    NZ = True
+    PADDED = True
 
 
 class ScaleANDLayoutPtn(LayoutPtn):
@@ -96,6 +106,11 @@ def IsNz(pattern: type[LayoutPtn]) -> bool:
     return pattern.NZ
 
 
+def IsWeightNz(pattern: type[LayoutPtn]) -> bool:
+    """`IsWeightNz<Layout>::value`: B stored as FRACTAL_NZ (not transposed)."""
+    return pattern.NZ and not pattern.TRANS
+
+
 @dataclass(frozen=True)
 class Layout:
     """A logical (rows, cols) view over strided storage. `modes[d]` lists dimension d's (size, stride)
@@ -104,13 +119,15 @@ class Layout:
     pattern: type[LayoutPtn]
     shape: tuple[int, int]
     modes: tuple[tuple[Mode, ...], tuple[Mode, ...]]
+    span: int = 0   # NZ: dimension-1 elements the modes cover (whole C0 groups); 0 = shape[1]
+    skip: int = 0   # NZ: covered columns before this view's column 0
 
     def __post_init__(self) -> None:
         for d in (0, 1):
             size = 1
             for s, _ in self.modes[d]:
                 size *= s
-            if size != self.shape[d]:
+            if size != (self.span if d == 1 and self.span else self.shape[d]):
                 raise LayoutError(f"{self.pattern.__name__}: modes {self.modes[d]} of dimension {d} hold "
                                   f"{size} elements, shape says {self.shape[d]}")
 
@@ -126,7 +143,7 @@ class Layout:
         """Element offset of logical coordinate `coord` (the layout function)."""
         off = 0
         for d in (0, 1):
-            x = int(coord[d])
+            x = int(coord[d]) + (self.skip if d == 1 else 0)
             for s, st in self.modes[d]:
                 off += (x % s) * st
                 x //= s
@@ -152,6 +169,7 @@ class Layout:
             return sub, o0 * stride0 + o1 * stride1
         new_modes: list[tuple[Mode, ...]] = []
         off = 0
+        span = skip = 0
         for d in (0, 1):
             o, n = int(coord[d]), int(shape[d])
             if o < 0 or n < 0 or o + n > self.shape[d]:
@@ -166,6 +184,14 @@ class Layout:
             inner = 1
             for s, _ in dim[:-1]:
                 inner *= s
+            if d == 1 and self.pattern.PADDED:
+                # whole C0 groups: [skip + o, skip + o + n) of the covered span
+                o += self.skip
+                g0, g1 = o // inner, CeilDiv(o + n, inner)
+                new_modes.append((*dim[:-1], (g1 - g0, outer_stride)))
+                off += g0 * outer_stride
+                span, skip = (g1 - g0) * inner, o - g0 * inner
+                continue
             if o % inner or n % inner:
                 raise LayoutError(f"{self.pattern.__name__}: dimension {d} is stored in groups of {inner} "
                                   f"(SCALE_C0 pairs, NZ C0 blocks); slice start {o} and length {n} must be multiples")
@@ -175,6 +201,8 @@ class Layout:
         object.__setattr__(sub, "pattern", self.pattern)
         object.__setattr__(sub, "shape", (int(shape[0]), int(shape[1])))
         object.__setattr__(sub, "modes", (new_modes[0], new_modes[1]))
+        object.__setattr__(sub, "span", span)
+        object.__setattr__(sub, "skip", skip)
         return sub, off
 
     @cached_property
@@ -239,6 +267,12 @@ def MakeFrameLayout(pattern: type[LayoutPtn], row: int, column: int, c0: int | N
             return Layout(pattern, (k16, c1 * c0), (((k16, c0),), ((c0, 1), (c1, k16 * c0))))
         n16, c1 = -(-column // NZ_FRACTAL_ROWS) * NZ_FRACTAL_ROWS, -(-row // c0)
         return Layout(pattern, (c1 * c0, n16), (((c0, 1), (c1, n16 * c0)), ((n16, c0),)))
+    if pattern is NZViewLayoutPtn:
+        if c0 is None or c0 <= 0:
+            raise LayoutError(f"{pattern.__name__} needs C0 (elements of 32 bytes), got {c0}")
+        groups = CeilDiv(column, c0)
+        return Layout(pattern, (row, column), (((row, c0),), ((c0, 1), (groups, Align(row, NZ_FRACTAL_ROWS) * c0))),
+                      groups * c0, 0)
     raise LayoutError(f"no GM frame layout for pattern {pattern!r}")
 
 

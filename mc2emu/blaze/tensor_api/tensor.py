@@ -132,7 +132,7 @@ class GmTensor:
             return ctx.gm_read(self.ptr.addr, self.ptr.dtype, sshape, bstrides, out=out)
         raw = ctx.gm_read(self.ptr.addr, self.ptr.dtype, sshape, bstrides)
         if perm is not None:
-            raw = raw.transpose(perm).reshape(rows, cols)
+            raw = _logical(raw, perm, self.layout)
         if out is None:
             return raw
         out[...] = raw
@@ -149,7 +149,7 @@ class GmTensor:
             return L1Tensor(self.load(ctx), (addr.alloc.aid, addr.offset), stamp)
         sshape, bstrides, perm = self._geometry()
         raw = ctx.device.decode_cache.read(ctx, addr, self.ptr.dtype, sshape, bstrides, stamp)
-        return L1Tensor(raw if perm is None else raw.transpose(perm).reshape(rows, cols),
+        return L1Tensor(raw if perm is None else _logical(raw, perm, self.layout),
                         (addr.alloc.aid, addr.offset), stamp)
 
     def store(self, ctx: CoreContext, value: np.ndarray) -> None:
@@ -163,6 +163,8 @@ class GmTensor:
             raise LayoutError(f"store of {value.dtype} into a {self.ptr.dtype} tensor (cast first)")
         if rows == 0 or cols == 0:
             return
+        if self.layout.span:
+            raise LayoutError(f"store into the NZ view {self.name}{(rows, cols)}: an NZ operand is only read")
         sshape, bstrides, perm = self._geometry()
         if perm is None:
             ctx.gm_write(self.ptr.addr, value, bstrides)
@@ -199,6 +201,14 @@ class L1Tensor:
         (r, c), (n, m) = coord, shape
         stamp = None if self.stamp is None else (self.stamp, r, c, n, m)
         return L1Tensor(self.data[r:r + n, c:c + m], self.where, stamp)
+
+
+def _logical(raw: np.ndarray, perm: tuple[int, ...], layout: Layout) -> np.ndarray:
+    """A storage-ordered read as the logical (rows, cols) array; an NZ view drops its pad columns."""
+    rows, cols = layout.shape
+    if not layout.span:
+        return raw.transpose(perm).reshape(rows, cols)
+    return raw.transpose(perm).reshape(rows, layout.span)[:, layout.skip:layout.skip + cols]
 
 
 def _geometry_of(layout: Layout, dtype: np.dtype, name: str) -> tuple[tuple[int, ...], tuple[int, ...],

@@ -12,7 +12,7 @@ the last R AIVs communicate, three reduce) or "per_block" (the shipped kernel, b
 its `final_wait` fix so that a plain run is clean). The mode field is `kernel`, not `impl`: the CLI's
 `--impl` option is typed to the all-to-all's udma | hcomm. Hazard showcase (`--hazards`): the shipped
 kernel as published (UNCONSUMED_FLAG: flag 9), its acc * 0 with stale NaN in UB (MUL_ZERO_KEEPS_NAN), the
-rounds kernel's templated wait (READ_BEFORE_WAIT) and rounded tail copy (TAIL_COPY_OVERRUN).
+rounds kernel's templated wait (READ_BEFORE_WAIT) and rounded tail copy (TAIL_COPY_OVERRUN, at a ragged N).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     MAX_RANK_ROUNDS,
     MAX_RANKS,
     MAX_ROUNDS,
+    N_ALIGN,
     ROW_ALIGN,
     make_rs_comm_tiling,
     max_rounds,
@@ -56,13 +57,16 @@ from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
 class QmrsMode(OperatorMode):
     """kernel (rounds | per_block), its variant (the source, a fix or a reproduced hazard) and the rounds
     kernel's head_m (headMSize rows per round, so T = ceil(m / head_m) rounds; None: HEAD_M_SIZE when it
-    divides m, else the host's choice; set only by the `--predict` sweep)."""
+    divides m, else the host's choice; set only by the `--predict` sweep); ragged_n: run at a ragged N
+    (`ragged_n_of`) past the design spec's N % 16 (RS-12), the rounded tail copy's showcase."""
 
-    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"kernel": QmrsImpl, "variant": str, "head_m": int}
+    CONVERT: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"kernel": QmrsImpl, "variant": str, "head_m": int,
+                                                              "ragged_n": bool}
 
     kernel: QmrsImpl = QmrsImpl.ROUNDS
     variant: str = "source"
     head_m: int | None = None
+    ragged_n: bool = False
 
     def label_parts(self) -> list[str]:
         parts = [self.kernel.value]
@@ -70,19 +74,24 @@ class QmrsMode(OperatorMode):
             parts.append(self.variant)
         if self.head_m is not None:
             parts.append(f"head{self.head_m}")
+        if self.ragged_n:
+            parts.append("ragged_n")
         return parts
 
 
-# Rounds of 16 rows (T = m / 16) and three reduce cores: with N = 40 (80-byte rows) a 16-row round splits
-# 6 / 5 / 5, and 5 rows are 400 bytes, not whole 32-byte blocks (the tail-copy showcase).
+# Rounds of 16 rows (T = m / 16) and three reduce cores; N % 16 == 0 (the design spec's host check #2, RS-12).
+# The tail-copy showcase runs at N - 8 = 40 (80-byte rows, `ragged_n_of`): a 16-row round splits 6 / 5 / 5,
+# and 5 rows are 400 bytes, not whole 32-byte blocks.
 HEAD_M_SIZE = 16
 REDUCE_CORES = 3
-DEFAULT_SHAPE = Shape(m=48, k=256, n=40)
-QUICK_SHAPE = Shape(m=32, k=128, n=40)
+DEFAULT_SHAPE = Shape(m=48, k=256, n=48)
+QUICK_SHAPE = Shape(m=32, k=128, n=48)
+RAGGED_N_STEP = 8
 
 MODES = (QmrsMode(QmrsImpl.ROUNDS), QmrsMode(QmrsImpl.PER_BLOCK, "final_wait"))
 HAZARD_MODES = (QmrsMode(QmrsImpl.PER_BLOCK), QmrsMode(QmrsImpl.PER_BLOCK, "ub_stale_nan"),
-                QmrsMode(QmrsImpl.ROUNDS, "templated_wait"), QmrsMode(QmrsImpl.ROUNDS, "tail_copy_rounded"))
+                QmrsMode(QmrsImpl.ROUNDS, "templated_wait"),
+                QmrsMode(QmrsImpl.ROUNDS, "tail_copy_rounded", ragged_n=True))
 RULES = (
     ModeRule({"kernel": QmrsImpl.PER_BLOCK, "variant": "source"}, Expect(hazards=frozenset({Hazard.UNCONSUMED_FLAG})),
              "the single-batch path returns before the final CrossCoreWaitFlag(9): one round per AIC"),
@@ -98,8 +107,20 @@ RULES = (
 )
 
 
+def ragged_n_of(n: int) -> int:
+    """The ragged N a `ragged_n` mode runs at: N itself when N % 16 != 0, else N - 8 (rows of 16 B past whole
+    32-byte blocks)."""
+    return n if n % ROW_ALIGN or n <= RAGGED_N_STEP else n - RAGGED_N_STEP
+
+
+def _n(case: Case) -> int:
+    mode = case.mode
+    assert isinstance(mode, QmrsMode)
+    return ragged_n_of(case.shape.n) if mode.ragged_n else case.shape.n
+
+
 def make_inputs(case: Case, rank: int, size: int) -> Arrays:
-    return gen_qmrs_st_inputs(size * case.shape.m, case.shape.k, case.shape.n, rank, seed_base=case.seed)
+    return gen_qmrs_st_inputs(size * case.shape.m, case.shape.k, _n(case), rank, seed_base=case.seed)
 
 
 def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
@@ -118,7 +139,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
         rounds_head_m(case.shape.m, ctx.size) if rounds else None,
         block_dim=ctx.block_dim if ctx.block_dim is not None else default_dim, check=ctx.check,
         timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
-        kernel_variant=mode.variant)
+        kernel_variant=mode.variant, ragged_n=mode.ragged_n)
 
 
 def rounds_head_m(m: int, size: int) -> int | None:
@@ -144,6 +165,8 @@ def validate(case: Case, size: int) -> list[str]:
         out.append(f"QMRS-2/QMRS-3 K % 32 == 0 and ceil(K/64) even: --k {k}")
     mode = case.mode
     assert isinstance(mode, QmrsMode)
+    if mode.kernel is QmrsImpl.ROUNDS and not mode.ragged_n and case.shape.n % N_ALIGN:
+        out.append(f"RS-12 N % 16 == 0 (rounds kernel, development.md §3.1 #2): --n {case.shape.n}")
     if mode.kernel is QmrsImpl.ROUNDS and size > MAX_RANK_ROUNDS:   # one round already breaks R * T <= 32
         out.append(f"RS-5 R * T <= {MAX_RANK_ROUNDS} (rounds kernel): {size} ranks")
     if size > MAX_RANKS:

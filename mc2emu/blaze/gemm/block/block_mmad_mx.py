@@ -40,7 +40,7 @@ from mc2emu.blaze.gemm.common_utils import (
 )
 from mc2emu.blaze.gemm.dispatch_policy import A_FULL_LOAD_MODE, NONE_FULL_LOAD_MODE, MatmulWithScaleMx
 from mc2emu.blaze.gemm.tile.tile_mmad_mx import b_row_major_same, dequant_l1
-from mc2emu.blaze.tensor_api.layout import IsTrans, LayoutPtn, NDExtLayoutPtn
+from mc2emu.blaze.tensor_api.layout import IsTrans, IsWeightNz, LayoutPtn, NDExtLayoutPtn
 from mc2emu.blaze.tensor_api.tensor import GmTensor, L1Tensor
 from mc2emu.numerics import ElemFormat, OutDtype, fixpipe_cast
 from mc2emu.numerics.constants import (
@@ -126,7 +126,9 @@ class BlockMmadMxType:
             raise ConstraintError("AType/BType", f"MX BlockMmad needs both operands FP8 or both FP4 (C0_SIZE and "
                                   f"the L1 sizes follow AType), got {self.AType.value} x {self.BType.value}")
 
-    WEIGHT_NZ = False  # NZ weights are not emulated
+    @property
+    def WEIGHT_NZ(self) -> bool:
+        return IsWeightNz(self.LayoutB)
 
     @property
     def TRANS_A(self) -> bool:
@@ -136,7 +138,9 @@ class BlockMmadMxType:
     def TRANS_B(self) -> bool:
         return IsTrans(self.LayoutB)
 
-    weightNz = WEIGHT_NZ
+    @property
+    def weightNz(self) -> bool:
+        return self.WEIGHT_NZ
 
     @property
     def transA(self) -> bool:
