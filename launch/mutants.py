@@ -478,7 +478,7 @@ MUTANTS: list[Mutant] = [
            mpi=("tests/check/test_cross_launch_qmrs_mpi.py::test_per_block_twice_names_the_source_hazards_between_launches",)),
     Mutant("HB stream mode: no stream order between a rank's launches", "mc2emu/check/happens_before.py",
            "            _stream_order(everyone, preds)", "            pass",
-           serial=("tests/cli/test_repeat_cli.py::test_repeat_correct_loops_report_nothing",)),
+           mpi=("tests/check/test_stream_happens_before_mpi.py",)),
     Mutant("HB stream mode: a signal wait takes every launch's posts (a cycle through stream order)",
            "mc2emu/check/happens_before.py",
            "posted_here = [n for n in posted_here if _launch_key(n[1]) == _launch_key(core)]",
