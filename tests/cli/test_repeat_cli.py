@@ -126,3 +126,19 @@ def test_repeat_per_block_names_the_source_cross_launch_hazards():
     assert "LOST_SIGNAL" in line and "WRITE_AFTER_READ_ACROSS_LAUNCH" in line, line
     assert "READ_OVERWRITTEN" not in line and "READ_BEFORE_WAIT" not in line, line
     assert "rounds" in proc.stdout and "1 pass, 1 hazard" in proc.stdout
+
+
+def test_layers_with_checks_name_the_shared_window_race_and_pass_apart():
+    """TP MLP on one Communicator with checks on: at the default window offsets the rounds reduce-scatter puts
+    its round 0 (before any CrossDevice) into the bytes a peer's all-gather of the same layer may still read:
+    WRITE_AFTER_READ_ACROSS_LAUNCH, named even on a timing where the numbers come out right; with the rounds
+    window moved past the all-gather's, the same loop is clean. MoE (no window in the grouped matmul) is clean."""
+    shared = run_cli(2, "--scenario", "layers", "--layers", 2, "--seeds", 1)
+    assert "tp_mlp: 1 seed(s)" in shared.stdout, shared.stdout + shared.stderr
+    tp = next(ln for ln in shared.stdout.splitlines() if ln.startswith("tp_mlp: "))
+    assert "WRITE_AFTER_READ_ACROSS_LAUNCH" in tp, tp
+    moe = next(ln for ln in shared.stdout.splitlines() if ln.startswith("moe: "))
+    assert moe.endswith("hazards across the loop: none"), moe
+    apart = run_cli(2, "--scenario", "layers", "--layers", 2, "--seeds", 1, "--window-offset", "qmrs_data=2097152")
+    assert apart.returncode == 0, apart.stdout + apart.stderr
+    assert apart.stdout.count("hazards across the loop: none") == 2, apart.stdout
