@@ -4,7 +4,8 @@ The curated gate (`launch/mutants.py`) covers behaviours across layers; this run
 generate every operator / constant / call mutant of `mc2emu/numerics` and `mc2emu/tiling` and runs their
 unit tests (tests/numerics, tests/tiling, the tiling tests of tests/apace and tests/blaze) against each,
 mutmut choosing per mutant the tests that execute the mutated function. Prints killed / survived /
-timeout / no-tests counts and the score killed / (all - skipped).
+timeout / no-tests counts and the score killed / (all - skipped). A survivor gets a test that kills it or
+a row in docs/mutation.md's list of equivalent mutants (with the reason); `--keep DIR` then `mutmut show`.
 
     pip install mutmut                    # the `dev` extra of pyproject.toml
     python launch/mutmut_pure.py          # the whole pure layer (~6500 mutants: hours on 2 cores)

@@ -33,7 +33,7 @@ def test_block_amax_bits_takes_the_last_axis_and_clears_the_sign():
 
 
 def test_block_amax_bits_refuses_non_float32():
-    with pytest.raises(MxTypeError, match="^x_blocks must be float32, got float64$"):
+    with pytest.raises(MxTypeError, match=r"^x_blocks must be float32, got float64$"):
         block_amax_bits(np.ones((1, 4)))
 
 
@@ -52,7 +52,9 @@ def test_shared_scale_codes_every_float32_exponent(fmt):
     # every biased exponent 0..255 with the smallest, a middle and the largest mantissa
     bits = np.array([(b << 23) | m for b in range(256) for m in (0, 1, 0x400000, 0x7FFFFF)], dtype=np.uint32)
     want = [_ref_code(float(v), EMAX[fmt]) for v in bits.view(np.float32)]
-    assert shared_scale_codes(bits, fmt).tolist() == want
+    got = shared_scale_codes(bits, fmt)
+    assert got.dtype == np.uint8
+    assert got.tolist() == want
     assert shared_scale_codes(bits, fmt.value).tolist() == want
 
 
@@ -83,7 +85,7 @@ def test_inverse_and_decoded_scales_of_every_code():
 
 @pytest.mark.parametrize("fn", [inverse_scales, decode_scales])
 def test_scale_functions_name_their_parameter(fn):
-    with pytest.raises(MxTypeError, match="^scale_codes must be uint8 element codes"):
+    with pytest.raises(MxTypeError, match=r"^scale_codes must be uint8 element codes"):
         fn(np.ones(2, np.float32))
 
 
@@ -92,7 +94,7 @@ def test_scale_codes_to_e8m0():
     e8 = scale_codes_to_e8m0(codes)
     assert e8.dtype == ml_dtypes.float8_e8m0fnu
     assert e8.view(np.uint8).tolist() == [0, 127, 254, 255]
-    with pytest.raises(MxTypeError, match="^codes must be uint8 element codes"):
+    with pytest.raises(MxTypeError, match=r"^codes must be uint8 element codes"):
         scale_codes_to_e8m0(np.ones(2, np.int16))
 
 

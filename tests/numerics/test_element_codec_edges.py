@@ -22,10 +22,10 @@ def test_as_codes_passes_uint8_and_views_one_byte_ml_dtypes():
 
 @pytest.mark.parametrize("arr", [np.zeros(2, np.int8), np.zeros(2, ml_dtypes.bfloat16), np.zeros(2, np.float32)])
 def test_as_codes_refuses_other_dtypes_naming_the_parameter(arr):
-    with pytest.raises(MxTypeError, match=f"^codes must be uint8 element codes or a 1-byte ml_dtypes array, "
-                                          f"got {arr.dtype}$"):
+    with pytest.raises(MxTypeError, match=rf"^codes must be uint8 element codes or a 1-byte ml_dtypes array, "
+                                          rf"got {arr.dtype}$"):
         as_codes(arr)
-    with pytest.raises(MxTypeError, match="^w_scale must be uint8"):
+    with pytest.raises(MxTypeError, match=r"^w_scale must be uint8"):
         as_codes(arr, "w_scale")
 
 
@@ -43,7 +43,7 @@ def test_as_float32_names_its_parameter():
     with pytest.raises(MxTypeError, match=r"^x must have dtype float32, bfloat16 or float16 \(exact in float32, "
                                           r"so quantization cannot double-round\), got float64$"):
         as_float32(np.ones(2))
-    with pytest.raises(MxTypeError, match="^w must have dtype"):
+    with pytest.raises(MxTypeError, match=r"^w must have dtype"):
         as_float32(np.ones(2, np.int32), "w")
 
 

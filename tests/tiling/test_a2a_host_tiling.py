@@ -1,6 +1,8 @@
 """all_to_all_quant_matmul host tiling: each constraint on both sides of its edge, the exact reasons, and
 `a2a_tiling` end to end (launch raise to R blocks, the source launch, hcomm, an explicit head tile)."""
 
+import dataclasses
+
 import pytest
 
 from mc2emu.apace.comm_policy import WaitOrder
@@ -218,3 +220,23 @@ def test_a2a_tiling_refuses_with_the_first_rule():
     # hcomm counts HCCL repeats: 17 rounds pass with the in-order wait
     t = tile(ori_m=17 * 8, ka=128, n=128, head_tile_size=8, aiv_served=False, wait_order=WaitOrder.IN_ORDER)
     assert t.comm.commTurn == 17
+
+
+@pytest.mark.parametrize("elem, b_elem", [(ElemFormat.E2M1, ElemFormat.E4M3), (ElemFormat.E4M3, ElemFormat.E2M1)])
+def test_a2a_tiling_passes_both_element_formats(elem, b_elem):
+    t = tile(ori_m=256, ka=4096, n=512, elem=elem, b_elem=b_elem)
+    assert t.mm == swat(256, 512, 4096, elem=elem, b_elem=b_elem)
+    assert t.mm.baseK == (1024 if elem.is_fp4 else 512)   # an FP4 A doubles the K step
+    assert t.mm != swat(256, 512, 4096, elem=b_elem, b_elem=elem)
+
+
+def test_a2a_tiling_takes_the_cores_from_the_platform():
+    small = dataclasses.replace(DAV_3510, name="small", aic_count=8, aiv_count=16)
+    t = a2a_tiling(small, ori_m=64, ka=128, n=128, rank_size=2, elem=E4, b_elem=E4, aiv_served=True,
+                   wait_order=WaitOrder.MASK, block_dim=None, head_tile_size=None)
+    assert (t.mm.usedCoreNum, t.usedCoreNum, t.note) == (8, 8, "")
+    assert t.comm.splitAxisTileSize == st_head_tile_size(8, 128, t.mm.baseM, t.mm.baseN)
+    raised = a2a_tiling(small, ori_m=64, ka=128, n=128, rank_size=12, elem=E4, b_elem=E4, aiv_served=True,
+                        wait_order=WaitOrder.MASK, block_dim=None, head_tile_size=None)
+    assert raised.usedCoreNum == 12
+    assert raised.note.startswith("launched 12 blocks where the tiling's usedCoreNum is 8:")
