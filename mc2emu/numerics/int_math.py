@@ -24,7 +24,7 @@ def CeilDiv(a: int, b: int) -> int:
 
 
 def Align(a: int, b: int) -> int:
-    """`Align`: a rounded up to a multiple of b (a when b == 0)."""
+    """`Align`: a rounded up to a multiple of b (0 when b == 0: the source's CeilDiv(a, b) * b)."""
     return CeilDiv(a, b) * b
 
 
