@@ -31,6 +31,7 @@ from mpi4py import MPI
 from mc2emu.arch.platform import CoreType
 from mc2emu.comm.hccl_session import HcclSession, tag
 from mc2emu.comm.hccl_task import HCCL_MAX_HANDLE_ID, HcclReduceOp, HcclServerType, HcclTask
+from mc2emu.numerics.payload import Payload, is_payload
 from mc2emu.runtime.comm_events import HcclExecuted, Put
 from mc2emu.runtime.gm import MemRole
 from mc2emu.runtime.hazards import ConstraintError, Hazard
@@ -221,10 +222,11 @@ class HcclServer:
             j = (me + k) % ranks               # peers first, the own block last
             src = task.send + rep + (j * task.block_pitch if task.op.per_peer_blocks else 0)
             if nbytes:
-                data = (gm.read(src, np.uint8, (nbytes,), core=SERVER_CORE) if check
+                data = (gm.read(src, np.uint8, (nbytes,), core=SERVER_CORE) if check or not src.alloc.materialized
                         else gm.view(src, np.uint8, (nbytes,)))
-                dst_win.win.Put(data, j, dst_off)
-                dst_win.win.Flush(j)
+                if dst_win.materialized and not is_payload(data):   # protocol-only: no bytes to move
+                    dst_win.win.Put(data, j, dst_off)
+                    dst_win.win.Flush(j)
             if self.device.events.active:
                 self.device.events.emit(Put, SERVER_CORE, window=dst_win.name, offset=dst_off, nbytes=nbytes,
                                         src_rank=me, pe=j, op_seq=0, handle=h, repeat=r, session=s.number)
@@ -254,8 +256,10 @@ class HcclServer:
         nbytes = task.block_bytes
         acc_dtype = _REDUCE_INT if task.dtype.kind in "iub" else _REDUCE_FLOAT
         acc: np.ndarray | None = None
+        if not self.device.data:   # protocol-only: the blocks were not moved, the sum is payload
+            acc = Payload((nbytes // task.dtype.itemsize,), acc_dtype)  # type: ignore[assignment]
         staging, reduce_op = cast(int, task.staging), cast(HcclReduceOp, task.reduce_op)  # set for reducing ops
-        for src in range(self.ranks):
+        for src in range(self.ranks if acc is None else 0):
             start = staging + (r * self.ranks + src) * nbytes
             block = self.window.mem[start: start + nbytes].view(task.dtype).astype(acc_dtype)
             acc = block if acc is None else reduce_op.combine(acc, block)

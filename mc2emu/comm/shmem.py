@@ -17,7 +17,8 @@ is MPI_WIN_UNIFIED, in one passive-target epoch, `Lock_all(MODE_NOCHECK)`, for i
 - `barrier_all`: `Flush_all`, an `Ibarrier` on a communicator of its own (through the wait primitive), then
   `Win_sync` on every window. Remote waits re-test with bounded backoff (`poll=True`).
 Check mode: every operation emits an event (src_rank, pe, window, offset, nbytes, seq) for the
-happens-before checker.
+happens-before checker. A protocol-only run (`data=False`): a put into a window without bytes, or of payload
+bytes, moves nothing and emits the same events; payload bytes into a window that holds bytes are refused.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from mpi4py import MPI
 
 from mc2emu.comm.errors import WindowError
 from mc2emu.comm.window import SIGNAL_BYTES
+from mc2emu.numerics.payload import Payload, is_payload, refuse
 from mc2emu.runtime.comm_events import BarrierAll, Get, Put, Quiet, SignalPost, SignalWait
 from mc2emu.runtime.events import FaultFired
 from mc2emu.runtime.faults import FaultHook
@@ -112,6 +114,25 @@ def _row_type(count: int, rowBytes: int, stride: int) -> Any:
     return dt
 
 
+def _origin(data: np.ndarray) -> np.ndarray:
+    """The bytes of a core-local buffer as uint8 (a Payload of the same byte shape when it holds payload)."""
+    if is_payload(data):
+        shape = tuple(data.shape)
+        return Payload((*shape[:-1], shape[-1] * data.dtype.itemsize) if shape else (data.dtype.itemsize,),
+                       np.uint8)  # type: ignore[return-value]
+    return np.ascontiguousarray(data).view(np.uint8)
+
+
+def _moves_bytes(window: Window, origin: np.ndarray) -> bool:
+    """Whether a put of `origin` into `window` moves bytes: not into a window without bytes (protocol-only);
+    payload bytes into a window that holds bytes (CONTROL) are refused."""
+    if not window.materialized:
+        return False
+    if is_payload(origin):
+        raise refuse(f"bytes put into window '{window.name}', which holds control bytes")
+    return True
+
+
 class Shmem:
     """The SHMEM-like interface of one rank, bound to its `CommWorld`."""
 
@@ -151,12 +172,12 @@ class Shmem:
         event), else a bounds-checked zero-copy slice (`GlobalMemory.view` costs ~10 us per call here,
         as much as the put itself)."""
         device = self.device
-        if device.check or device.events.active:
-            return device.gm.read(src, np.uint8, (nbytes,), core=ctx.label)
         alloc, off = src.alloc, src.offset
-        if off < 0 or off + nbytes > alloc.buf.shape[0]:
+        if device.check or device.events.active or alloc.buf is None:
+            return device.gm.read(src, np.uint8, (nbytes,), core=ctx.label)
+        if off < 0 or off + nbytes > alloc.nbytes:
             raise GmError(f"rank {self.rank}: put source bytes [{off}, {off + nbytes}) are outside GM allocation "
-                          f"'{alloc.name}' of {alloc.buf.shape[0]} bytes")
+                          f"'{alloc.name}' of {alloc.nbytes} bytes")
         return alloc.buf[off: off + nbytes]
 
     @staticmethod
@@ -208,12 +229,12 @@ class Shmem:
         UBMEM path, where an AIV's MTE3 copy writes a peer's window straight from UB. Completion as
         `put_nbi` (at the latest after `quiet`)."""
         self._check_pe(pe)
-        origin = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        origin = _origin(data).reshape(-1)
         nbytes = int(origin.size)
         window, off = self.world.window_of(dst, nbytes, "put destination")
         ctx.checkpoint("put")
         t0 = time.perf_counter_ns()
-        if nbytes:
+        if nbytes and _moves_bytes(window, origin):
             window.win.Put(origin, pe, off)
             window.win.Flush(pe)     # `origin` stays alive until the put completes (MPI-4.1 §12.3)
         if self.device.events.active:
@@ -227,7 +248,7 @@ class Shmem:
         one MPI put with a vector target type. The same bytes, completion and events as a `put_local_nbi` per
         row (one PUT event per row, so every put's byte range stays exact); one checkpoint for the copy."""
         self._check_pe(pe)
-        origin = np.ascontiguousarray(rows).view(np.uint8)
+        origin = _origin(rows)
         count, rowBytes = (int(n) for n in origin.shape)
         stride = int(stride)
         if count <= 1 or stride == rowBytes:
@@ -238,7 +259,7 @@ class Shmem:
         window, off = self.world.window_of(dst, (count - 1) * stride + rowBytes, "put destination")
         ctx.checkpoint("put")
         t0 = time.perf_counter_ns()
-        if rowBytes:
+        if rowBytes and _moves_bytes(window, origin):
             window.win.Put(origin.reshape(-1), pe, (off, 1, _row_type(count, rowBytes, stride)))
             window.win.Flush(pe)     # `origin` stays alive until the put completes (MPI-4.1 §12.3)
         if self.device.events.active:
@@ -251,6 +272,8 @@ class Shmem:
         if nbytes:
             win = window.win
             origin = self._source(ctx, src, nbytes)
+            if not _moves_bytes(window, origin):
+                return
             win.Put(origin, pe, off)
             # `origin` must stay alive until the put completes (MPI-4.1 §12.3: the origin buffer may be
             # read until the operation completes at the origin); a temporary freed right after `Put`
@@ -263,7 +286,9 @@ class Shmem:
         nbytes = int(nbytes)
         window, off = self.world.window_of(src, nbytes, "get source")
         ctx.checkpoint("put")
-        if nbytes:
+        if nbytes and not window.materialized:
+            self.device.gm.write(dst, Payload((nbytes,), np.uint8), core=ctx.label)   # protocol-only: no bytes
+        elif nbytes:
             tmp = np.empty(nbytes, dtype=np.uint8)
             window.win.Get(tmp, pe, off)
             window.win.Flush(pe)

@@ -31,6 +31,7 @@ from mc2emu.comm.shmem import Cmp, Shmem, SignalOp
 from mc2emu.comm.team_barrier import TeamBarrier
 from mc2emu.comm.world import CommWorld
 from mc2emu.runtime.device import KernelType
+from mc2emu.runtime.gm import MemRole
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -88,7 +89,7 @@ def _run(world: CommWorld) -> TransportCheck:
     shmem = Shmem(world)
     dev, R, me = world.device, world.size, world.rank
     chunk = TILES * TILE_BYTES
-    win = world.window(R * chunk + R * TILES * 8 + R * 8, "transport_check")
+    win = world.window(R * chunk + R * TILES * 8 + R * 8, "transport_check", MemRole.CONTROL)
     sigs = win.addr(R * chunk)
     busy_sig = win.addr(R * chunk + R * TILES * 8)
     send = dev.gm.alloc(R * chunk, "transport_send", data=sent_bytes(me, R * chunk))

@@ -53,15 +53,17 @@ class Window:
     """One symmetric window of one rank. Created by `CommWorld.window(nbytes, name)` (collective)."""
 
     def __init__(self, name: str, win: MPI.Win, mem: np.ndarray, base: GmAddr | None, rank: int,
-                 size: int) -> None:
+                 size: int, nbytes: int | None = None) -> None:
         self.name = name
         self.win = win
         self.mem = mem                      # uint8 view of the whole window
         self.base = base                    # the window as a GM allocation (None: not adopted)
         self.rank = rank
         self.size = size
-        self.nbytes = int(mem.shape[0])
-        usable = self.nbytes - self.nbytes % SIGNAL_BYTES
+        self.nbytes = int(mem.shape[0]) if nbytes is None else int(nbytes)
+        # False: a PAYLOAD window of a protocol-only run (`mem` is one word; puts into it move no bytes)
+        self.materialized = base is None or base.alloc.buf is not None
+        usable = mem.shape[0] - mem.shape[0] % SIGNAL_BYTES
         self.u64 = mem[:usable].view(np.uint64)
         self._carved = 0
         self.freed = False
@@ -107,8 +109,9 @@ class Window:
         then read as POISON_BYTE, NaN in every float format, and the happens-before checker reports the
         read (READ_UNWRITTEN, with the byte range). Call on every rank before any peer may put into it
         (e.g. before the host barrier that precedes the launch)."""
-        self.mem[:] = POISON_BYTE
-        self.win.Sync()
+        if self.materialized:
+            self.mem[:] = POISON_BYTE
+            self.win.Sync()
         if self.base is not None:
             self.base.alloc.poisoned = True
 
@@ -123,6 +126,7 @@ class Window:
         self.win.Unlock_all()
         if self.base is not None:
             self.base.alloc.buf = np.zeros(0, dtype=np.uint8)
+            self.base.alloc.size = -1
             if self.base.alloc.written is not None:
                 self.base.alloc.written = np.zeros(0, dtype=bool)
         self.u64 = np.zeros(0, dtype=np.uint64)

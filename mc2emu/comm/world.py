@@ -31,7 +31,7 @@ from mpi4py import MPI
 from mc2emu.comm.errors import CommClosedError, HostBarrierFailed, SymmetryError, WindowError
 from mc2emu.comm.progress_engine import PROGRESS_INTERVAL_S, MpiProgress
 from mc2emu.comm.progress_probe import PROBE_REUSE_S, PROGRESS_WINDOW_BYTES, GlobalProgressProbe
-from mc2emu.comm.window import Window
+from mc2emu.comm.window import SIGNAL_BYTES, Window
 from mc2emu.runtime.gm import MemRole
 from mc2emu.runtime.hazards import ConstraintError
 from mc2emu.runtime.waiting import Doorbell
@@ -122,7 +122,10 @@ class CommWorld:
         if any(s != shapes[0] for s in shapes):
             raise SymmetryError(f"windows must be created with the same name and size in the same order on "
                                 f"every rank; got {shapes}")
-        win = MPI.Win.Allocate(nbytes, 1, comm=cast(MPI.Intracomm, self.comm))
+        # A protocol-only run (`Device.data` False) keeps no payload bytes: the MPI window of a PAYLOAD window is
+        # one signal word (nothing is put into it), its GM allocation has the full size and no bytes.
+        bare = adopt and role is MemRole.PAYLOAD and not self.device.data
+        win = MPI.Win.Allocate(SIGNAL_BYTES if bare else nbytes, 1, comm=cast(MPI.Intracomm, self.comm))
         if win.Get_attr(MPI.WIN_MODEL) != MPI.WIN_UNIFIED:
             win.Free()
             raise ConstraintError("MPI window memory model", f"window '{name}' reports MPI_WIN_SEPARATE: the "
@@ -132,9 +135,9 @@ class CommWorld:
         mem = np.frombuffer(win.tomemory(), dtype=np.uint8)  # type: ignore[call-overload]  # mpi4py buffer
         mem[:] = 0
         win.Sync()
-        base = self.device.gm.adopt(mem, f"win:{name}", kind="window", written=True,
-                                    role=role) if adopt else None
-        window = Window(name, win, mem, base, self.rank, self.size)
+        base = self.device.gm.adopt(None if bare else mem, f"win:{name}", kind="window", written=True,
+                                    role=role, nbytes=nbytes) if adopt else None
+        window = Window(name, win, mem, base, self.rank, self.size, nbytes=nbytes)
         self.windows.append(window)
         if base is not None:
             self._by_alloc[base.alloc.aid] = window

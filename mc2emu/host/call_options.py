@@ -9,6 +9,8 @@ Every operator in `mc2emu.ops` takes, keyword-only, with these defaults and this
     observers=()     EventBus observers for the call (trace, recorders)
     faults=None      a `FaultPlan` injecting one named fault
     comm=None        (collective operators only) the MPI communicator, None: MPI.COMM_WORLD
+    data=True        False: a protocol-only run: the full control flow, events and checks, no payload bytes
+                     (inputs may be `Payload`s; the output is a `Payload`; docs/architecture.md)
 
 `call_options(...)` turns them into one `CallOptions`, the value `LaunchHarness` takes. Each operator also
 takes `return_stats=False`: True returns `(output, stats)`, its frozen launch statistics beside the output
@@ -45,11 +47,12 @@ class CallOptions:
     observers: tuple[Observer, ...] = ()
     faults: FaultPlan | None = None
     comm: Any = None
+    data: bool = True
 
 
 def call_options(*, check: bool = True, timeout: float | None = None, perturb: PerturbPolicy | None = None,
                  observers: Iterable[Observer] = (), faults: FaultPlan | None = None,
-                 comm: Any = None) -> CallOptions:
+                 comm: Any = None, data: bool = True) -> CallOptions:
     """The `CallOptions` of an operator's common keywords (`comm`: the resolved communicator of a collective
     call). A timeout that is not a positive number and an observer that is not callable are refused."""
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
@@ -58,7 +61,9 @@ def call_options(*, check: bool = True, timeout: float | None = None, perturb: P
     bad = [o for o in obs if not callable(o)]
     if bad:
         raise ConstraintError("observers", f"observers must be callables taking an Event, got {bad[0]!r}")
-    return CallOptions(bool(check), timeout, perturb, obs, faults, comm)
+    if not isinstance(data, bool):
+        raise ConstraintError("data", f"data must be True (full run) or False (protocol-only), got {data!r}")
+    return CallOptions(bool(check), timeout, perturb, obs, faults, comm, data)
 
 
 def call_result(output: np.ndarray, stats: S, hazards: list[HazardReport], opts: CallOptions,

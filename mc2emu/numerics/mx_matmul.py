@@ -26,6 +26,7 @@ from mc2emu.numerics.element_codec import decode_elements
 from mc2emu.numerics.errors import MxTypeError, MxValueError
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.numerics.fp4 import packed_len, packed_pair_lut
+from mc2emu.numerics.payload import Payload
 
 __all__ = [
     "OutDtype",
@@ -177,7 +178,7 @@ def fixpipe_cast(acc_f32: np.ndarray, out_dtype: OutDtype | str | np.dtype) -> n
     Overflow follows IEEE round-to-nearest (values past max + half an ULP become +-Inf) like the CANN
     golden's numpy cast; whether the hardware fixpipe saturates instead is an assumption left open.
     """
-    acc = np.asarray(acc_f32)
+    acc = acc_f32 if isinstance(acc_f32, Payload) else np.asarray(acc_f32)   # Payload: a protocol-only run
     if acc.dtype != np.float32:
         raise MxTypeError(f"acc_f32 must be float32 (the L0C accumulator), got {acc.dtype}")
     out = OutDtype.parse(out_dtype)

@@ -110,6 +110,7 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             kernel_variant: str | AgKernelVariant = ..., check: bool = ...,
                             timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                             observers: Iterable[Observer] = ..., faults: FaultPlan | None = ..., comm: Any = ...,
+                            data: bool = ...,
                             return_stats: Literal[False] = ...) -> np.ndarray: ...
 @overload
 def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
@@ -119,6 +120,7 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             kernel_variant: str | AgKernelVariant = ..., check: bool = ...,
                             timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                             observers: Iterable[Observer] = ..., faults: FaultPlan | None = ..., comm: Any = ...,
+                            data: bool = ...,
                             return_stats: Literal[True]) -> tuple[np.ndarray, AgLaunchInfo]: ...
 
 
@@ -129,6 +131,7 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             kernel_variant: str | AgKernelVariant = "source", check: bool = True,
                             timeout: float | None = None, perturb: PerturbPolicy | None = None,
                             observers: Iterable[Observer] = (), faults: FaultPlan | None = None, comm: Any = None,
+                            data: bool = True,
                             return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, AgLaunchInfo]:
     """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C (with
     its `AgLaunchInfo` when `return_stats`).
@@ -145,6 +148,7 @@ def all_gather_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None
-    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults, comm=comm)
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults, comm=comm,
+                        data=data)
     c, hazards, info = run_ag(problem, x1, x1_scale, x2, x2_scale, opts, block_dim=block_dim, bias=bias)
     return call_result(c, info, hazards, opts, return_stats)

@@ -43,6 +43,7 @@ from mc2emu.host.harness import LaunchHarness
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.formats import gm_storage_dtype
 from mc2emu.numerics.int_math import Align
+from mc2emu.numerics.payload import contiguous
 from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
@@ -127,19 +128,19 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         gm = h.device.gm
         aStorage = gm_storage_dtype(problem.elem)
         x1_addr = gm.alloc(R * oriM * rowBytes, "x1")
-        gm.write(x1_addr, np.ascontiguousarray(x1).view(aStorage) if not problem.elem.is_fp4 else
-                 np.ascontiguousarray(x1).view(np.uint8).view(aStorage))
-        x1s_addr = gm.alloc(0, "x1_scale", data=np.ascontiguousarray(x1_scale).view(np.uint8))
+        gm.write(x1_addr, contiguous(x1).view(aStorage) if not problem.elem.is_fp4 else
+                 contiguous(x1).view(np.uint8).view(aStorage))
+        x1s_addr = gm.alloc(0, "x1_scale", data=contiguous(x1_scale).view(np.uint8))
         bStorage = gm_storage_dtype(problem.b_elem)
         x2_addr = gm.alloc(N * _elem_bytes(problem, R * Ka), "x2")
-        gm.write(x2_addr, np.ascontiguousarray(x2).view(np.uint8).view(bStorage))
-        x2s_addr = gm.alloc(0, "x2_scale", data=np.ascontiguousarray(x2_scale).view(np.uint8))
+        gm.write(x2_addr, contiguous(x2).view(np.uint8).view(bStorage))
+        x2s_addr = gm.alloc(0, "x2_scale", data=contiguous(x2_scale).view(np.uint8))
         out_dtype = problem.out.dtype
         c_addr = gm.alloc(oriM * N * out_dtype.itemsize, "y")
         bias_addr = None
         if bias is not None:
             bias_addr = gm.alloc(0, "bias",
-                                 data=np.ascontiguousarray(np.asarray(bias, dtype=np.float32).reshape(1, N)))
+                                 data=contiguous(np.asarray(bias, dtype=np.float32).reshape(1, N)))
 
         BlockMmad = BlockMmadMx.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False), problem.elem,
                                          NDExtLayoutPtn, problem.b_elem, DNExtLayoutPtn, problem.out)

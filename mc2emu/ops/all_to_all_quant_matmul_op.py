@@ -99,7 +99,8 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             out_dtype: Any = ..., block_dim: int | None = ..., head_tile_size: int | None = ...,
                             launch: str | LaunchMode = ..., check: bool = ..., timeout: float | None = ...,
                             perturb: PerturbPolicy | None = ..., observers: Iterable[Observer] = ...,
-                            faults: FaultPlan | None = ..., comm: Any = ..., return_stats: Literal[False] = ...
+                            faults: FaultPlan | None = ..., comm: Any = ..., data: bool = ...,
+                            return_stats: Literal[False] = ...
                             ) -> np.ndarray: ...
 @overload
 def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
@@ -108,7 +109,8 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             out_dtype: Any = ..., block_dim: int | None = ..., head_tile_size: int | None = ...,
                             launch: str | LaunchMode = ..., check: bool = ..., timeout: float | None = ...,
                             perturb: PerturbPolicy | None = ..., observers: Iterable[Observer] = ...,
-                            faults: FaultPlan | None = ..., comm: Any = ..., return_stats: Literal[True]
+                            faults: FaultPlan | None = ..., comm: Any = ..., data: bool = ...,
+                            return_stats: Literal[True]
                             ) -> tuple[np.ndarray, A2ALaunchInfo]: ...
 
 
@@ -119,6 +121,7 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
                             head_tile_size: int | None = None, launch: str | LaunchMode = "convenient",
                             check: bool = True, timeout: float | None = None, perturb: PerturbPolicy | None = None,
                             observers: Iterable[Observer] = (), faults: FaultPlan | None = None, comm: Any = None,
+                            data: bool = True,
                             return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, A2ALaunchInfo]:
     """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return C (with
     its `A2ALaunchInfo` when `return_stats`).
@@ -134,6 +137,7 @@ def all_to_all_quant_matmul(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray
     errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None
-    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults, comm=comm)
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults, comm=comm,
+                        data=data)
     c, hazards, info = run_a2a(problem, x1, x1_scale, x2, x2_scale, bias, opts, block_dim=block_dim)
     return call_result(c, info, hazards, opts, return_stats)

@@ -112,6 +112,7 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
                       weight_dtype: ElemFormat | str | None = ..., variant: TailSplitVariant | str = ...,
                       check: bool = ..., timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                       observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                      data: bool = ...,
                       return_stats: Literal[False] = ...) -> np.ndarray: ...
 @overload
 def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, group_list: Any, *,
@@ -122,6 +123,7 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
                       weight_dtype: ElemFormat | str | None = ..., variant: TailSplitVariant | str = ...,
                       check: bool = ..., timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                       observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                      data: bool = ...,
                       return_stats: Literal[True]) -> tuple[np.ndarray, GmmLaunchInfo]: ...
 
 
@@ -133,6 +135,7 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
                       weight_dtype: ElemFormat | str | None = None, variant: TailSplitVariant | str = "cgmct",
                       check: bool = True, timeout: float | None = None, perturb: PerturbPolicy | None = None,
                       observers: Iterable[Observer] = (), faults: FaultPlan | None = None,
+                      data: bool = True,
                       return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, GmmLaunchInfo]:
     """Run the MX GroupedMatmul kernel on a fresh emulated device and return y (see the module docstring).
 
@@ -203,7 +206,8 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
         raise ConstraintError("group_list: split-K sizes <= K", f"sizes {sizes} sum to {sum(sizes)}, K is {k}")
     if not split_k and sum(sizes) > m:
         raise ConstraintError("group_list: split-M rows <= M", f"sizes {sizes} cover {sum(sizes)} rows, x has {m}")
-    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults,
+                        data=data)
     problem = GmmProblem(xa, fx, wa, fw, sx, sw, gl, glt_name, split_k, bool(trans_b), int(m), int(n), int(k), g,
                          out, bias_arr, tiling, tail_variant, weight_nz)
     y, hazards, launch_info = run_grouped_matmul_mx(problem, opts)

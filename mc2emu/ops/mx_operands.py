@@ -18,6 +18,12 @@ def _dtype_name(fmt: ElemFormat) -> str:
     return fmt.ml_dtype.name if fmt.ml_dtype is not None else fmt.value
 
 
+def _dtype_of(arr: Any) -> np.dtype:
+    """The dtype of an input (a `Payload` of a protocol-only run has one and no values)."""
+    dtype = getattr(arr, "dtype", None)
+    return np.dtype(dtype) if dtype is not None else np.asarray(arr).dtype
+
+
 def mx_operand_violations(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *,
                           elems: tuple[ElemFormat, ...] = (ElemFormat.E4M3, ElemFormat.E5M2), why: str = ""
                           ) -> tuple[list[ElemFormat], list[tuple[str, str]], bool]:
@@ -30,19 +36,19 @@ def mx_operand_violations(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *,
     allowed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
     for name, arr in (("x1", x1), ("x2", x2)):
         try:
-            fmt: ElemFormat | None = ElemFormat.parse(np.asarray(arr).dtype, name)
+            fmt: ElemFormat | None = ElemFormat.parse(_dtype_of(arr), name)
         except ValueError:
             fmt = None
         if fmt not in elems:
             errs.append((f"{name} dtype", f"{name} must be {allowed}{' ' + why if why else ''}, got "
-                                          f"{np.asarray(arr).dtype}"))
+                                          f"{_dtype_of(arr)}"))
         else:
             assert fmt is not None
             found.append(fmt)
     for name, arr in (("x1_scale", x1_scale), ("x2_scale", x2_scale)):
-        if np.asarray(arr).dtype not in (E8M0, np.dtype(np.uint8)):
+        if _dtype_of(arr) not in (E8M0, np.dtype(np.uint8)):
             errs.append((f"{name} dtype", f"{name} must be float8_e8m0fnu (or its uint8 codes), got "
-                                          f"{np.asarray(arr).dtype}"))
+                                          f"{_dtype_of(arr)}"))
     ranks_ok = np.ndim(x1) == 2 and np.ndim(x2) == 2 and np.ndim(x1_scale) == 3 and np.ndim(x2_scale) == 3
     if not ranks_ok:
         errs.append(("shapes", f"x1 and x2 must be 2-D, the scales 3-D; got {np.shape(x1)}, {np.shape(x2)}, "

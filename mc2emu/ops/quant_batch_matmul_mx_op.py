@@ -93,6 +93,7 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
                           c_init: Any = ..., revision: QbmmMxRevision | str = ..., check: bool = ...,
                           timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                           observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                          data: bool = ...,
                           return_stats: Literal[False] = ...) -> np.ndarray: ...
 @overload
 def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bias: Any = ..., trans_a: bool = ...,
@@ -101,6 +102,7 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
                           c_init: Any = ..., revision: QbmmMxRevision | str = ..., check: bool = ...,
                           timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                           observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                          data: bool = ...,
                           return_stats: Literal[True]) -> tuple[np.ndarray, QbmmLaunchInfo]: ...
 
 
@@ -111,6 +113,7 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
                           c_init: Any = None, revision: QbmmMxRevision | str = QbmmMxRevision.R106B970C,
                           check: bool = True, timeout: float | None = None, perturb: PerturbPolicy | None = None,
                           observers: Iterable[Observer] = (), faults: FaultPlan | None = None,
+                          data: bool = True,
                           return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, QbmmLaunchInfo]:
     """Run the QBMM MX kernel on a fresh emulated device and return C (see the module docstring).
 
@@ -157,7 +160,8 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
     if c_init is not None and np.shape(c_init) != c_shape:
         raise ConstraintError("c_init.shape", f"c_init must have the output shape {c_shape}, got {np.shape(c_init)}")
 
-    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults,
+                        data=data)
     problem = QbmmProblem(a, fa, b, fb, sa, sb, out, int(m), int(n), int(k), bool(trans_a), bool(trans_b), batchA,
                           batchB, batchC, c_shape, bias_arr, biasThreeDim, c_init, atomic, rev)
     c, hazards, info = run_qbmm(problem, opts, block_dim=block_dim)

@@ -146,7 +146,8 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
                                 kernel_variant: str | RsKernelVariant | PerBlockVariant = ..., check: bool = ...,
                                 timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                                 observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
-                                comm: Any = ..., return_stats: Literal[False] = ...) -> np.ndarray: ...
+                                comm: Any = ..., data: bool = ...,
+                                return_stats: Literal[False] = ...) -> np.ndarray: ...
 @overload
 def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
                                 bias: np.ndarray | None = ..., split: str | QmrsSplit = ...,
@@ -156,7 +157,8 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
                                 kernel_variant: str | RsKernelVariant | PerBlockVariant = ..., check: bool = ...,
                                 timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                                 observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
-                                comm: Any = ..., return_stats: Literal[True]) -> tuple[np.ndarray, QmrsLaunchInfo]: ...
+                                comm: Any = ..., data: bool = ...,
+                                return_stats: Literal[True]) -> tuple[np.ndarray, QmrsLaunchInfo]: ...
 
 
 def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray, *,
@@ -168,6 +170,7 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
                                 check: bool = True, timeout: float | None = None,
                                 perturb: PerturbPolicy | None = None, observers: Iterable[Observer] = (),
                                 faults: FaultPlan | None = None, comm: Any = None,
+                                data: bool = True,
                                 return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, QmrsLaunchInfo]:
     """Run the operator on this rank (collective over `comm`, default MPI.COMM_WORLD) and return y (M/R, N)
     (with its `QmrsLaunchInfo` when `return_stats`).
@@ -188,6 +191,7 @@ def quant_matmul_reduce_scatter(x1: np.ndarray, x1_scale: np.ndarray, x2: np.nda
     errs = DAV_3510.block_dim_violations(block_dim) + errs
     refuse_on_every_rank(comm, errs)
     assert problem is not None
-    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults, comm=comm)
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults, comm=comm,
+                        data=data)
     y, hazards, info = run_qmrs(problem, x1, x1_scale, x2, x2_scale, opts, block_dim=block_dim, bias=bias)
     return call_result(y, info, hazards, opts, return_stats)

@@ -103,6 +103,7 @@ def weight_quant_matmul(x: Any, weight: Any, antiquant_scale: Any, antiquant_off
                         block_dim: int | None = ..., tiling_overrides: Mapping[str, int] | None = ...,
                         check: bool = ..., timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                         observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                        data: bool = ...,
                         return_stats: Literal[False] = ...) -> np.ndarray: ...
 @overload
 def weight_quant_matmul(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any = ..., *, bias: Any = ...,
@@ -110,6 +111,7 @@ def weight_quant_matmul(x: Any, weight: Any, antiquant_scale: Any, antiquant_off
                         block_dim: int | None = ..., tiling_overrides: Mapping[str, int] | None = ...,
                         check: bool = ..., timeout: float | None = ..., perturb: PerturbPolicy | None = ...,
                         observers: Iterable[Observer] = ..., faults: FaultPlan | None = ...,
+                        data: bool = ...,
                         return_stats: Literal[True]) -> tuple[np.ndarray, WqmmLaunchInfo]: ...
 
 
@@ -119,13 +121,15 @@ def weight_quant_matmul(x: Any, weight: Any, antiquant_scale: Any, antiquant_off
                         tiling_overrides: Mapping[str, int] | None = None, check: bool = True,
                         timeout: float | None = None, perturb: PerturbPolicy | None = None,
                         observers: Iterable[Observer] = (), faults: FaultPlan | None = None,
+                        data: bool = True,
                         return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, WqmmLaunchInfo]:
     """Run the V+C weight-quant matmul kernel on a fresh emulated device (see the module docstring).
 
     block_dim: AICs to tile for (default: the platform's; the launch uses the tiling's usedCoreNum). The
     common keywords (`check`, `timeout`, `perturb`, `observers`, `faults`) are `mc2emu.host.call_options`'."""
     problem = validate(x, weight, antiquant_scale, antiquant_offset, bias, trans_b, out_dtype, mode, block_dim)
-    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults)
+    opts = call_options(check=check, timeout=timeout, perturb=perturb, observers=observers, faults=faults,
+                        data=data)
     res, hazards = run_wqmm(problem, opts, block_dim=block_dim, tiling_overrides=tiling_overrides)
     out = res.b_dequant if problem.mode is WeightQuantMatmulMode.DEQUANT_ONLY else res.c
     assert out is not None

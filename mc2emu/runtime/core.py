@@ -49,7 +49,7 @@ class CoreContext:
         self._block_idx = block * ratio + sub_block if core_type is CoreType.AIV else block
         self.label = f"{core_type.value}{self._block_idx}"
         self.key = self.label
-        self.local = LocalMemory(device.platform, core_type, self.label, device.hazards)
+        self.local = LocalMemory(device.platform, core_type, self.label, device.hazards, data=device.data)
         self.atomic_dtype: np.dtype | None = None
         self.rank = device.rank
         # A Set held back by the seeded perturbation (consecutive Sets may complete out of order).

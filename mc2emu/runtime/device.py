@@ -71,13 +71,14 @@ class Device:
     def __init__(self, rank: int = 0, platform: PlatformSpec = DAV_3510, *, check: bool = True,
                  timeout: float | None = None, perturb: PerturbPolicy | None = None,
                  faults: FaultPlan | None = None, compute_slots: int | None = None,
-                 flag_counters: FlagCounters | str | None = None) -> None:
+                 flag_counters: FlagCounters | str | None = None, data: bool = True) -> None:
         self.rank = rank
+        self.data = data    # False: a protocol-only run (`runtime.gm`: PAYLOAD allocations hold no bytes)
         self.platform = platform
         self.events = EventBus(rank)
         self.hazards = HazardLog(rank, enabled=check, publish=self._publish_hazard)
         self.check = check
-        self.gm = GlobalMemory(rank, self.events, self.hazards, check=check)
+        self.gm = GlobalMemory(rank, self.events, self.hazards, check=check, data=data)
         self.waiter = Waiter(rank, self.events, DEFAULT_TIMEOUT_S if timeout is None else timeout)
         self.lock = threading.Lock()
         self._bells: dict[CoreKey, Doorbell] = {}

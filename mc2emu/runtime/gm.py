@@ -10,7 +10,9 @@ through `GlobalMemory.read` / `write` with a dtype, a shape and optional byte st
 - a write from a core in atomic mode (`SetAtomicAdd<T>`) adds in T: new = RNE_T(f32(old) + f32(value)); a
   write of another dtype than T is added by the atomic unit in T over the written bytes (`ATOMIC_DTYPE_MISMATCH`,
   below);
-- observers (the happens-before checker, the trace) see each access as a `GmRead` / `GmWrite` event.
+- observers (the happens-before checker, the trace) see each access as a `GmRead` / `GmWrite` event;
+- in a protocol-only run (`data=False`) a PAYLOAD allocation has a size and no bytes: reads return a
+  `numerics.payload.Payload`, writes emit the same events over the same byte ranges and store nothing.
 
 FP4 dtypes (`ml_dtypes.float4_e2m1fn`) are stored packed two per byte, element 2i in the low nibble;
 their shapes are given in elements and their strides in bytes of the packed storage.
@@ -28,6 +30,7 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.numerics.int_math import Align
+from mc2emu.numerics.payload import Payload, contiguous, is_payload, refuse
 from mc2emu.runtime.event_bus import EventBus
 from mc2emu.runtime.events import GmRead, GmWrite
 from mc2emu.runtime.hazards import GmError, Hazard, HazardLog
@@ -68,7 +71,7 @@ class MemRole(Enum):
 class Allocation:
     aid: int
     name: str
-    buf: np.ndarray            # uint8, 1-D
+    buf: np.ndarray | None     # uint8, 1-D; None: a payload not materialized (protocol-only run)
     written: np.ndarray | None  # bool per byte, check mode only
     kind: str = "gm"           # "gm" or "window"
     base: int = 0              # device-virtual base address (for printing only)
@@ -83,6 +86,12 @@ class Allocation:
     # Optional: names the protocol place of a byte offset (a window's slot, flag, source rank) in diagnoses.
     describe: Callable[[int], str] | None = None
     role: MemRole = MemRole.PAYLOAD
+    size: int = -1             # bytes (-1: the buffer's length)
+
+    @property
+    def materialized(self) -> bool:
+        """Whether the bytes exist (False: a PAYLOAD allocation of a protocol-only run)."""
+        return self.buf is not None
 
     @property
     def stable(self) -> bool:
@@ -91,7 +100,7 @@ class Allocation:
 
     @property
     def nbytes(self) -> int:
-        return int(self.buf.shape[0])
+        return int(self.buf.shape[0]) if self.buf is not None else self.size
 
 
 @dataclass(frozen=True)
@@ -155,11 +164,13 @@ class GlobalMemory:
 
     _ids = itertools.count(1)
 
-    def __init__(self, rank: int, events: EventBus, hazards: HazardLog, *, check: bool = True) -> None:
+    def __init__(self, rank: int, events: EventBus, hazards: HazardLog, *, check: bool = True,
+                 data: bool = True) -> None:
         self.rank = rank
         self.events = events
         self.hazards = hazards
         self.check = check
+        self.data = data     # False: a protocol-only run, PAYLOAD allocations hold no bytes
         self._atomic_lock = threading.Lock()
         self._next_base = 0x1000_0000
         self.allocations: list[Allocation] = []
@@ -171,9 +182,16 @@ class GlobalMemory:
         check mode, zero otherwise (or with `zero=True`)."""
         nbytes = int(nbytes)
         if data is not None:
-            raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+            raw = contiguous(data).view(np.uint8).reshape(-1)
             nbytes = max(nbytes, raw.size)
         size = max(nbytes, 1)
+        if not self.data and role is MemRole.PAYLOAD:
+            alloc = self._register(name, None, None, "gm", size)
+            alloc.role = role
+            alloc.fully_written = True   # no never-written check without bytes (`data=False`: it is off)
+            return GmAddr(alloc, 0)
+        if data is not None and is_payload(data):
+            raise refuse(f"the initial bytes of {role.value} allocation '{name}'")
         whole = data is not None and raw.size >= size
         fill = 0 if (zero or not self.check) else POISON_BYTE
         # Host time only: a buffer the data fills whole is not poisoned first, and an allocation every byte of
@@ -189,10 +207,16 @@ class GlobalMemory:
         alloc.fully_written = written is None
         return GmAddr(alloc, 0)
 
-    def adopt(self, buf: np.ndarray, name: str, *, kind: str = "window", written: bool = False,
-              role: MemRole = MemRole.PAYLOAD) -> GmAddr:
+    def adopt(self, buf: np.ndarray | None, name: str, *, kind: str = "window", written: bool = False,
+              role: MemRole = MemRole.PAYLOAD, nbytes: int = 0) -> GmAddr:
         """Wrap memory allocated elsewhere (an MPI window) as a GM allocation. Window memory is zeroed
-        by the caller; with `written=False` a read of it before any put is reported."""
+        by the caller; with `written=False` a read of it before any put is reported. `buf` None: a window of
+        `nbytes` whose payload is not materialized (protocol-only run)."""
+        if buf is None:
+            alloc = self._register(name, None, None, kind, int(nbytes))
+            alloc.role = role
+            alloc.fully_written = True
+            return GmAddr(alloc, 0)
         buf = buf.view(np.uint8).reshape(-1)
         mask = None
         if self.check and not written:   # every byte written from the start: no mask (reads would skip it)
@@ -202,9 +226,10 @@ class GlobalMemory:
         alloc.fully_written = mask is None
         return GmAddr(alloc, 0)
 
-    def _register(self, name: str, buf: np.ndarray, written: np.ndarray | None, kind: str) -> Allocation:
-        alloc = Allocation(next(self._ids), name, buf, written, kind, self._next_base)
-        self._next_base += Align(buf.size, GM_ALLOC_ALIGN) + GM_ALLOC_ALIGN
+    def _register(self, name: str, buf: np.ndarray | None, written: np.ndarray | None, kind: str,
+                  size: int = -1) -> Allocation:
+        alloc = Allocation(next(self._ids), name, buf, written, kind, self._next_base, size=size)
+        self._next_base += Align(alloc.nbytes, GM_ALLOC_ALIGN) + GM_ALLOC_ALIGN
         self.allocations.append(alloc)
         return alloc
 
@@ -241,7 +266,7 @@ class GlobalMemory:
             elif st < 0:
                 lo += (n - 1) * st
         hi += item
-        if lo < 0 or hi > addr.alloc.buf.shape[0]:
+        if lo < 0 or hi > addr.alloc.nbytes:
             raise GmError(f"rank {self.rank}: {what} of bytes [{lo}, {hi}) is outside GM allocation "
                           f"'{addr.alloc.name}' of {addr.alloc.nbytes} bytes")
         return lo, hi
@@ -260,6 +285,8 @@ class GlobalMemory:
         if _is_fp4(dtype):
             raise GmError("FP4 data is packed: use read()/write() or view it as uint8")
         self._span(addr, sshape, st, item, "view")
+        if addr.alloc.buf is None:
+            return Payload(sshape, dtype)  # type: ignore[return-value]
         return self._raw(addr.alloc.buf, addr.offset, sshape, st, dtype)
 
     def read(self, addr: GmAddr, dtype: np.dtype | type, shape: Sequence[int],
@@ -277,6 +304,8 @@ class GlobalMemory:
         sshape, st, eshape, item = self._geometry(dtype, shape, strides)
         lo, hi = self._span(addr, sshape, st, item, "read")
         alloc = addr.alloc
+        if alloc.buf is None:
+            return self._read_payload(addr, alloc, dtype, sshape, st, eshape, item, lo, hi, core, out, same_as)
         fp4 = dtype in FP4_DTYPES
         sdtype = np.dtype(np.uint8) if fp4 else dtype
         if same_as is not None:
@@ -305,15 +334,37 @@ class GlobalMemory:
             return lowhi.reshape(eshape).view(dtype)
         return out
 
+    def _read_payload(self, addr: GmAddr, alloc: Allocation, dtype: np.dtype, sshape: tuple[int, ...],
+                      st: tuple[int, ...], eshape: tuple[int, ...], item: int, lo: int, hi: int, core: str,
+                      out: np.ndarray | None, same_as: np.ndarray | None) -> np.ndarray:
+        """`read` of an allocation without bytes: the same event, a `Payload` (or `out` marked as holding one)."""
+        if self.events.wants(GmRead, alloc.name):   # no bytes: the content check is off (`data=None`)
+            self.events.emit(GmRead, core, alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
+                             strides=st, item=item, alloc=alloc, data=None)
+        if same_as is not None:
+            return same_as
+        if out is not None:
+            mark = getattr(out, "mark_payload", None)
+            if mark is None and not isinstance(out, Payload):
+                raise refuse(f"the bytes read from '{alloc.name}' into a plain array")
+            if mark is not None:
+                mark()
+            return out
+        return Payload(eshape, dtype)  # type: ignore[return-value]
+
     def write(self, addr: GmAddr, value: np.ndarray, strides: Sequence[int] | None = None, *,
               core: str = "host", atomic: np.dtype | None = None) -> None:
         """Copy into GM (a DataCopy / fixpipe out). With `atomic` (the core's SetAtomicAdd type) the
         write adds: new = RNE_T(f32(old) + f32(value))."""
+        alloc = addr.alloc
+        payload = is_payload(value)
+        if payload or alloc.buf is None:
+            self._write_payload(addr, alloc, value, strides, core, atomic, payload)
+            return
         value = np.asarray(value)
         dtype = value.dtype
         sshape, st, _, item = self._geometry(dtype, value.shape, strides)
         lo, hi = self._span(addr, sshape, st, item, "write")
-        alloc = addr.alloc
         if _is_fp4(dtype):
             codes = value.view(np.uint8).reshape(*sshape, 2)
             packed = (codes[..., 0] & 0x0F) | ((codes[..., 1] & 0x0F) << 4)
@@ -344,6 +395,24 @@ class GlobalMemory:
                 # a write spanning the allocation (a host input written whole): once every byte is written,
                 # reads skip the mask test (the one full test here, on writes of this span only)
                 alloc.fully_written = bool(alloc.written.all())
+        if self.events.wants(GmWrite, alloc.name):
+            self.events.emit(GmWrite, core, alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
+                             strides=st, item=item, alloc=alloc, atomic=atomic is not None)
+
+    def _write_payload(self, addr: GmAddr, alloc: Allocation, value: np.ndarray, strides: Sequence[int] | None,
+                       core: str, atomic: np.dtype | None, payload: bool) -> None:
+        """`write` of payload bytes or into an allocation without bytes: the same checks of bounds and types,
+        the same event; nothing stored. Payload bytes into memory that holds bytes (CONTROL) are refused."""
+        if alloc.buf is not None:
+            raise refuse(f"bytes written into {alloc.role.value} allocation '{alloc.name}'")
+        if not payload:
+            value = np.asarray(value)
+        dtype = value.dtype
+        sshape, st, _, item = self._geometry(dtype, value.shape, strides)
+        lo, hi = self._span(addr, sshape, st, item, "write")
+        if atomic is not None and np.dtype(atomic) != dtype:
+            self._report_atomic_mismatch(alloc, lo, hi, np.dtype(atomic), dtype, core)
+        alloc.generation += 1
         if self.events.wants(GmWrite, alloc.name):
             self.events.emit(GmWrite, core, alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
                              strides=st, item=item, alloc=alloc, atomic=atomic is not None)

@@ -11,6 +11,7 @@ kernel may use its first `AscendC::TOTAL_UB_SIZE` bytes (`ub_usable_size`), the 
 (`LocalTensor` at `TOTAL_UB_SIZE / 2 * i`): slots that overlap share bytes, so one slot's writes corrupt the
 other's data as on the device, and each overlap is filed as a `UB_OVERLAP` hazard naming both slots and
 their byte ranges (a warning: the extents overlap; whether live bytes are lost shows in the data).
+In a protocol-only run (`data=False`) every region is a `LocalRegion` (`runtime.local_region`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 from mc2emu.arch.platform import CoreType, PlatformSpec
 from mc2emu.runtime.hazards import CapacityError, Hazard, Severity
+from mc2emu.runtime.local_region import local_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -58,8 +60,9 @@ class LocalMemory:
     """The local memories of one core (UB: one byte array, module docstring)."""
 
     def __init__(self, platform: PlatformSpec, core_type: CoreType, label: str,
-                 hazards: HazardLog | None = None) -> None:
+                 hazards: HazardLog | None = None, *, data: bool = True) -> None:
         self.label = label
+        self.data = data   # False: regions are `LocalRegion`s (payload bytes marked, not held)
         self.capacity = _capacities(platform, core_type)
         self.used: dict[Position, int] = dict.fromkeys(self.capacity, 0)
         self.regions: dict[tuple[Position, str], np.ndarray] = {}
@@ -78,8 +81,11 @@ class LocalMemory:
         if self._ub is None:
             if Position.VECCALC not in self.capacity:
                 raise CapacityError(f"{self.label}: UB does not exist on this core type")
-            self._ub = np.zeros(self.ub_physical_size, dtype=np.uint8)
+            self._ub = self._zeros(self.ub_physical_size)
         return self._ub
+
+    def _zeros(self, nbytes: int) -> np.ndarray:
+        return np.zeros(nbytes, dtype=np.uint8) if self.data else local_bytes(nbytes)
 
     def _ub_view(self, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -104,7 +110,7 @@ class LocalMemory:
             raise CapacityError(
                 f"{self.label}: {pos.value} region '{name}' of {nbytes} B does not fit: {self.used[pos]} B "
                 f"of {self.capacity[pos]} B already in use (capacity from the platform table)")
-        region = np.zeros(shape, dtype=dtype)
+        region = self._zeros(nbytes).view(dtype).reshape(shape)
         self.regions[key] = region
         self.used[pos] += nbytes
         return region

@@ -20,6 +20,7 @@ import numpy as np
 from mc2emu.blaze.tensor_api.layout import LayoutError
 from mc2emu.blaze.tensor_api.tensor import GmTensor
 from mc2emu.numerics import fixpipe_cast
+from mc2emu.numerics.payload import is_payload
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -91,4 +92,4 @@ class CopyL0C2GM:
     def __call__(self, dst: GmTensor, src: np.ndarray) -> None:
         if src.shape != dst.shape:
             raise LayoutError(f"{self.ctx.label}: CopyL0C2GM of a {src.shape} L0C tile into a {dst.shape} GM tensor")
-        dst.store(self.ctx, fixpipe_cast(np.asarray(src), dst.dtype))
+        dst.store(self.ctx, fixpipe_cast(src if is_payload(src) else np.asarray(src), dst.dtype))

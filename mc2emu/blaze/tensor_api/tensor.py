@@ -27,6 +27,7 @@ from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.constants import FP4_PER_BYTE
 from mc2emu.numerics.formats import FP4_STORAGE_DTYPE as FP4_STORAGE_DTYPE
 from mc2emu.numerics.formats import gm_storage_dtype
+from mc2emu.numerics.payload import is_payload
 from mc2emu.runtime.decode_cache import read_stamp
 from mc2emu.runtime.events import L2Hint
 from mc2emu.runtime.gm import GmAddr
@@ -156,7 +157,7 @@ class GmTensor:
         """Write the logical (rows, cols) array `value` into this tensor on behalf of `ctx`'s core (adds when
         the core's atomic mode is set)."""
         rows, cols = self.layout.shape
-        value = np.asarray(value)
+        value = value if is_payload(value) else np.asarray(value)
         if value.shape != (rows, cols):
             raise LayoutError(f"store of shape {value.shape} into a tensor of shape {(rows, cols)}")
         if value.dtype != self.ptr.dtype:

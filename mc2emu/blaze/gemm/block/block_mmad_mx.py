@@ -52,6 +52,7 @@ from mc2emu.numerics.constants import (
     MXFP_MULTI_BASE_SIZE,
 )
 from mc2emu.numerics.int_math import Align, Align16, Align64, CeilDiv
+from mc2emu.numerics.payload import Payload
 from mc2emu.runtime.compute_slots import holds_compute_slot
 from mc2emu.runtime.events import Fixpipe, Mmad, TileTask
 from mc2emu.runtime.hazards import CapacityError, ConstraintError, KernelError
@@ -462,7 +463,9 @@ class BlockMmadMx(L1BufferOffsets[BlockMmadMxType]):
         ctx = self.ctx
         ctx.checkpoint("mmad")
         t0 = time.perf_counter_ns()
-        if initCMatrix:
+        if isinstance(tensorL0C, Payload):
+            pass   # protocol-only run: the MMAD's shapes and events, no arithmetic
+        elif initCMatrix:
             np.matmul(tensorAL0, tensorBL0, out=tensorL0C)
         elif needBias:
             np.matmul(tensorAL0, tensorBL0, out=tensorL0C)

@@ -23,6 +23,7 @@ import numpy as np
 from mc2emu.blaze.gemm.common_utils import DOUBLE_BUFFER_COUNT
 from mc2emu.numerics.constants import C0_SIZE_L0C, FLOAT32_BYTES
 from mc2emu.numerics.int_math import Align16
+from mc2emu.numerics.payload import Payload
 from mc2emu.runtime.hazards import CapacityError
 from mc2emu.runtime.local_memory import Position
 
@@ -45,6 +46,7 @@ class L0CBuffer:
         self.half_bytes = self.total_bytes // DOUBLE_BUFFER_COUNT
         self._work: dict[int, np.ndarray] = {}  # l0cOffset (bytes) -> row-major working tile
         self.label = ctx.label
+        self.data = ctx.device.data
 
     def tile(self, l0cOffset: int, m: int, n: int) -> np.ndarray:
         """The row-major (m, n) view of the tile at byte offset `l0cOffset`, capacity-checked."""
@@ -56,6 +58,10 @@ class L0CBuffer:
                 f"<= L0C size)")
         work = self._work.get(l0cOffset)
         if work is not None and work.shape == (m, n):
+            return work
+        if not self.data:   # protocol-only run: the MMAD results are payload, the tile holds no values
+            self.storage.mark_payload()
+            work = self._work[l0cOffset] = Payload((m, n), np.float32)  # type: ignore[assignment]
             return work
         self._flush_overlapping(l0cOffset, need)
         work = self._gather(l0cOffset, m, n)

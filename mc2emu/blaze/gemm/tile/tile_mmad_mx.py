@@ -24,6 +24,7 @@ from mc2emu.numerics import ElemFormat, decode_scales
 from mc2emu.numerics.block_scale import apply_block_scale
 from mc2emu.numerics.constants import MX_GROUP_SIZE
 from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.numerics.payload import Payload, is_payload
 
 if TYPE_CHECKING:
     from mc2emu.blaze.tensor_api.tensor import L1Tensor
@@ -118,6 +119,8 @@ def dequant_l1(ctx: CoreContext, tensorL1: L1Tensor, scaleL1: L1Tensor, elem: El
     """The fp32 operand the MX LoadData of L1 chunk `tensorL1` with scales `scaleL1` gives (`dequant_chunk`),
     through the device's decode cache: a chunk from the same place decoded earlier in the launch from
     byte-identical codes and scales is reused (equal stamps of both reads prove it without comparing)."""
+    if is_payload(tensorL1.data) or is_payload(scaleL1.data):   # protocol-only run: no decode, the same shape
+        return Payload(tensorL1.data.shape, np.float32)  # type: ignore[return-value]
     stamp = None if tensorL1.stamp is None or scaleL1.stamp is None else (tensorL1.stamp, scaleL1.stamp)
     key = (k_axis, elem, *tensorL1.where, *tensorL1.data.shape)
     return ctx.device.decode_cache.decoded(key, stamp, tensorL1.data, scaleL1.data,
