@@ -36,6 +36,7 @@ from mc2emu.host.call_options import CallOptions
 from mc2emu.host.collective import refuse
 from mc2emu.host.harness import LaunchHarness
 from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics.payload import contiguous
 from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
@@ -87,7 +88,7 @@ class AgLaunchInfo:
 
 
 def _padded(arr: np.ndarray, pad_rows: int) -> np.ndarray:
-    u8 = np.ascontiguousarray(arr).view(np.uint8).reshape(arr.shape[0], -1)
+    u8 = contiguous(arr).view(np.uint8).reshape(arr.shape[0], -1)
     if pad_rows == 0:
         return u8
     return np.concatenate([u8, np.zeros((pad_rows, u8.shape[1]), dtype=np.uint8)], axis=0)
@@ -113,12 +114,12 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
         gm = h.device.gm
         x1_addr = gm.alloc(0, "x1", data=_padded(x1, pad))
         x1s_addr = gm.alloc(0, "x1_scale", data=_padded(x1_scale, pad))
-        x2_addr = gm.alloc(0, "x2", data=np.ascontiguousarray(x2).view(np.uint8))
-        x2s_addr = gm.alloc(0, "x2_scale", data=np.ascontiguousarray(x2_scale).view(np.uint8))
+        x2_addr = gm.alloc(0, "x2", data=contiguous(x2).view(np.uint8))
+        x2s_addr = gm.alloc(0, "x2_scale", data=contiguous(x2_scale).view(np.uint8))
         out_dtype = problem.out.dtype
         c_addr = gm.alloc(R * m * n * out_dtype.itemsize, "y")
         bias_addr = None if bias is None else gm.alloc(
-            0, "bias", data=np.ascontiguousarray(np.asarray(bias, dtype=np.float32).reshape(1, n)))
+            0, "bias", data=contiguous(np.asarray(bias, dtype=np.float32).reshape(1, n)))
         BlockMmadFragC = QmmMxBlockMmadFragment.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False),
                                                          problem.elem, NDExtLayoutPtn, problem.b_elem,
                                                          DNExtLayoutPtn, problem.out)

@@ -27,6 +27,7 @@ from mc2emu.host.call_options import CallOptions
 from mc2emu.host.harness import LaunchHarness
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.formats import gm_storage_dtype
+from mc2emu.numerics.payload import contiguous
 from mc2emu.ops.grouped_matmul_mx_golden import group_entries, split_m_segments
 from mc2emu.runtime.gm import GlobalMemory, GmAddr
 from mc2emu.runtime.hazards import HazardReport
@@ -120,7 +121,7 @@ class GmmProblem:
 
 
 def _put(gm: GlobalMemory, arr: np.ndarray, fmt: ElemFormat, name: str) -> GmAddr:
-    codes = np.ascontiguousarray(arr).view(np.uint8)
+    codes = contiguous(arr).view(np.uint8)
     addr = gm.alloc(-(-codes.size // 2) if fmt.is_fp4 else codes.size, name)
     gm.write(addr, codes.reshape(-1, codes.shape[-1]).view(gm_storage_dtype(fmt)))
     return addr
@@ -142,11 +143,11 @@ def run_grouped_matmul_mx(p: GmmProblem, opts: CallOptions) -> tuple[np.ndarray,
         gm = h.device.gm
         x_addr = _put(gm, p.x, p.fx, "x")
         w_addr = _put(gm, p.weight, p.fw, "weight")
-        sx_addr = gm.alloc(p.x_scale.size, "pertokenScale", data=np.ascontiguousarray(p.x_scale).view(np.uint8))
-        sw_addr = gm.alloc(p.weight_scale.size, "scale", data=np.ascontiguousarray(p.weight_scale).view(np.uint8))
-        gl_addr = gm.alloc(0, "groupList", data=np.ascontiguousarray(p.group_list, dtype=np.int64).reshape(-1))
+        sx_addr = gm.alloc(p.x_scale.size, "pertokenScale", data=contiguous(p.x_scale).view(np.uint8))
+        sw_addr = gm.alloc(p.weight_scale.size, "scale", data=contiguous(p.weight_scale).view(np.uint8))
+        gl_addr = gm.alloc(0, "groupList", data=contiguous(p.group_list, dtype=np.int64).reshape(-1))
         y_addr = gm.alloc(int(np.prod(p.y_shape)) * p.out.dtype.itemsize, "y", zero=True)
-        bias_addr = gm.alloc(0, "bias", data=np.ascontiguousarray(p.bias, dtype=np.float32)) \
+        bias_addr = gm.alloc(0, "bias", data=contiguous(p.bias, dtype=np.float32)) \
             if p.bias is not None else None
         h.expect_writes(y_addr, p.out.dtype, p.y_shape, p.expected_writes())
         # variant "blaze": the IS_BLAZE kernel's BlockMmad (ops-tensor block_mmad_qgmm_mx.h); otherwise CGMCT's

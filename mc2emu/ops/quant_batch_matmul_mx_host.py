@@ -34,6 +34,7 @@ from mc2emu.host.call_options import CallOptions
 from mc2emu.host.harness import LaunchHarness
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.formats import gm_storage_dtype
+from mc2emu.numerics.payload import contiguous
 from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.tiling.quant_matmul_tiling_swat import QuantMatmulTilingData, QuantMatmulTilingSwat
@@ -85,19 +86,19 @@ def run_qbmm(p: QbmmProblem, opts: CallOptions, *, block_dim: int | None
         gm = h.device.gm
         a, b = p.a, p.b
         a_addr = gm.alloc(-(-a.size // 2) if p.fa.is_fp4 else a.size, "x1")
-        gm.write(a_addr, np.ascontiguousarray(a.view(np.uint8)).reshape(-1, a.shape[-1]).view(gm_storage_dtype(p.fa)))
+        gm.write(a_addr, contiguous(a.view(np.uint8)).reshape(-1, a.shape[-1]).view(gm_storage_dtype(p.fa)))
         b_addr = gm.alloc(-(-b.size // 2) if p.fb.is_fp4 else b.size, "x2")
-        gm.write(b_addr, np.ascontiguousarray(b.view(np.uint8)).reshape(-1, b.shape[-1]).view(gm_storage_dtype(p.fb)))
-        sa_addr = gm.alloc(p.sa.size, "x1_scale", data=np.ascontiguousarray(p.sa).view(np.uint8))
-        sb_addr = gm.alloc(p.sb.size, "x2_scale", data=np.ascontiguousarray(p.sb).view(np.uint8))
+        gm.write(b_addr, contiguous(b.view(np.uint8)).reshape(-1, b.shape[-1]).view(gm_storage_dtype(p.fb)))
+        sa_addr = gm.alloc(p.sa.size, "x1_scale", data=contiguous(p.sa).view(np.uint8))
+        sb_addr = gm.alloc(p.sb.size, "x2_scale", data=contiguous(p.sb).view(np.uint8))
         c_elems = int(np.prod(p.c_shape))
         if p.c_init is None:
             c_addr = gm.alloc(c_elems * p.out.dtype.itemsize, "y", zero=True)
         else:
-            c_addr = gm.alloc(0, "y", data=np.ascontiguousarray(np.asarray(p.c_init, dtype=p.out.dtype)))
+            c_addr = gm.alloc(0, "y", data=contiguous(np.asarray(p.c_init, dtype=p.out.dtype)))
         bias_addr = None
         if p.bias is not None:
-            bias_addr = gm.alloc(0, "bias", data=np.ascontiguousarray(p.bias))
+            bias_addr = gm.alloc(0, "bias", data=contiguous(p.bias))
 
         layoutA = DNExtLayoutPtn if p.trans_a else NDExtLayoutPtn
         layoutB = DNExtLayoutPtn if p.trans_b else NDExtLayoutPtn

@@ -48,6 +48,7 @@ from mc2emu.host.call_options import CallOptions
 from mc2emu.host.collective import refuse
 from mc2emu.host.harness import LaunchHarness
 from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics.payload import contiguous
 from mc2emu.numerics.scale_layout import scale_k_len
 from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
@@ -125,7 +126,7 @@ def run_qmrs(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.
 
 
 def _inputs(gm: Any, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.ndarray) -> tuple[Any, ...]:
-    return tuple(gm.alloc(0, name, data=np.ascontiguousarray(a).view(np.uint8))
+    return tuple(gm.alloc(0, name, data=contiguous(a).view(np.uint8))
                  for name, a in (("x1", x1), ("x1_scale", x1_scale), ("x2", x2), ("x2_scale", x2_scale)))
 
 
@@ -133,7 +134,7 @@ def _bias(gm: Any, bias: np.ndarray | None) -> Any:
     """The (1, N) float32 bias in GM, or None (isBias 0)."""
     if bias is None:
         return None
-    return gm.alloc(0, "bias", data=np.ascontiguousarray(bias, dtype=np.float32).reshape(-1).view(np.uint8))
+    return gm.alloc(0, "bias", data=contiguous(bias, dtype=np.float32).reshape(-1).view(np.uint8))
 
 
 def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray,

@@ -28,6 +28,7 @@ from mc2emu.blaze.gemm.kernel.weight_quant_matmul_kernel import (
 )
 from mc2emu.host.call_options import CallOptions
 from mc2emu.host.harness import LaunchHarness
+from mc2emu.numerics.payload import contiguous
 from mc2emu.numerics.weight_dequant import WeightDtype
 from mc2emu.runtime.hazards import ConstraintError, Hazard, HazardReport, Severity
 from mc2emu.runtime.kernel_type import KernelType
@@ -106,13 +107,13 @@ def run_wqmm(p: WqmmProblem, opts: CallOptions, *, block_dim: int | None,
             h.device.hazards.report(Hazard.LAYOUT_OVERLAP, "host", f"{f.rule}: {f.message}", severity=Severity.WARNING,
                                     rule=f.rule, **dict(f.details))
         gm = h.device.gm
-        x_addr = gm.alloc(0, "x", data=np.ascontiguousarray(p.x))
+        x_addr = gm.alloc(0, "x", data=contiguous(p.x))
         b_src = p.b_dequant if p.mode is WeightQuantMatmulMode.A_ONLY_MMAD else p.weight
-        b_addr = gm.alloc(0, "weight", data=np.ascontiguousarray(b_src))
-        scale_addr = gm.alloc(0, "antiquant_scale", data=np.ascontiguousarray(p.scale))
-        offset_addr = (gm.alloc(0, "antiquant_offset", data=np.ascontiguousarray(p.offset))
+        b_addr = gm.alloc(0, "weight", data=contiguous(b_src))
+        scale_addr = gm.alloc(0, "antiquant_scale", data=contiguous(p.scale))
+        offset_addr = (gm.alloc(0, "antiquant_offset", data=contiguous(p.offset))
                        if p.offset is not None else None)
-        bias_addr = gm.alloc(0, "bias", data=np.ascontiguousarray(p.bias)) if p.bias is not None else None
+        bias_addr = gm.alloc(0, "bias", data=contiguous(p.bias)) if p.bias is not None else None
         c_addr = gm.alloc(p.m * p.n * p.out_dtype.itemsize, "y", zero=True)
         bdq_addr = (gm.alloc(p.k * p.n * p.x.dtype.itemsize, "b_dequant", zero=True)
                     if p.mode is WeightQuantMatmulMode.DEQUANT_ONLY else None)

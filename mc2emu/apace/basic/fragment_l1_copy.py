@@ -18,6 +18,7 @@ from mc2emu.blaze.tensor_api.copy import CopyGM2L1
 from mc2emu.blaze.tensor_api.tensor import L1Tensor
 from mc2emu.runtime.decode_cache import unobserved
 from mc2emu.runtime.gm import GmAddr
+from mc2emu.runtime.local_region import local_bytes
 
 if TYPE_CHECKING:
     from mc2emu.runtime.core import CoreContext
@@ -77,6 +78,8 @@ def FragmentCopyToL1(ctx: CoreContext, t: FragmentTensor, shape: tuple[int, int]
         return L1Tensor(kept, fragment_where(t), stamp)
     # a gather that covers every row overwrites the whole buffer: `np.empty` saves the host fill
     buf = np.empty(shape, dtype=dtype) if covered else np.zeros(shape, dtype=dtype)
+    if not ctx.device.data:   # protocol-only run: an L1 buffer that marks the payload it receives
+        buf = local_bytes(buf.nbytes).view(dtype).reshape(shape)
     FragmentSliceCopy(CopyGM2L1(ctx), buf, t, isScatter=False)
     if stamp is not None and gather_stamp(t)[0] != stamp:
         stamp = None                   # the list or a fragment changed during the copy: not proven
