@@ -222,9 +222,10 @@ class HcclServer:
             j = (me + k) % ranks               # peers first, the own block last
             src = task.send + rep + (j * task.block_pitch if task.op.per_peer_blocks else 0)
             if nbytes:
-                data = (gm.read(src, np.uint8, (nbytes,), core=SERVER_CORE) if check or not src.alloc.materialized
+                real = src.alloc.real(src.offset, src.offset + nbytes)
+                data = (gm.read(src, np.uint8, (nbytes,), core=SERVER_CORE) if check or not real
                         else gm.view(src, np.uint8, (nbytes,)))
-                if dst_win.materialized and not is_payload(data):   # protocol-only: no bytes to move
+                if dst_win.real(dst_off, nbytes) and not is_payload(data):   # protocol-only: no bytes to move
                     dst_win.win.Put(data, j, dst_off)
                     dst_win.win.Flush(j)
             if self.device.events.active:

@@ -123,10 +123,10 @@ def _origin(data: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(data).view(np.uint8)
 
 
-def _moves_bytes(window: Window, origin: np.ndarray) -> bool:
-    """Whether a put of `origin` into `window` moves bytes: not into a window without bytes (protocol-only);
-    payload bytes into a window that holds bytes (CONTROL) are refused."""
-    if not window.materialized:
+def _moves_bytes(window: Window, off: int, origin: np.ndarray) -> bool:
+    """Whether a put of `origin` to byte `off` of `window` moves bytes: not into bytes a protocol-only run does
+    not hold; payload bytes into bytes that exist (CONTROL) are refused."""
+    if not window.real(off, origin.nbytes):
         return False
     if is_payload(origin):
         raise refuse(f"bytes put into window '{window.name}', which holds control bytes")
@@ -173,7 +173,7 @@ class Shmem:
         as much as the put itself)."""
         device = self.device
         alloc, off = src.alloc, src.offset
-        if device.check or device.events.active or alloc.buf is None:
+        if device.check or device.events.active or not alloc.real(off, off + nbytes):
             return device.gm.read(src, np.uint8, (nbytes,), core=ctx.label)
         if off < 0 or off + nbytes > alloc.nbytes:
             raise GmError(f"rank {self.rank}: put source bytes [{off}, {off + nbytes}) are outside GM allocation "
@@ -234,7 +234,7 @@ class Shmem:
         window, off = self.world.window_of(dst, nbytes, "put destination")
         ctx.checkpoint("put")
         t0 = time.perf_counter_ns()
-        if nbytes and _moves_bytes(window, origin):
+        if nbytes and _moves_bytes(window, off, origin):
             window.win.Put(origin, pe, off)
             window.win.Flush(pe)     # `origin` stays alive until the put completes (MPI-4.1 §12.3)
         if self.device.events.active:
@@ -259,7 +259,7 @@ class Shmem:
         window, off = self.world.window_of(dst, (count - 1) * stride + rowBytes, "put destination")
         ctx.checkpoint("put")
         t0 = time.perf_counter_ns()
-        if rowBytes and _moves_bytes(window, origin):
+        if rowBytes and _moves_bytes(window, off, origin):
             window.win.Put(origin.reshape(-1), pe, (off, 1, _row_type(count, rowBytes, stride)))
             window.win.Flush(pe)     # `origin` stays alive until the put completes (MPI-4.1 §12.3)
         if self.device.events.active:
@@ -272,7 +272,7 @@ class Shmem:
         if nbytes:
             win = window.win
             origin = self._source(ctx, src, nbytes)
-            if not _moves_bytes(window, origin):
+            if not _moves_bytes(window, off, origin):
                 return
             win.Put(origin, pe, off)
             # `origin` must stay alive until the put completes (MPI-4.1 §12.3: the origin buffer may be
@@ -286,7 +286,7 @@ class Shmem:
         nbytes = int(nbytes)
         window, off = self.world.window_of(src, nbytes, "get source")
         ctx.checkpoint("put")
-        if nbytes and not window.materialized:
+        if nbytes and not window.real(off, nbytes):
             self.device.gm.write(dst, Payload((nbytes,), np.uint8), core=ctx.label)   # protocol-only: no bytes
         elif nbytes:
             tmp = np.empty(nbytes, dtype=np.uint8)

@@ -61,12 +61,15 @@ class Window:
         self.rank = rank
         self.size = size
         self.nbytes = int(mem.shape[0]) if nbytes is None else int(nbytes)
-        # False: a PAYLOAD window of a protocol-only run (`mem` is one word; puts into it move no bytes)
-        self.materialized = base is None or base.alloc.buf is not None
         usable = mem.shape[0] - mem.shape[0] % SIGNAL_BYTES
         self.u64 = mem[:usable].view(np.uint64)
         self._carved = 0
         self.freed = False
+
+    def real(self, offset: int, nbytes: int) -> bool:
+        """Whether bytes [offset, offset + nbytes) exist (a PAYLOAD window of a protocol-only run keeps only its
+        control prefix: puts beyond it move no bytes)."""
+        return offset + nbytes <= self.mem.shape[0]
 
     # -- addresses -----------------------------------------------------------------------------------
     def offset_of(self, addr: GmAddr, nbytes: int = 0, what: str = "address") -> int:
@@ -109,7 +112,7 @@ class Window:
         then read as POISON_BYTE, NaN in every float format, and the happens-before checker reports the
         read (READ_UNWRITTEN, with the byte range). Call on every rank before any peer may put into it
         (e.g. before the host barrier that precedes the launch)."""
-        if self.materialized:
+        if self.real(0, self.nbytes):
             self.mem[:] = POISON_BYTE
             self.win.Sync()
         if self.base is not None:

@@ -99,18 +99,20 @@ class CommWorld:
             self.barrier()
 
     # -- windows -------------------------------------------------------------------------------------
-    def window(self, nbytes: int, name: str, role: MemRole = MemRole.PAYLOAD) -> Window:
+    def window(self, nbytes: int, name: str, role: MemRole = MemRole.PAYLOAD, control_bytes: int = 0) -> Window:
         """Create a symmetric window of `nbytes` (collective, same sizes and order on every rank),
         adopted into this rank's GM; `role` says once what it holds (`MemRole`): zero-filled, or poisoned
-        when it is PAYLOAD in a `poison_payload` world (`Window.poison`)."""
-        win = self._create(int(nbytes), name, adopt=True, role=role)
+        when it is PAYLOAD in a `poison_payload` world (`Window.poison`). A PAYLOAD window whose first
+        `control_bytes` hold status words (the apace state area before the data area) keeps them real in a
+        protocol-only run."""
+        win = self._create(int(nbytes), name, adopt=True, role=role, control_bytes=int(control_bytes))
         if role is MemRole.PAYLOAD and self.poison_payload:
             win.poison()
         self.barrier()                  # nobody puts into a window before every rank filled its memory
         return win
 
     def _create(self, nbytes: int, name: str, *, adopt: bool, agreed: bool = False,
-                role: MemRole = MemRole.CONTROL) -> Window:
+                role: MemRole = MemRole.CONTROL, control_bytes: int = 0) -> Window:
         """`agreed`: every rank is known to be here (else a barrier first: `allgather` and `Allocate` block,
         and a rank that left the world would never join them)."""
         self._check_open()
@@ -125,7 +127,8 @@ class CommWorld:
         # A protocol-only run (`Device.data` False) keeps no payload bytes: the MPI window of a PAYLOAD window is
         # one signal word (nothing is put into it), its GM allocation has the full size and no bytes.
         bare = adopt and role is MemRole.PAYLOAD and not self.device.data
-        win = MPI.Win.Allocate(SIGNAL_BYTES if bare else nbytes, 1, comm=cast(MPI.Intracomm, self.comm))
+        held = min(nbytes, max(control_bytes, SIGNAL_BYTES)) if bare else nbytes
+        win = MPI.Win.Allocate(held, 1, comm=cast(MPI.Intracomm, self.comm))
         if win.Get_attr(MPI.WIN_MODEL) != MPI.WIN_UNIFIED:
             win.Free()
             raise ConstraintError("MPI window memory model", f"window '{name}' reports MPI_WIN_SEPARATE: the "
@@ -135,8 +138,8 @@ class CommWorld:
         mem = np.frombuffer(win.tomemory(), dtype=np.uint8)  # type: ignore[call-overload]  # mpi4py buffer
         mem[:] = 0
         win.Sync()
-        base = self.device.gm.adopt(None if bare else mem, f"win:{name}", kind="window", written=True,
-                                    role=role, nbytes=nbytes) if adopt else None
+        base = self.device.gm.adopt(mem if control_bytes or not bare else None, f"win:{name}", kind="window",
+                                    written=True, role=role, nbytes=nbytes) if adopt else None
         window = Window(name, win, mem, base, self.rank, self.size, nbytes=nbytes)
         self.windows.append(window)
         if base is not None:

@@ -254,19 +254,21 @@ class LaunchHarness:
         return self.device.rank
 
     # -- what the operator's host code uses -----------------------------------------------------------------
-    def window(self, nbytes: int, name: str, role: MemRole = MemRole.PAYLOAD) -> Window:
-        """A symmetric window of `nbytes` (collective), adopted into this rank's GM; `role`: what it holds."""
+    def window(self, nbytes: int, name: str, role: MemRole = MemRole.PAYLOAD, control_bytes: int = 0) -> Window:
+        """A symmetric window of `nbytes` (collective), adopted into this rank's GM; `role`: what it holds
+        (`control_bytes`: a PAYLOAD window's leading status words, `CommWorld.window`)."""
         if self.world is None:
             raise RuntimeError(f"{self.name}: a window needs a communicating harness (comm=...)")
-        return self.world.window(nbytes, name, role)
+        return self.world.window(nbytes, name, role, control_bytes)
 
-    def data_window(self, nbytes: int, name: str) -> Window | CarvedWindow:
+    def data_window(self, nbytes: int, name: str, control_bytes: int = 0) -> Window | CarvedWindow:
         """The call's data window (PAYLOAD): on a `Communicator`, carved from its buffer at the window's offset
         (0 unless `window_offsets` moves it: the kernels' window base is the HCCL buffer's; refused when it does
-        not fit: HCCL_BUFFSIZE), else a new window of `nbytes`."""
+        not fit: HCCL_BUFFSIZE), else a new window of `nbytes` (`control_bytes`: its leading status words, real
+        in a protocol-only run; a Communicator's buffer has none: protocol-only calls on one are not covered)."""
         if self.stream is not None:
             return self.stream.carve(nbytes, name, op=self.name)
-        return self.window(nbytes, name, MemRole.PAYLOAD)
+        return self.window(nbytes, name, MemRole.PAYLOAD, control_bytes)
 
     def team_barrier(self, jobs: int, name: str = "team_barrier") -> TeamBarrier:
         """The apace TeamBarrier (its own CONTROL window): on a `Communicator` one per (name, jobs), kept

@@ -301,6 +301,14 @@ def contiguous(x: Any, dtype: Any = None) -> Any:
     return np.ascontiguousarray(x, dtype=dtype)
 
 
+def nonfinite_count(x: Any) -> int | None:
+    """How many elements of `x` are NaN or Inf (an emulator check of bytes, e.g. MUL_ZERO_KEEPS_NAN); None when
+    `x` holds payload (a protocol-only run: checks that need bytes are off)."""
+    if is_payload(x):
+        return None
+    return int((~np.isfinite(x)).sum())
+
+
 def _reduce_shape(x: Any, axis: Any, dtype: Any) -> Payload:
     shape = _arg_shape(x)
     dt = np.dtype(dtype) if dtype is not None else x.dtype

@@ -23,7 +23,7 @@ import numpy as np
 
 from mc2emu.apace.block.qmm_mx_block_mmad_fragment import QmmMxBlockMmadFragment
 from mc2emu.apace.block_epilogue_all_to_all import EpilogueParams
-from mc2emu.apace.comm_resource_builder import HcclOpParam
+from mc2emu.apace.comm_resource_builder import A5_MTE_STATE_WIN_SIZE, HcclOpParam
 from mc2emu.apace.kernel_qbmm_mx_mix import MixParams, MixQBMMTiling
 from mc2emu.apace.qmm_mx_kernel_rs_frag import RS_WINDOW_LEN
 from mc2emu.apace.quant_matmul_reduce_scatter_impl import (
@@ -161,7 +161,8 @@ def _run_per_block(problem: QmrsProblem, x1: np.ndarray, x1_scale: np.ndarray, x
         BlockScheduler = BlockSchedulerQuantBatchMatmulV3.template(NONE_FULL_LOAD_MODE, NDExtLayoutPtn,
                                                                    LayoutB, problem.elem)
         assert h.world is not None
-        win = h.data_window(HcclOpParam.window_bytes(R, m * cBytesPerM), "qmrs_hccl_window")
+        win = h.data_window(HcclOpParam.window_bytes(R, m * cBytesPerM), "qmrs_hccl_window",
+                            control_bytes=A5_MTE_STATE_WIN_SIZE)
         ctx_param = HcclOpParam(rank, R, win.addr(0), Shmem(h.world))
         problemShape = (m, n, k, 1)
         params = MixParams(

@@ -24,7 +24,7 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -87,11 +87,18 @@ class Allocation:
     describe: Callable[[int], str] | None = None
     role: MemRole = MemRole.PAYLOAD
     size: int = -1             # bytes (-1: the buffer's length)
+    # Protocol-only run: bytes of `buf` that received payload (a UB block of which only some words are status
+    # words, written whole); a read covering one returns a Payload. None: none did.
+    marks: np.ndarray | None = None
 
     @property
     def materialized(self) -> bool:
-        """Whether the bytes exist (False: a PAYLOAD allocation of a protocol-only run)."""
-        return self.buf is not None
+        """Whether every byte exists (False: a PAYLOAD allocation or window of a protocol-only run)."""
+        return self.buf is not None and (self.size < 0 or self.size == self.buf.shape[0])
+
+    def real(self, lo: int, hi: int) -> bool:
+        """Whether bytes [lo, hi) exist (a protocol-only PAYLOAD window keeps only its control prefix)."""
+        return self.buf is not None and hi <= self.buf.shape[0]
 
     @property
     def stable(self) -> bool:
@@ -100,7 +107,7 @@ class Allocation:
 
     @property
     def nbytes(self) -> int:
-        return int(self.buf.shape[0]) if self.buf is not None else self.size
+        return self.size if self.size >= 0 else int(self.buf.shape[0])  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True)
@@ -208,12 +215,15 @@ class GlobalMemory:
         return GmAddr(alloc, 0)
 
     def adopt(self, buf: np.ndarray | None, name: str, *, kind: str = "window", written: bool = False,
-              role: MemRole = MemRole.PAYLOAD, nbytes: int = 0) -> GmAddr:
+              role: MemRole = MemRole.PAYLOAD, nbytes: int = -1) -> GmAddr:
         """Wrap memory allocated elsewhere (an MPI window) as a GM allocation. Window memory is zeroed
-        by the caller; with `written=False` a read of it before any put is reported. `buf` None: a window of
-        `nbytes` whose payload is not materialized (protocol-only run)."""
-        if buf is None:
-            alloc = self._register(name, None, None, kind, int(nbytes))
+        by the caller; with `written=False` a read of it before any put is reported. `nbytes` above the
+        length of `buf` (or `buf` None): a window of `nbytes` of which only the bytes of `buf` (its control
+        prefix) exist, the payload is not materialized (protocol-only run)."""
+        if buf is None or nbytes > buf.size:
+            if buf is not None:
+                buf = buf.view(np.uint8).reshape(-1)
+            alloc = self._register(name, buf, None, kind, int(nbytes))
             alloc.role = role
             alloc.fully_written = True
             return GmAddr(alloc, 0)
@@ -285,7 +295,7 @@ class GlobalMemory:
         if _is_fp4(dtype):
             raise GmError("FP4 data is packed: use read()/write() or view it as uint8")
         self._span(addr, sshape, st, item, "view")
-        if addr.alloc.buf is None:
+        if not addr.alloc.real(*self._span(addr, sshape, st, item, "view")):
             return Payload(sshape, dtype)  # type: ignore[return-value]
         return self._raw(addr.alloc.buf, addr.offset, sshape, st, dtype)
 
@@ -304,7 +314,7 @@ class GlobalMemory:
         sshape, st, eshape, item = self._geometry(dtype, shape, strides)
         lo, hi = self._span(addr, sshape, st, item, "read")
         alloc = addr.alloc
-        if alloc.buf is None:
+        if not alloc.real(lo, hi) or (alloc.marks is not None and alloc.marks[lo:hi].any()):
             return self._read_payload(addr, alloc, dtype, sshape, st, eshape, item, lo, hi, core, out, same_as)
         fp4 = dtype in FP4_DTYPES
         sdtype = np.dtype(np.uint8) if fp4 else dtype
@@ -358,13 +368,14 @@ class GlobalMemory:
         write adds: new = RNE_T(f32(old) + f32(value))."""
         alloc = addr.alloc
         payload = is_payload(value)
-        if payload or alloc.buf is None:
-            self._write_payload(addr, alloc, value, strides, core, atomic, payload)
-            return
-        value = np.asarray(value)
+        if not payload:
+            value = np.asarray(value)
         dtype = value.dtype
         sshape, st, _, item = self._geometry(dtype, value.shape, strides)
         lo, hi = self._span(addr, sshape, st, item, "write")
+        if payload or not alloc.real(lo, hi):
+            self._write_payload(addr, alloc, value, sshape, st, item, lo, hi, core, atomic)
+            return
         if _is_fp4(dtype):
             codes = value.view(np.uint8).reshape(*sshape, 2)
             packed = (codes[..., 0] & 0x0F) | ((codes[..., 1] & 0x0F) << 4)
@@ -388,6 +399,9 @@ class GlobalMemory:
         else:
             _copy_into(self._raw(alloc.buf, addr.offset, sshape, st, dtype), value)
         alloc.generation += 1
+        if alloc.marks is not None:
+            np.ndarray((*sshape, item), dtype=bool, buffer=alloc.marks, offset=addr.offset,
+                       strides=(*st, 1))[...] = False
         if alloc.written is not None and hi > lo:
             np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
                        strides=(*st, 1))[...] = True
@@ -399,23 +413,46 @@ class GlobalMemory:
             self.events.emit(GmWrite, core, alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
                              strides=st, item=item, alloc=alloc, atomic=atomic is not None)
 
-    def _write_payload(self, addr: GmAddr, alloc: Allocation, value: np.ndarray, strides: Sequence[int] | None,
-                       core: str, atomic: np.dtype | None, payload: bool) -> None:
-        """`write` of payload bytes or into an allocation without bytes: the same checks of bounds and types,
-        the same event; nothing stored. Payload bytes into memory that holds bytes (CONTROL) are refused."""
-        if alloc.buf is not None:
-            raise refuse(f"bytes written into {alloc.role.value} allocation '{alloc.name}'")
-        if not payload:
-            value = np.asarray(value)
+    def _write_payload(self, addr: GmAddr, alloc: Allocation, value: np.ndarray, sshape: tuple[int, ...],
+                       st: tuple[int, ...], item: int, lo: int, hi: int, core: str, atomic: np.dtype | None) -> None:
+        """`write` of payload bytes or into bytes that do not exist: the same checks of bounds and types, the
+        same event; nothing stored. Payload bytes into bytes that exist (CONTROL) are refused."""
         dtype = value.dtype
-        sshape, st, _, item = self._geometry(dtype, value.shape, strides)
-        lo, hi = self._span(addr, sshape, st, item, "write")
+        if alloc.real(lo, hi):
+            self._write_marked(addr, alloc, value, sshape, st, item, core, atomic)
+            return
         if atomic is not None and np.dtype(atomic) != dtype:
             self._report_atomic_mismatch(alloc, lo, hi, np.dtype(atomic), dtype, core)
         alloc.generation += 1
         if self.events.wants(GmWrite, alloc.name):
             self.events.emit(GmWrite, core, alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
                              strides=st, item=item, alloc=alloc, atomic=atomic is not None)
+
+    def _write_marked(self, addr: GmAddr, alloc: Allocation, value: Any, sshape: tuple[int, ...],
+                      st: tuple[int, ...], item: int, core: str, atomic: np.dtype | None) -> None:
+        """Payload bytes into bytes that exist (a protocol-only run: a UB block holding one status word among
+        stale data, written whole): the known bytes are written, the others keep theirs and are marked, so a
+        later read of them returns a Payload (refused in a branch)."""
+        if self.data or atomic is not None:
+            raise refuse(f"bytes written into {alloc.role.value} allocation '{alloc.name}'")
+        assert alloc.buf is not None
+        if alloc.marks is None:
+            alloc.marks = np.zeros(alloc.buf.shape, dtype=bool)
+        dst = np.ndarray((*sshape, item), dtype=bool, buffer=alloc.marks, offset=addr.offset, strides=(*st, 1))
+        marks = getattr(value, "_marks", None)
+        src = marks() if marks is not None else None
+        if src is None:
+            dst[...] = True
+        else:
+            raw = np.ndarray((*sshape, item), dtype=np.uint8, buffer=alloc.buf, offset=addr.offset, strides=(*st, 1))
+            known = ~src
+            raw[known] = value.view(np.ndarray).view(np.uint8).reshape(*sshape, item)[known]
+            dst[...] = src
+        alloc.generation += 1
+        lo, hi = self._span(addr, sshape, st, item, "write")
+        if self.events.wants(GmWrite, alloc.name):
+            self.events.emit(GmWrite, core, alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,
+                             strides=st, item=item, alloc=alloc, atomic=False)
 
     def _report_atomic_mismatch(self, alloc: Allocation, lo: int, hi: int, atomic: np.dtype, written: np.dtype,
                                 core: str) -> None:

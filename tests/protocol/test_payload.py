@@ -75,7 +75,7 @@ def test_control_words_stay_real_payload_passes_through_ub(data):
 
 def test_a_ub_scalar_of_payload_is_refused():
     dev = Device(timeout=10, data=False)
-    src, status, dst = _alloc(dev, False)
+    src, _, _ = _alloc(dev, False)
 
     def kernel(ctx, src):
         ub = ctx.local.allocate(Position.VECCALC, "ub", 8, np.float32)
