@@ -301,6 +301,11 @@ def contiguous(x: Any, dtype: Any = None) -> Any:
     return np.ascontiguousarray(x, dtype=dtype)
 
 
+def host_array(x: Any) -> Any:
+    """`np.asarray(x)` for an operator input; a Payload (a protocol-only run's shape-only input) as it is."""
+    return x if is_payload(x) else np.asarray(x)
+
+
 def nonfinite_count(x: Any) -> int | None:
     """How many elements of `x` are NaN or Inf (an emulator check of bytes, e.g. MUL_ZERO_KEEPS_NAN); None when
     `x` holds payload (a protocol-only run: checks that need bytes are off)."""

@@ -29,7 +29,7 @@ from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.formats import gm_storage_dtype
 from mc2emu.numerics.payload import contiguous
 from mc2emu.ops.grouped_matmul_mx_golden import group_entries, split_m_segments
-from mc2emu.runtime.gm import GlobalMemory, GmAddr
+from mc2emu.runtime.gm import GlobalMemory, GmAddr, MemRole
 from mc2emu.runtime.hazards import HazardReport
 from mc2emu.runtime.kernel_type import KernelType
 from mc2emu.tiling.grouped_matmul_tiling import GmmTilingResult
@@ -145,7 +145,8 @@ def run_grouped_matmul_mx(p: GmmProblem, opts: CallOptions) -> tuple[np.ndarray,
         w_addr = _put(gm, p.weight, p.fw, "weight")
         sx_addr = gm.alloc(p.x_scale.size, "pertokenScale", data=contiguous(p.x_scale).view(np.uint8))
         sw_addr = gm.alloc(p.weight_scale.size, "scale", data=contiguous(p.weight_scale).view(np.uint8))
-        gl_addr = gm.alloc(0, "groupList", data=contiguous(p.group_list, dtype=np.int64).reshape(-1))
+        gl_addr = gm.alloc(0, "groupList", data=contiguous(p.group_list, dtype=np.int64).reshape(-1),
+                           role=MemRole.CONTROL)
         y_addr = gm.alloc(int(np.prod(p.y_shape)) * p.out.dtype.itemsize, "y", zero=True)
         bias_addr = gm.alloc(0, "bias", data=contiguous(p.bias, dtype=np.float32)) \
             if p.bias is not None else None

@@ -34,6 +34,7 @@ from mc2emu.host.collective import refuse
 from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.errors import MxTypeError, MxValueError
 from mc2emu.numerics.formats import E8M0_DTYPE
+from mc2emu.numerics.payload import host_array, is_payload
 from mc2emu.ops.grouped_matmul_mx_golden import group_entries
 from mc2emu.ops.grouped_matmul_mx_host import (
     GmmGroupListType,
@@ -56,7 +57,7 @@ GE_NAMES = {ElemFormat.E4M3: "float8_e4m3fn", ElemFormat.E5M2: "float8_e5m2", El
             ElemFormat.E1M2: "float4_e1m2"}
 
 def _operand(arr: Any, fmt: ElemFormat | str | None, param: str, ndim: int) -> tuple[np.ndarray, ElemFormat]:
-    a = np.asarray(arr)
+    a = host_array(arr)
     try:
         elem = infer_format(a, None, param) if fmt is None else parse_enum(ElemFormat, fmt, f"{param}_format")
     except (MxValueError, MxTypeError) as exc:
@@ -65,7 +66,7 @@ def _operand(arr: Any, fmt: ElemFormat | str | None, param: str, ndim: int) -> t
         raise ConstraintError(f"{param}.dtype", f"{param} must hold one element code per byte, got {a.dtype}")
     if a.ndim != ndim:
         raise ConstraintError(f"{param}.ndim", f"{param} must be {ndim}-D here, got shape {a.shape}")
-    if elem.is_fp4 and a.size and int(a.view(np.uint8).max()) >= 1 << elem.bits:
+    if elem.is_fp4 and a.size and not is_payload(a) and int(a.view(np.uint8).max()) >= 1 << elem.bits:
         raise ConstraintError(param, "FP4 codes must be < 16 (one unpacked code per byte)")
     return a, elem
 
@@ -97,7 +98,7 @@ def _nz_n(sw: np.ndarray, split_k: bool, trans_b: bool) -> int:
 
 
 def _scale(s: Any, param: str) -> np.ndarray:
-    arr = np.asarray(s)
+    arr = host_array(s)
     if arr.dtype not in (np.dtype(np.uint8), E8M0_DTYPE):
         raise ConstraintError(f"{param}.dtype", f"{param} must be float8_e8m0fnu or uint8 E8M0 codes, got {arr.dtype}")
     return arr

@@ -28,7 +28,7 @@ def infer_format(x: np.ndarray, fmt: ElemFormat | str | None, param: str) -> Ele
     """The element format of an operand: explicit, or from its ml_dtypes dtype."""
     if fmt is not None:
         return ElemFormat.parse(fmt, f"{param}_format")
-    return ElemFormat.parse(np.asarray(x).dtype, f"{param}.dtype")
+    return ElemFormat.parse(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype, f"{param}.dtype")
 
 
 def _scale_rows_k(scale: np.ndarray, k: int, k_pairs_axis_first: bool) -> np.ndarray:

@@ -35,6 +35,7 @@ from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE, SCALE_C0
 from mc2emu.numerics.errors import MxTypeError, MxValueError
 from mc2emu.numerics.formats import E8M0_DTYPE
+from mc2emu.numerics.payload import host_array, is_payload
 from mc2emu.ops.quant_batch_matmul_mx_golden import infer_format
 from mc2emu.ops.quant_batch_matmul_mx_host import QbmmLaunchInfo, QbmmProblem, run_qbmm
 from mc2emu.runtime.hazards import ConstraintError
@@ -49,7 +50,7 @@ BIAS_DTYPES = ("float32", "bfloat16", "float16")  # BiasType instantiations of t
 
 
 def _operand(x: Any, fmt: ElemFormat | str | None, param: str) -> tuple[np.ndarray, ElemFormat]:
-    arr = np.asarray(x)
+    arr = host_array(x)
     try:
         elem = (infer_format(arr, None, param) if fmt is None
                 else parse_enum(ElemFormat, fmt, f"{param}_format"))
@@ -62,7 +63,7 @@ def _operand(x: Any, fmt: ElemFormat | str | None, param: str) -> tuple[np.ndarr
         raise ConstraintError(f"{param}.ndim", f"{param} must be 2-D plus up to {MAX_BATCH_DIMS} batch dimensions, "
                               f"got shape {arr.shape}")
     codes = arr.view(np.uint8)
-    if elem.is_fp4 and codes.size and int(codes.max()) >= 1 << elem.bits:
+    if elem.is_fp4 and codes.size and not is_payload(codes) and int(codes.max()) >= 1 << elem.bits:
         raise ConstraintError(f"{param}", f"FP4 codes must be < 16 (one unpacked code per byte), got "
                               f"{int(codes.max())}")
     return arr, elem
@@ -74,7 +75,7 @@ def _batch4(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
 
 
 def _check_scale(scale: Any, batch: tuple[int, ...], rows: int, k: int, pairs_first: bool, param: str) -> np.ndarray:
-    s = np.asarray(scale)
+    s = host_array(scale)
     if s.dtype not in (np.dtype(np.uint8), E8M0_DTYPE):
         raise ConstraintError(f"{param}.dtype", f"{param} must be float8_e8m0fnu or uint8 E8M0 codes, got {s.dtype}")
     pairs = -(-k // MXFP_DIVISOR_SIZE)
