@@ -107,7 +107,7 @@ class WeightDtype(enum.Enum):
 
     @classmethod
     def of(cls, weight: np.ndarray, param: str = "weight") -> WeightDtype:
-        name = np.asarray(weight).dtype.name
+        name = (weight.dtype if hasattr(weight, "dtype") else np.asarray(weight).dtype).name
         for member in cls:
             if name == member.value:
                 return member

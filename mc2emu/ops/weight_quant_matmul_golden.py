@@ -32,7 +32,7 @@ OUT_DTYPES = (BF16, FP16, np.dtype(np.float32))
 
 
 def _dequant_type(scale: np.ndarray) -> np.dtype:
-    dt = np.asarray(scale).dtype
+    dt = scale.dtype if hasattr(scale, "dtype") else np.asarray(scale).dtype
     if dt not in (BF16, FP16):
         raise TypeError(f"antiquant_scale must be bfloat16 or float16 (x's dtype), got {dt}")
     return dt

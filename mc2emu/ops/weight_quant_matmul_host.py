@@ -128,7 +128,7 @@ def run_wqmm(p: WqmmProblem, opts: CallOptions, *, block_dim: int | None,
             AType=p.x.dtype, BType=p.weight_dtype, CType=p.out_dtype, transB=p.trans_b, mode=p.mode,
             bDequantGmAddr=bdq_addr)
         res = h.launch(weight_quant_matmul_kernel, td.block_dim, KernelType.MIX_AIC_1_2, params,
-                       WeightQuantL1(DAV_3510.l1_size))
+                       WeightQuantL1(DAV_3510.l1_size, opts.data))
         c = h.read(c_addr, p.out_dtype, (p.m, p.n))
         b_shape = (p.n, p.k) if p.trans_b else (p.k, p.n)
         bdq = h.read(bdq_addr, p.x.dtype, b_shape) if bdq_addr is not None else None

@@ -34,6 +34,7 @@ from mc2emu.host.call_options import Observer, call_options, call_result
 from mc2emu.host.collective import refuse
 from mc2emu.numerics import OutDtype
 from mc2emu.numerics.errors import MxTypeError
+from mc2emu.numerics.payload import Payload, host_array, is_payload
 from mc2emu.numerics.weight_dequant import WeightDtype
 from mc2emu.ops.weight_quant_matmul_golden import golden_weight_dequant
 from mc2emu.ops.weight_quant_matmul_host import WqmmLaunchInfo, WqmmProblem, run_wqmm
@@ -49,7 +50,7 @@ BIAS_DTYPE = np.dtype(np.float32)  # BlockMmad's BiasType is float (seed pitfall
 
 
 def _channel_vector(v: Any, n: int, dtype: np.dtype, param: str) -> np.ndarray:
-    arr = np.asarray(v)
+    arr = host_array(v)
     if arr.dtype != dtype:
         raise ConstraintError(f"{param}.dtype", f"{param} must have x's dtype {dtype} (the dequant type), got "
                               f"{arr.dtype}")
@@ -62,12 +63,12 @@ def validate(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any, b
              out_dtype: Any, mode: Any, block_dim: int | None) -> WqmmProblem:
     """The operator's input rules, each a ConstraintError naming the rule; the validated problem."""
     refuse(DAV_3510.block_dim_violations(block_dim))
-    a = np.asarray(x)
+    a = host_array(x)
     if a.dtype not in X_DTYPES:
         raise ConstraintError("x.dtype", f"x must be bfloat16 or float16, got {a.dtype}")
     if a.ndim != 2:
         raise ConstraintError("x.ndim", f"x must be 2-D (M, K), got shape {a.shape}")
-    w = np.asarray(weight)
+    w = host_array(weight)
     try:
         wt = WeightDtype.of(w)
     except MxTypeError as exc:
@@ -93,7 +94,9 @@ def validate(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any, b
     if reasons:
         raise ConstraintError("can_implement", "; ".join(reasons))
     b_dequant = (golden_weight_dequant(w, scale, offset, trans_b=trans_b)
-                 if md is WeightQuantMatmulMode.A_ONLY_MMAD else None)
+                 if md is WeightQuantMatmulMode.A_ONLY_MMAD and not is_payload(w) else None)
+    if md is WeightQuantMatmulMode.A_ONLY_MMAD and is_payload(w):   # a protocol-only run's shape-only weight
+        b_dequant = Payload(w.shape, scale.dtype)
     return WqmmProblem(a, w, wt, scale, offset, bias_arr, out, int(m), int(n), int(k), bool(trans_b), md, b_dequant)
 
 

@@ -23,7 +23,9 @@ import threading
 import numpy as np
 
 from mc2emu.numerics.int_math import Align16, CeilDiv
+from mc2emu.numerics.payload import Payload, is_payload
 from mc2emu.runtime.hazards import CapacityError
+from mc2emu.runtime.local_region import local_bytes
 
 C0 = 16  # BLOCK_CUBE: a fractal is 16 x 16 elements; a 16-bit C0 row is one 32-byte DataBlock
 L1_POISON = 0xFF  # never-written L1 bytes: NaN in bf16 and half
@@ -32,8 +34,9 @@ L1_POISON = 0xFF  # never-written L1 bytes: NaN in bf16 and half
 class WeightQuantL1:
     """The L1 byte arrays of the AI cores of one launch (created on first use, per group)."""
 
-    def __init__(self, l1_size: int) -> None:
+    def __init__(self, l1_size: int, data: bool = True) -> None:
         self.l1Size = int(l1_size)
+        self.data = data   # False: a protocol-only run (the L1s mark the payload they receive)
         self._l1: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -41,7 +44,8 @@ class WeightQuantL1:
         with self._lock:
             buf = self._l1.get(group)
             if buf is None:
-                buf = self._l1[group] = np.full(self.l1Size, L1_POISON, dtype=np.uint8)
+                buf = self._l1[group] = (np.full(self.l1Size, L1_POISON, dtype=np.uint8) if self.data
+                                         else local_bytes(self.l1Size))
             return buf
 
 
@@ -67,6 +71,8 @@ def zn_view(l1: np.ndarray, offset: int, dtype: np.dtype, rows: int, cols: int, 
 def _pad_cols(x: np.ndarray, cols: int) -> np.ndarray:
     if x.shape[1] == cols:
         return x
+    if is_payload(x):
+        return Payload((x.shape[0], cols), x.dtype)  # type: ignore[return-value]
     out = np.zeros((x.shape[0], cols), dtype=x.dtype)
     out[:, : x.shape[1]] = x
     return out

@@ -50,6 +50,7 @@ from mc2emu.blaze.gemm.common_utils import MNK_M, MNK_N
 from mc2emu.blaze.tensor_api.layout import DNExtLayoutPtn, MakeFrameLayout, NDExtLayoutPtn
 from mc2emu.blaze.tensor_api.tensor import GmTensor, MakeTensor
 from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.numerics.payload import Payload, contiguous, is_payload
 from mc2emu.numerics.weight_dequant import DequantDtype, WeightDtype, channel_dequant_table, dequant_by_table
 from mc2emu.runtime.events import Vector
 from mc2emu.runtime.hazards import CapacityError, Hazard, Severity
@@ -170,7 +171,7 @@ class WeightQuantMatmulPrologue:
         slot runs on into the next bytes, as the device's copy does) and return UB's view of it."""
         if slot is None:
             return data
-        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        raw = contiguous(data).reshape(-1).view(np.uint8)
         ub = self.ctx.local.ub
         start = slot.__array_interface__["data"][0] - ub.__array_interface__["data"][0]
         if start + raw.size > ub.size:
@@ -203,6 +204,10 @@ class WeightQuantMatmulPrologue:
         t0 = time.perf_counter_ns()
         scale = self.scale_[ubBufId]
         offset = self.offset_[ubBufId] if self.hasOffset_ else None
+        if is_payload(bIn) or is_payload(scale) or is_payload(offset):   # protocol-only run: no dequant
+            bOut = self._to_ub(self.bOutUb_[ubBufId], Payload(bIn.shape, self.DequantBType.dtype))
+            ctx.emit(Vector, stage="dequant", k=kUbLen, n=nUbLen, ubBufId=ubBufId, t0_ns=t0)
+            return bOut
         # the VF reads scale / offset from their UB slots: rebuild the table when those bytes changed
         key = scale.tobytes() + (offset.tobytes() if offset is not None else b"")  # type: ignore[union-attr]
         table = self.vfTable_[ubBufId]
