@@ -7,10 +7,13 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from record import Recorder, differences
 
 from mc2emu.numerics.payload import Payload
+from mc2emu.ops.all_gather_quant_matmul_op import all_gather_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_op import all_to_all_quant_matmul
-from tests.protocol.record import Recorder, differences
+from mc2emu.ops.quant_matmul_reduce_scatter_op import quant_matmul_reduce_scatter
+from mc2emu.runtime.hazards import HazardError
 
 E4M3, E8M0 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e8m0fnu
 
@@ -42,3 +45,50 @@ def test_a2a_protocol_only_record_equals_the_full_runs(impl, wait_order):
         records.append(rec.events)
     assert len(records[0]) > 100
     assert differences(records[0], records[1]) == []
+
+
+def _mx(m: int, k: int, n: int) -> list[tuple[tuple[int, ...], object]]:
+    pairs = -(-k // 64)
+    return [((m, k), E4M3), ((m, pairs, 2), E8M0), ((n, k), E4M3), ((n, pairs, 2), E8M0)]
+
+
+def _records(op, shapes, comm, **kw):
+    """(record, hazard names) of a full run and of a protocol-only run of `op` on the same inputs."""
+    rng = np.random.default_rng(11 + comm.Get_rank())
+    full_in = [rng.uniform(1, 8, s).astype(d) for s, d in shapes]
+    out = []
+    for data in (True, False):
+        rec = Recorder()
+        ins = full_in if data else [Payload(s, d) for s, d in shapes]
+        try:
+            op(*ins, data=data, observers=[rec], comm=comm, **kw)
+            hazards: list[str] = []
+        except HazardError as err:   # e.g. per_block's reproduced UNCONSUMED_FLAG: the same in both runs
+            hazards = sorted(f"{h.hazard.name}@{h.core}" for h in err.hazards)
+        out.append((rec.events, hazards))
+    return out
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize(("protocol", "wait_order"),
+                         [("seed", "mask"), ("seed", "in_order"), ("slot_ring", "in_order")])
+def test_ag_protocol_only_record_equals_the_full_runs(protocol, wait_order):
+    (full, hz_full), (proto, hz_proto) = _records(all_gather_quant_matmul, _mx(48, 256, 96), _world(),
+                                                  protocol=protocol, wait_order=wait_order)
+    assert len(full) > 100 and hz_full == hz_proto
+    assert differences(full, proto) == []
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("kw", [dict(impl="rounds", split="m"), dict(impl="rounds", split="k"),
+                                dict(impl="per_block", split="m"),
+                                dict(impl="per_block", split="k", kernel_variant="final_wait")],
+                         ids=["rounds-m", "rounds-k", "per_block-m", "per_block-k-final_wait"])
+def test_qmrs_protocol_only_record_equals_the_full_runs(kw):
+    comm = _world()
+    (full, hz_full), (proto, hz_proto) = _records(quant_matmul_reduce_scatter, _mx(64 * comm.Get_size(), 256, 96),
+                                                  comm, **kw)
+    assert len(full) > 100 and hz_full == hz_proto
+    if kw["impl"] == "per_block" and "kernel_variant" not in kw:
+        assert hz_full and all(h.startswith("UNCONSUMED_FLAG") for h in hz_full)
+    assert differences(full, proto) == []
