@@ -45,7 +45,9 @@ def _both(op, args, **kw):
 
 
 @pytest.mark.parametrize("case", [split_m_case([64, 0, 96, 32], 128, 256),
-                                  split_m_case([40, 88], 96, 192, trans_b=True), split_k_case([128, 64, 192], 48, 96)], ids=["split_m", "split_m_transB", "split_k"])
+                                  split_m_case([40, 88], 96, 192, trans_b=True),
+                                  split_k_case([128, 64, 192], 48, 96)],
+                         ids=["split_m", "split_m_transB", "split_k"])
 def test_gmm_protocol_only_record_equals_the_full_runs(case):
     full, proto = _both(grouped_matmul_mx, list(case.args()), **case.kw)
     assert differences(full, proto) == []
