@@ -16,9 +16,8 @@ is MPI_WIN_UNIFIED, in one passive-target epoch, `Lock_all(MODE_NOCHECK)`, for i
 - A local store to the own window becomes visible to remote `Get`s after `Win_sync`; publishers call it.
 - `barrier_all`: `Flush_all`, an `Ibarrier` on a communicator of its own (through the wait primitive), then
   `Win_sync` on every window. Remote waits re-test with bounded backoff (`poll=True`).
-Check mode: every operation emits an event (src_rank, pe, window, offset, nbytes, seq) for the
-happens-before checker. A protocol-only run (`data=False`): a put into a window without bytes, or of payload
-bytes, moves nothing and emits the same events; payload bytes into a window that holds bytes are refused.
+Check mode: every operation emits an event (src_rank, pe, window, offset, nbytes, seq) for the happens-before
+checker. Protocol-only run (`data=False`): a put into window bytes that do not exist moves nothing, same events.
 """
 
 from __future__ import annotations
@@ -178,7 +177,7 @@ class Shmem:
         if off < 0 or off + nbytes > alloc.nbytes:
             raise GmError(f"rank {self.rank}: put source bytes [{off}, {off + nbytes}) are outside GM allocation "
                           f"'{alloc.name}' of {alloc.nbytes} bytes")
-        return alloc.buf[off: off + nbytes]
+        return alloc.buf[off: off + nbytes]  # type: ignore[index]  # real: checked above
 
     @staticmethod
     def _check_signal(signal: int, sig_op: SignalOp) -> None:
@@ -287,7 +286,7 @@ class Shmem:
         window, off = self.world.window_of(src, nbytes, "get source")
         ctx.checkpoint("put")
         if nbytes and not window.real(off, nbytes):
-            self.device.gm.write(dst, Payload((nbytes,), np.uint8), core=ctx.label)   # protocol-only: no bytes
+            self.device.gm.write(dst, Payload((nbytes,), np.uint8), core=ctx.label)  # type: ignore[arg-type]   # protocol-only: no bytes
         elif nbytes:
             tmp = np.empty(nbytes, dtype=np.uint8)
             window.win.Get(tmp, pe, off)

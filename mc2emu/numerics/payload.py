@@ -51,6 +51,9 @@ def refuse(what: str) -> PayloadValueError:
                              f"the allocation MemRole.CONTROL if the kernel branches on it)")
 
 
+_F32, _U8 = np.dtype(np.float32), np.dtype(np.uint8)
+
+
 def _dummy(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
     """A zero-memory array of `shape` (every stride 0): basic indexing on it gives result shapes for free."""
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), tuple(shape), (0,) * len(shape))
@@ -245,8 +248,8 @@ class Payload:
     def __le__(self, o: Any) -> Any: return self._binary(np.less_equal, o)
     def __gt__(self, o: Any) -> Any: return self._binary(np.greater, o)
     def __ge__(self, o: Any) -> Any: return self._binary(np.greater_equal, o)
-    def __eq__(self, o: object) -> Any: return self._binary(np.equal, o)  # type: ignore[override]
-    def __ne__(self, o: object) -> Any: return self._binary(np.not_equal, o)  # type: ignore[override]
+    def __eq__(self, o: object) -> Any: return self._binary(np.equal, o)
+    def __ne__(self, o: object) -> Any: return self._binary(np.not_equal, o)
     def __neg__(self) -> Payload: return Payload(self.shape, self.dtype)
     def __pos__(self) -> Payload: return Payload(self.shape, self.dtype)
     def __abs__(self) -> Payload: return Payload(self.shape, self.dtype)
@@ -354,8 +357,8 @@ def payload_ufunc(ufunc: np.ufunc, method: str, inputs: Sequence[Any], kwargs: d
     if method == "__call__":
         if ufunc is np.matmul:
             a, b = (_arg_shape(x) for x in inputs[:2])
-            shape = np.matmul(_dummy(a, np.float32)[..., :1, :] if len(a) > 1 else _dummy(a, np.float32),
-                              _dummy(b, np.float32)[..., :, :1] if len(b) > 1 else _dummy(b, np.float32)).shape
+            shape = np.matmul(_dummy(a, _F32)[..., :1, :] if len(a) > 1 else _dummy(a, _F32),
+                              _dummy(b, _F32)[..., :, :1] if len(b) > 1 else _dummy(b, _F32)).shape
             shape = (*shape[:-2], a[-2], b[-1]) if len(a) > 1 and len(b) > 1 else shape
         else:
             shape = np.broadcast_shapes(*(_arg_shape(x) for x in inputs))
@@ -390,13 +393,13 @@ def _same(x: Any, *args: Any, **kwargs: Any) -> Payload:
 
 def _concatenate(arrays: Sequence[Any], axis: int | None = 0, **kw: Any) -> Payload:
     dts = [np.zeros(1, a.dtype) if hasattr(a, "dtype") else a for a in arrays]
-    shape = np.concatenate([_dummy(_arg_shape(a), np.uint8) for a in arrays], axis=axis).shape
+    shape = np.concatenate([_dummy(_arg_shape(a), _U8) for a in arrays], axis=axis).shape
     return Payload(shape, np.result_type(*dts) if kw.get("dtype") is None else kw["dtype"])
 
 
 def _stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> Payload:
     dts = [np.zeros(1, a.dtype) if hasattr(a, "dtype") else a for a in arrays]
-    shape = np.stack([_dummy(_arg_shape(a), np.uint8) for a in arrays], axis=axis).shape
+    shape = np.stack([_dummy(_arg_shape(a), _U8) for a in arrays], axis=axis).shape
     return Payload(shape, np.result_type(*dts))
 
 
@@ -421,7 +424,7 @@ def _take(x: Any, indices: Any, axis: Any = None, **kw: Any) -> Payload:
     if is_payload(indices):
         raise refuse("the indices of np.take")
     x = as_payload(x)
-    shape = np.take(_dummy(x.shape, np.uint8), indices, axis=axis, mode="clip").shape
+    shape = np.take(_dummy(x.shape, _U8), indices, axis=axis, mode="clip").shape
     return Payload(shape, x.dtype)
 
 
@@ -482,7 +485,7 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.result_type: lambda *a: np.result_type(*(np.zeros(1, v.dtype) if hasattr(v, "dtype") else v for v in a)),
     np.may_share_memory: lambda *a, **k: False, np.shares_memory: lambda *a, **k: False,
     np.swapaxes: lambda x, a, b: as_payload(x).swapaxes(a, b),
-    np.expand_dims: lambda x, axis: Payload(np.expand_dims(_dummy(_arg_shape(x), np.uint8), axis).shape,
+    np.expand_dims: lambda x, axis: Payload(np.expand_dims(_dummy(_arg_shape(x), _U8), axis).shape,
                                             x.dtype),
 }
 

@@ -96,7 +96,7 @@ def validate(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any, b
     b_dequant = (golden_weight_dequant(w, scale, offset, trans_b=trans_b)
                  if md is WeightQuantMatmulMode.A_ONLY_MMAD and not is_payload(w) else None)
     if md is WeightQuantMatmulMode.A_ONLY_MMAD and is_payload(w):   # a protocol-only run's shape-only weight
-        b_dequant = Payload(w.shape, scale.dtype)
+        b_dequant = Payload(w.shape, scale.dtype)  # type: ignore[assignment]
     return WqmmProblem(a, w, wt, scale, offset, bias_arr, out, int(m), int(n), int(k), bool(trans_b), md, b_dequant)
 
 

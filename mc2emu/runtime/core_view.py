@@ -60,6 +60,9 @@ class DeviceView(Protocol):
     def gm(self) -> GlobalMemory: ...
 
     @property
+    def data(self) -> bool: ...
+
+    @property
     def waiter(self) -> Waiter: ...
 
     @property

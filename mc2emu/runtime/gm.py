@@ -24,7 +24,7 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ml_dtypes
 import numpy as np
@@ -294,10 +294,9 @@ class GlobalMemory:
         sshape, st, _, item = self._geometry(dtype, shape, strides)
         if _is_fp4(dtype):
             raise GmError("FP4 data is packed: use read()/write() or view it as uint8")
-        self._span(addr, sshape, st, item, "view")
         if not addr.alloc.real(*self._span(addr, sshape, st, item, "view")):
             return Payload(sshape, dtype)  # type: ignore[return-value]
-        return self._raw(addr.alloc.buf, addr.offset, sshape, st, dtype)
+        return self._raw(cast("np.ndarray", addr.alloc.buf), addr.offset, sshape, st, dtype)
 
     def read(self, addr: GmAddr, dtype: np.dtype | type, shape: Sequence[int],
              strides: Sequence[int] | None = None, *, core: str = "host", out: np.ndarray | None = None,
@@ -316,6 +315,7 @@ class GlobalMemory:
         alloc = addr.alloc
         if not alloc.real(lo, hi) or (alloc.marks is not None and alloc.marks[lo:hi].any()):
             return self._read_payload(addr, alloc, dtype, sshape, st, eshape, item, lo, hi, core, out, same_as)
+        buf = cast("np.ndarray", alloc.buf)
         fp4 = dtype in FP4_DTYPES
         sdtype = np.dtype(np.uint8) if fp4 else dtype
         if same_as is not None:
@@ -324,11 +324,11 @@ class GlobalMemory:
                               f"{same_as.shape} array")
             out = same_as
         elif out is None:
-            out = copy_out(self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
+            out = copy_out(self._raw(buf, addr.offset, sshape, st, sdtype))
         else:
             if fp4 or out.shape != sshape or out.dtype != dtype:
                 raise GmError(f"rank {self.rank}: read of {dtype} {sshape} into a {out.dtype} {out.shape} buffer")
-            _copy_into(out, self._raw(alloc.buf, addr.offset, sshape, st, sdtype))
+            _copy_into(out, self._raw(buf, addr.offset, sshape, st, sdtype))
         if not alloc.fully_written and alloc.written is not None and hi > lo:
             mask = np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written, offset=addr.offset,
                               strides=(*st, 1))
@@ -376,13 +376,14 @@ class GlobalMemory:
         if payload or not alloc.real(lo, hi):
             self._write_payload(addr, alloc, value, sshape, st, item, lo, hi, core, atomic)
             return
+        buf = cast("np.ndarray", alloc.buf)
         if _is_fp4(dtype):
             codes = value.view(np.uint8).reshape(*sshape, 2)
             packed = (codes[..., 0] & 0x0F) | ((codes[..., 1] & 0x0F) << 4)
-            self._raw(alloc.buf, addr.offset, sshape, st, np.dtype(np.uint8))[...] = packed
+            self._raw(buf, addr.offset, sshape, st, np.dtype(np.uint8))[...] = packed
         elif atomic is not None:
             atomic = np.dtype(atomic)
-            dst = self._raw(alloc.buf, addr.offset, sshape, st, dtype)
+            dst = self._raw(buf, addr.offset, sshape, st, dtype)
             with self._atomic_lock:
                 if alloc.written is not None:
                     wmask = np.ndarray((*sshape, item), dtype=bool, buffer=alloc.written,
@@ -395,9 +396,9 @@ class GlobalMemory:
                     dst[...] = (dst.astype(np.float32) + value.astype(np.float32)).astype(dtype)
                 else:
                     self._report_atomic_mismatch(alloc, lo, hi, atomic, dtype, core)
-                    _atomic_add_as(atomic, alloc.buf, addr.offset, sshape, st, item, value)
+                    _atomic_add_as(atomic, buf, addr.offset, sshape, st, item, value)
         else:
-            _copy_into(self._raw(alloc.buf, addr.offset, sshape, st, dtype), value)
+            _copy_into(self._raw(buf, addr.offset, sshape, st, dtype), value)
         alloc.generation += 1
         if alloc.marks is not None:
             np.ndarray((*sshape, item), dtype=bool, buffer=alloc.marks, offset=addr.offset,

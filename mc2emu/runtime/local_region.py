@@ -132,12 +132,12 @@ class LocalRegion(np.ndarray):
         self._check("bytes (tobytes())")
         return self.view(np.ndarray).tobytes(order)
 
-    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
         if self.holds_payload():
             return Payload(self.shape, dtype)
         return self.view(np.ndarray).astype(dtype, *args, **kwargs)
 
-    def copy(self, order: Any = "C") -> Any:  # type: ignore[override]
+    def copy(self, order: Any = "C") -> Any:
         if self.holds_payload():
             return Payload(self.shape, self.dtype)
         return self.view(np.ndarray).copy(order)

@@ -60,9 +60,9 @@ class L0CBuffer:
         if work is not None and work.shape == (m, n):
             return work
         if not self.data:   # protocol-only run: the MMAD results are payload, the tile holds no values
-            self.storage.mark_payload()
-            work = self._work[l0cOffset] = Payload((m, n), np.float32)  # type: ignore[assignment]
-            return work
+            self.storage.mark_payload()  # type: ignore[attr-defined]  # a LocalRegion (data=False)
+            self._work[l0cOffset] = Payload((m, n), np.float32)  # type: ignore[assignment]
+            return self._work[l0cOffset]
         self._flush_overlapping(l0cOffset, need)
         work = self._gather(l0cOffset, m, n)
         self._work[l0cOffset] = work

@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -205,7 +205,8 @@ class WeightQuantMatmulPrologue:
         scale = self.scale_[ubBufId]
         offset = self.offset_[ubBufId] if self.hasOffset_ else None
         if is_payload(bIn) or is_payload(scale) or is_payload(offset):   # protocol-only run: no dequant
-            bOut = self._to_ub(self.bOutUb_[ubBufId], Payload(bIn.shape, self.DequantBType.dtype))
+            shapeOnly: Any = Payload(bIn.shape, self.DequantBType.dtype)
+            bOut = self._to_ub(self.bOutUb_[ubBufId], shapeOnly)
             ctx.emit(Vector, stage="dequant", k=kUbLen, n=nUbLen, ubBufId=ubBufId, t0_ns=t0)
             return bOut
         # the VF reads scale / offset from their UB slots: rebuild the table when those bytes changed
