@@ -7,7 +7,8 @@ Each configuration is one MPI job (`mc2emu.launcher`), `--worker` inside it: the
 shape-only (`Payload`) inputs for protocol-only; every rank reports its wall, CPU (all threads), peak RSS and
 event count; the table takes the max over ranks (wall, RSS) and the sum (CPU, events). `--full` runs the full
 data run beside each protocol-only one (random inputs, no golden). `--m` is per rank (A2A oriM, AG m,
-QMRS M / R rows per rank), `--k` the total K (A2A: Ka = K / R). Prints the host load (`os.getloadavg`) with every row: the figures are host time on a shared host.
+QMRS M / R rows per rank), `--k` the total K (A2A: Ka = K / R). Every row prints the host load
+(`os.getloadavg`): the figures are host time on a shared host.
 """
 
 from __future__ import annotations
