@@ -153,6 +153,7 @@ class RunOptions:
     seed: int = DEFAULT_SEED
     block_dim: int | None = None
     check: bool = True
+    protocol_only: bool = False
     perturb: int | None = None
     timeout: float | None = None
     trace: Path | None = None
@@ -273,6 +274,8 @@ def _common_parser(description: str) -> argparse.ArgumentParser:
     run.add_argument("--block-dim", type=int_at_least(1, "--block-dim"), help="blocks per launch (default: tiling)")
     run.add_argument("--check", dest="check", action="store_true", default=True, help="hazard checkers on (default)")
     run.add_argument("--no-check", dest="check", action="store_false", help="hazard checkers off")
+    run.add_argument("--protocol-only", dest="protocol_only", action="store_true",
+                     help="the full control flow, events and checks, no tensor bytes (no golden; docs/architecture.md)")
     run.add_argument("--perturb", type=int_at_least(0, "--perturb"), metavar="SEED",
                      help="seeded timing perturbation")
     run.add_argument("--timeout", type=_positive_float("--timeout"), help="wait deadline in seconds")

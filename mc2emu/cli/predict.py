@@ -25,7 +25,16 @@ from typing import Any
 
 from mc2emu.arch.errors import ConstraintError, Mc2EmuError
 from mc2emu.cli.options import OptionError
-from mc2emu.cli.scenarios import Case, ExecContext, Knob, OperatorSpec, Shape, check_mode_options, operator_options
+from mc2emu.cli.scenarios import (
+    Case,
+    ExecContext,
+    Knob,
+    OperatorSpec,
+    Shape,
+    check_mode_options,
+    operator_options,
+    shape_only,
+)
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.predict import DEFAULT_COST_MODEL, CostModel, Prediction, PredictRecorder, gather_records, replay
 from mc2emu.runtime.events import Event
@@ -81,7 +90,8 @@ def _world(comm: Any) -> Any:
 
 def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtype: ElemFormat | None = None,
                      model: CostModel = DEFAULT_COST_MODEL, seed: int = 42, knobs: Sequence[Knob] | None = None,
-                     timeout: float | None = None, check: bool = False, keep_records: bool = False) -> PredictTable:
+                     timeout: float | None = None, check: bool = False, keep_records: bool = False,
+                     data: bool = True) -> PredictTable:
     """Predict every knob of `spec` (or `knobs`) for `shape` on this world (collective over `comm`, default
     MPI.COMM_WORLD); every rank returns the same table."""
     comm = _world(comm)
@@ -102,8 +112,10 @@ def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtyp
         t0 = time.perf_counter()
         if not refused:
             inputs = spec.make_inputs(case, rank, size)
+            if not data:   # --protocol-only: the same record without tensor bytes
+                inputs = shape_only(inputs)
             ctx = ExecContext(rank, size, observers=(rec,), check=check, timeout=timeout, block_dim=knob.block_dim,
-                              comm=comm)
+                              comm=comm, data=data)
             try:
                 spec.execute(case, inputs, ctx)
             except ConstraintError as exc:
@@ -277,7 +289,8 @@ def run_predict(opts: Any, registry: Any, comm: Any, say: Any) -> int:
             raise OptionError(f"--predict: the mode options leave no knob of {spec.name} to compare")
         say(f"mc2emu: predicting {spec.name} {shape.label()}: {len(knobs)} setting(s) on {size} rank(s)")
         table = predict_operator(spec, shape, comm=comm, dtype=dtype, model=model, seed=opts.seed, knobs=knobs,
-                                 timeout=opts.timeout, check=False, keep_records=opts.trace is not None)
+                                 timeout=opts.timeout, check=False, keep_records=opts.trace is not None,
+                                 data=not opts.protocol_only)
         ran += sum(1 for r in table.rows if r.ok)
         say(format_predict_table(table))
         if rank == 0:

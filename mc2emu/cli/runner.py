@@ -53,11 +53,13 @@ from mc2emu.cli.scenarios import (
     Shape,
     operator_cases,
     operator_options,
+    shape_only,
 )
 from mc2emu.cli.stats import derive_stats
 from mc2emu.comm.communicator import Communicator
 from mc2emu.launcher import idle_barrier
 from mc2emu.numerics.formats import ElemFormat
+from mc2emu.numerics.payload import is_payload
 from mc2emu.runtime.events import Event, HazardReported
 from mc2emu.runtime.hazards import (
     EXIT_HAZARD,
@@ -100,6 +102,9 @@ def quiet_bcast(comm: Any, obj: Any) -> Any:
     quiet_barrier(comm)
     return comm.bcast(obj, root=0)
 
+
+# What the comparison says in a protocol-only run: the checks that need bytes are off.
+PROTOCOL_ONLY_NOTE = "golden off (protocol-only: no tensor bytes)"
 
 class Watchdog:
     """Aborts every rank when the current phase outlives its budget. One daemon thread per rank."""
@@ -244,7 +249,7 @@ def _execute(spec: OperatorSpec, case: Case, inputs: dict[str, np.ndarray], ctx:
     try:
         return spec.execute(case, inputs, ctx), Raised.NOTHING, "", (), ()
     except HazardError as exc:
-        out = exc.output if isinstance(exc.output, np.ndarray) else None
+        out = exc.output if isinstance(exc.output, np.ndarray) or is_payload(exc.output) else None
         return (out, Raised.HAZARD, str(exc).splitlines()[0], tuple(sorted(exc.names())),
                 _hazard_reports(exc.hazards))
     except Exception as exc:  # every outcome is reported and judged: the CLI must not die on one rank
@@ -252,6 +257,8 @@ def _execute(spec: OperatorSpec, case: Case, inputs: dict[str, np.ndarray], ctx:
 
 
 def _compare(spec: OperatorSpec, out: np.ndarray, golden: np.ndarray | None, golden_error: str) -> Comparison:
+    if is_payload(out):   # a protocol-only run: no bytes to compare
+        return Comparison(True, note=PROTOCOL_ONLY_NOTE)
     try:
         comparison = spec.compare(out, golden)
     except (ValueError, TypeError) as exc:
@@ -314,8 +321,11 @@ class CaseRunner:
 
         golden: np.ndarray | None = None
         golden_error = ""
+        data = not self.opts.protocol_only
+        if not data:   # protocol-only: the inputs' shapes and dtypes, no bytes; no golden
+            inputs = shape_only(inputs)
         try:
-            golden = spec.golden(case, inputs, self.comm)
+            golden = spec.golden(case, inputs, self.comm) if data else None
         except (Mc2EmuError, ValueError, TypeError) as exc:
             golden_error = f"golden: {type(exc).__name__}: {exc}"
 
@@ -323,7 +333,7 @@ class CaseRunner:
         ctx = ExecContext(rank=self.rank, size=self.size, observers=(recorder,), check=self.opts.check,
                           timeout=case.timeout, block_dim=self.opts.block_dim,
                           perturb=PerturbPolicy(self.opts.perturb) if self.opts.perturb is not None else None,
-                          options=operator_options(spec, self.opts))
+                          options=operator_options(spec, self.opts), data=data)
         quiet_barrier(self.comm)
         out: np.ndarray | None = None
         raised, message = Raised.NOTHING, ""
@@ -339,7 +349,8 @@ class CaseRunner:
         t1 = time.perf_counter_ns()
 
         if out is not None and comparison is None:
-            comparison = _compare(spec, out, golden, golden_error)
+            comparison = (Comparison(True, note=PROTOCOL_ONLY_NOTE) if not data
+                          else _compare(spec, out, golden, golden_error))
         replay_diff, same_case = self._replay_diff(case, out, dumped)
         stats = derive_stats(recorder.events)
         if raised is Raised.DEADLOCK:  # the peers' own deadlines fire within about two deadlines
@@ -348,7 +359,7 @@ class CaseRunner:
         if self.opts.trace is not None:
             recorder.span(self.rank, case_title(case), t0, t1, case=case.case_id, raised=raised.value)
             self.state.trace_records += recorder.records()
-        if self.opts.dump is not None:
+        if self.opts.dump is not None and data:
             self._dump(case, inputs, out, golden, total)
         hazards = tuple(sorted(set(hazards) | _hazard_events(recorder.events)))
         result = RankResult(self.rank, raised, hazards, message, hazard_reports, comparison, (t1 - t0) / 1e9, stats,

@@ -31,6 +31,7 @@ import numpy as np
 
 from mc2emu.cli.options import NoOptions, OperatorOptions, OptionError, RunOptions, option_name
 from mc2emu.numerics.formats import ElemFormat
+from mc2emu.numerics.payload import Payload
 from mc2emu.runtime.hazards import Hazard
 
 Arrays = dict[str, np.ndarray]
@@ -201,6 +202,7 @@ class ExecContext:
     block_dim: int | None = None
     comm: Any = None
     options: OperatorOptions | None = None
+    data: bool = True   # False: --protocol-only (inputs are Payloads, the output a Payload)
     # Facts of the launch the table must show (e.g. the host launched more blocks than the tiling's
     # usedCoreNum): the operator's `execute` appends them, the runner carries them into the report.
     notes: list[str] = field(default_factory=list)
@@ -448,3 +450,11 @@ def plan_cases(registry: Registry, opts: RunOptions) -> list[Case]:
                               "): add --hazards to run them as the expected-hazard showcase")
         raise OptionError("no scenario matches the options (see --list)")
     return cases
+
+
+def shape_only(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A protocol-only run's inputs: tensors as Payloads of their shape and dtype; host-side integer lists (GMM's
+    group_list, on which host and kernel branch) stay values."""
+    return {name: a if a.dtype.kind in "iu" and a.dtype.itemsize > 1 else Payload(a.shape, a.dtype)  # type: ignore[misc]
+            for name, a in inputs.items()}
+

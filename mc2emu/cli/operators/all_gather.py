@@ -218,7 +218,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
         inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], wait_order=mode.wait_order,
         protocol=mode.protocol, slot_num=mode.slot_num,
         block_dim=_block_dim(case, ctx.size, ctx.block_dim), check=ctx.check,
-        timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
+        timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, data=ctx.data, comm=ctx.comm,
         kernel_variant=mode.variant)
 
 

@@ -176,7 +176,8 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
             hccl_server=mode.hccl_server if mode.hccl_server is not None else HcclServer.CCU, bias=inputs.get("bias"),
             out_dtype="bfloat16", block_dim=ctx.block_dim,
             head_tile_size=head_tile_size(case.shape.m, mode.comm_tiles) if mode.comm_tiles else None,
-            check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
+            check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers,
+            data=ctx.data, comm=ctx.comm,
             launch=options.launch, return_stats=True)
         return c
     except HazardError as exc:

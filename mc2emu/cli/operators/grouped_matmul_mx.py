@@ -323,7 +323,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     return grouped_matmul_mx(inputs["x"], inputs["x_scale"], weight, inputs["weight_scale"],
                              inputs["group_list"], trans_a=_mode(case).split is GmmSplit.K, block_dim=ctx.block_dim,
                              check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers,
-                             variant=_mode(case).gmm_variant.value, **_op_kw(case))
+                             data=ctx.data, variant=_mode(case).gmm_variant.value, **_op_kw(case))
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:

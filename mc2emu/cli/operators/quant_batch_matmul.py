@@ -138,7 +138,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     return quant_batch_matmul_mx(inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"],
                                  bias=inputs.get("bias"), trans_b=True, out_dtype="bfloat16", atomic=mode.atomic,
                                  block_dim=ctx.block_dim, revision=revision, check=ctx.check, timeout=ctx.timeout,
-                                 perturb=ctx.perturb, observers=ctx.observers, **_formats(case))
+                                 perturb=ctx.perturb, observers=ctx.observers, data=ctx.data, **_formats(case))
 
 
 def predict_knobs(shape: Shape, size: int) -> list[Knob]:

@@ -138,7 +138,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
         head_m_size=mode.head_m if mode.head_m is not None else
         rounds_head_m(case.shape.m, ctx.size) if rounds else None,
         block_dim=ctx.block_dim if ctx.block_dim is not None else default_dim, check=ctx.check,
-        timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, comm=ctx.comm,
+        timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, data=ctx.data, comm=ctx.comm,
         kernel_variant=mode.variant, ragged_n=mode.ragged_n)
 
 

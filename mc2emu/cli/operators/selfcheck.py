@@ -57,7 +57,8 @@ def _make_inputs(case: Case, rank: int, size: int) -> Arrays:
 
 
 def _execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
-    opts = call_options(check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers)
+    opts = call_options(check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers,
+                        data=ctx.data)
     with LaunchHarness("self_check", opts, rank=ctx.rank) as h:
         res = h.launch(self_check_kernel, _block_dim(ctx), KernelType.MIX_AIC_1_2, int(inputs["rounds"][0]))
     out = np.array([res.returns[label] for label in sorted(res.returns)], dtype=np.int64)

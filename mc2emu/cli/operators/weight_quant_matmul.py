@@ -157,7 +157,7 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     return weight_quant_matmul(inputs["x"], inputs["weight"], inputs["antiquant_scale"],
                                inputs.get("antiquant_offset"), bias=inputs.get("bias"), trans_b=mode.trans_b,
                                mode=mode.isolate, block_dim=ctx.block_dim, check=ctx.check, timeout=ctx.timeout,
-                               tiling_overrides=overrides, perturb=ctx.perturb, observers=ctx.observers)
+                               tiling_overrides=overrides, perturb=ctx.perturb, observers=ctx.observers, data=ctx.data)
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
