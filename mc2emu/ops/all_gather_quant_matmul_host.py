@@ -119,7 +119,7 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
         out_dtype = problem.out.dtype
         c_addr = gm.alloc(R * m * n * out_dtype.itemsize, "y")
         bias_addr = None if bias is None else gm.alloc(
-            0, "bias", data=contiguous(np.asarray(bias, dtype=np.float32).reshape(1, n)))
+            0, "bias", data=contiguous(bias, np.float32).reshape(1, n))
         BlockMmadFragC = QmmMxBlockMmadFragment.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False),
                                                          problem.elem, NDExtLayoutPtn, problem.b_elem,
                                                          DNExtLayoutPtn, problem.out)

@@ -140,7 +140,7 @@ def run_a2a(problem: A2AProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.nd
         bias_addr = None
         if bias is not None:
             bias_addr = gm.alloc(0, "bias",
-                                 data=contiguous(np.asarray(bias, dtype=np.float32).reshape(1, N)))
+                                 data=contiguous(bias, np.float32).reshape(1, N))
 
         BlockMmad = BlockMmadMx.template(MatmulWithScaleMx(NONE_FULL_LOAD_MODE, False), problem.elem,
                                          NDExtLayoutPtn, problem.b_elem, DNExtLayoutPtn, problem.out)

@@ -177,7 +177,7 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
         raise ConstraintError("x.k == weight.k", f"K of x is {k}, K of weight is {kw} (trans_a={trans_a}, "
                               f"trans_b={trans_b})")
     g = int(gl.shape[0]) if gl.ndim else 0
-    bias_arr = None if bias is None else np.asarray(bias)
+    bias_arr = None if bias is None else host_array(bias)
     if bias_arr is not None and bias_arr.dtype != np.float32:
         raise ConstraintError("bias.dtype", f"bias must be float32 [g, N], got {bias_arr.dtype}")
     info = GMMCompileInfo.from_platform(aic_num=block_dim)

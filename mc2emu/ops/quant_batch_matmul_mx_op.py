@@ -147,7 +147,7 @@ def quant_batch_matmul_mx(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *, bia
         raise ConstraintError("can_implement", "; ".join(reasons))
     bias_arr, biasThreeDim = None, 0
     if bias is not None:
-        bias_arr = np.asarray(bias)
+        bias_arr = host_array(bias)
         if bias_arr.dtype.name not in BIAS_DTYPES:
             raise ConstraintError("bias.dtype", f"bias must be one of {BIAS_DTYPES}, got {bias_arr.dtype}")
         if bias_arr.shape in ((n,), (1, n)):

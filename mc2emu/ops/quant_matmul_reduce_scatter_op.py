@@ -36,6 +36,7 @@ from mc2emu.host.collective import refuse_on_every_rank, world_comm
 from mc2emu.numerics import OutDtype
 from mc2emu.numerics.int_math import CeilDiv
 from mc2emu.numerics.nz_format import nz_storage_shape
+from mc2emu.numerics.payload import host_array
 from mc2emu.ops.mx_operands import mx_operand_violations
 from mc2emu.ops.quant_matmul_reduce_scatter_host import (
     QmrsImpl,
@@ -118,9 +119,9 @@ def validate(x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndarray, x2_scale: np.
                                            f"{x2_scale.shape}"))
     if x1_scale.shape != (m, pairs, 2):
         errs.append(("x1_scale shape", f"x1_scale must be (M, ceil(K/64), 2) = {(m, pairs, 2)}, got {x1_scale.shape}"))
-    if bias is not None and (np.asarray(bias).dtype != np.float32 or np.shape(bias) not in ((n,), (1, n))):
+    if bias is not None and (host_array(bias).dtype != np.float32 or np.shape(bias) not in ((n,), (1, n))):
         errs.append(("bias", f"bias must be float32 of shape (N,) = ({n},) (the kernel's (1, N) BiasType "
-                             f"float tensor), got {np.asarray(bias).dtype} {np.shape(bias)}"))
+                             f"float tensor), got {host_array(bias).dtype} {np.shape(bias)}"))
     shape_errs = qmrs_shape_violations(m, k, n, rank_size)
     if spl is QmrsSplit.K:
         # §4.7 item 4: the TP reading also needs k % R == 0 and ceil(k / R / 64) even for the logical k = R * K.

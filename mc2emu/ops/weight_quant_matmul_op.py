@@ -83,7 +83,7 @@ def validate(x: Any, weight: Any, antiquant_scale: Any, antiquant_offset: Any, b
     offset = None if antiquant_offset is None else _channel_vector(antiquant_offset, n, a.dtype, "antiquant_offset")
     bias_arr = None
     if bias is not None:
-        bias_arr = np.asarray(bias)
+        bias_arr = host_array(bias)
         if bias_arr.dtype != BIAS_DTYPE or bias_arr.shape != (n,):
             raise ConstraintError("bias", f"bias must be float32 of shape ({n},) (the BlockMmad's BiasType is "
                                   f"float), got {bias_arr.dtype} {bias_arr.shape}")
