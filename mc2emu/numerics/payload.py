@@ -11,6 +11,7 @@ never guesses a tensor value. Functions with no shape rule here raise the same e
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -54,6 +55,22 @@ def refuse(what: str) -> PayloadValueError:
 _F32, _U8 = np.dtype(np.float32), np.dtype(np.uint8)
 
 
+def _basic_index_shape(shape: tuple[int, ...], idx: Any) -> tuple[int, ...] | None:
+    """The shape of `x[idx]` for slices and integers (the kernels' tile slicing), or None (numpy decides)."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    if len(items) > len(shape):
+        return None
+    out: list[int] = []
+    for n, it in zip(shape, items, strict=False):
+        if isinstance(it, slice):
+            out.append(len(range(*it.indices(n))))
+        elif isinstance(it, (int, np.integer)) and not isinstance(it, bool) and -n <= it < n:
+            continue
+        else:
+            return None
+    return (*out, *shape[len(items):])
+
+
 def _dummy(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
     """A zero-memory array of `shape` (every stride 0): basic indexing on it gives result shapes for free."""
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), tuple(shape), (0,) * len(shape))
@@ -85,7 +102,7 @@ class Payload:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -122,7 +139,10 @@ class Payload:
     def __getitem__(self, idx: Any) -> Payload:
         if isinstance(idx, Payload):
             raise refuse("an index")
-        return Payload(_dummy(self.shape, self.dtype)[idx].shape, self.dtype)
+        shape = _basic_index_shape(self.shape, idx)
+        if shape is None:
+            shape = _dummy(self.shape, self.dtype)[idx].shape
+        return Payload(shape, self.dtype)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         if isinstance(idx, Payload):
@@ -134,9 +154,9 @@ class Payload:
             shape = tuple(shape[0])
         shape = tuple(int(s) for s in shape)
         if -1 in shape:
-            known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+            known = math.prod(s for s in shape if s != -1)
             shape = tuple(self.size // max(known, 1) if s == -1 else s for s in shape)
-        if int(np.prod(shape, dtype=np.int64)) != self.size:
+        if math.prod(shape) != self.size:
             raise ValueError(f"cannot reshape payload of size {self.size} into shape {shape}")
         return Payload(shape, self.dtype)
 
