@@ -1072,6 +1072,23 @@ MUTANTS: list[Mutant] = [
     Mutant("floor: a transposed B's steps always row-major", "launch/mmad_floor.py",
            "                    if not b_row_major_same(curM, hi - lo, curN, False):", "                    if False:",
            serial=("tests/ops/test_mmad_floor.py",)),
+    # -- protocol-only runs (data=False): refuse payload values, same record ----------------------------------------
+    Mutant("protocol-only: a payload value in a branch is taken as False", "mc2emu/numerics/payload.py",
+           '        raise refuse("a branch condition")\n\n    def __int__', '        return False\n\n    def __int__',
+           serial=("tests/protocol/test_payload.py",)),
+    Mutant("protocol-only: a UB scalar of payload reads the stale bytes", "mc2emu/runtime/local_region.py",
+           '            if isinstance(view, LocalRegion) and view.holds_payload():',
+           '            if False:', serial=("tests/protocol/test_payload.py",)),
+    Mutant("protocol-only: a window write skips its event", "mc2emu/runtime/gm.py",
+           "        alloc.generation += 1\n        if self.events.wants(GmWrite, alloc.name):\n"
+           "            self.events.emit(GmWrite, core, alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,\n"
+           "                             strides=st, item=item, alloc=alloc, atomic=atomic is not None)\n\n"
+           "    def _write_marked",
+           "        alloc.generation += 1\n        if False:\n"
+           "            self.events.emit(GmWrite, core, alloc.name, lo=lo, hi=hi, offset=addr.offset, shape=sshape,\n"
+           "                             strides=st, item=item, alloc=alloc, atomic=atomic is not None)\n\n"
+           "    def _write_marked",
+           serial=("tests/protocol/test_equivalence.py",)),
 ]
 
 
