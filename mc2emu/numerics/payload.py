@@ -91,9 +91,9 @@ class Payload:
     __array_priority__ = 1000
 
     def __init__(self, shape: Sequence[int] | int, dtype: Any) -> None:
-        self.shape: tuple[int, ...] = (int(shape),) if isinstance(shape, (int, np.integer)) else \
-            tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype)
+        self.shape: tuple[int, ...] = shape if type(shape) is tuple else (
+            (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape))
+        self.dtype = dtype if type(dtype) is np.dtype or isinstance(dtype, np.dtype) else np.dtype(dtype)
 
     # -- geometry ------------------------------------------------------------------------------------------------
     @property
