@@ -107,8 +107,8 @@ def test_help_shows_each_operators_own_options_under_its_name(registry):
     assert "  --seed" in parts[0] and "  --impl" not in parts[0]   # the common options come first
     declared = {name for spec in registry.specs() for name, _, _ in spec.options.declared()}
     assert not declared & set(COMMON_FIELDS)
-    # + --source-cases, --scale, --case; --repeat, --scenario, --layers, --seeds, --window-offset
-    assert "operators" not in COMMON_FIELDS and len(COMMON_FIELDS) == 29
+    # + --source-cases, --scale, --case; --repeat, --scenario, --layers, --seeds, --window-offset; --protocol-only
+    assert "operators" not in COMMON_FIELDS and len(COMMON_FIELDS) == 30
 
 
 def test_a_flag_two_operators_declare_otherwise_is_refused():
