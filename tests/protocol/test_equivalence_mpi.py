@@ -92,3 +92,22 @@ def test_qmrs_protocol_only_record_equals_the_full_runs(kw):
     if kw["impl"] == "per_block" and "kernel_variant" not in kw:
         assert hz_full and all(h.startswith("UNCONSUMED_FLAG") for h in hz_full)
     assert differences(full, proto) == []
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("op", ["all_to_all_quant_matmul", "all_gather_quant_matmul", "quant_matmul_reduce_scatter"])
+def test_predict_protocol_only_equals_the_full_runs(op):
+    """`--predict --protocol-only`: every knob's predicted time, communication time, hidden share and critical
+    path equal the full run's (the replay sees the same record)."""
+    from mc2emu.cli.operators import default_registry
+    from mc2emu.cli.predict import predict_operator
+    from mc2emu.cli.scenarios import Shape
+
+    comm = _world()
+    spec = default_registry().get(op)
+    shape = Shape(32 if op != "quant_matmul_reduce_scatter" else 32 * comm.Get_size(), 128, 64)
+    tables = [predict_operator(spec, shape, comm=comm, timeout=60.0, data=data) for data in (True, False)]
+    rows = [[(r.refused, r.total_s, r.comm_s, r.hidden_share, r.critical) for r in t.rows] for t in tables]
+    assert any(r[1] for r in rows[0])
+    assert rows[0] == rows[1]
+    assert tables[0].best() == tables[1].best()
