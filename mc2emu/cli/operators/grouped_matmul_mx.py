@@ -47,7 +47,9 @@ from mc2emu.cli.scenarios import (
 )
 from mc2emu.numerics import ElemFormat, ag_compare, encode_elements, max_abs_error, ulp_distance
 from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE
-from mc2emu.numerics.nz_format import nd_to_nz_codes
+from mc2emu.numerics.int_math import CeilDiv
+from mc2emu.numerics.nz_format import NZ_FRACTAL_ROWS, NzDtype, nd_to_nz_codes
+from mc2emu.numerics.payload import Payload, is_payload
 from mc2emu.ops import golden_grouped_matmul_mx, grouped_matmul_mx
 from mc2emu.ops.grouped_matmul_mx_tiling_api import (
     format_grouped_matmul_mx_schedule,
@@ -316,10 +318,20 @@ def golden(case: Case, inputs: Arrays, comm: Any) -> np.ndarray | None:
                                     inputs["group_list"], **_kw(case))
 
 
+def _to_nz(weight: np.ndarray, fmt: str) -> np.ndarray:
+    """`nd_to_nz_codes`; for a protocol-only run's shape-only weight, a Payload of the NZ element shape."""
+    if not is_payload(weight):
+        return nd_to_nz_codes(weight, fmt)
+    c0 = NzDtype.parse(fmt).c0
+    *batch, rows, cols = weight.shape
+    shape = (*batch, CeilDiv(cols, c0), CeilDiv(rows, NZ_FRACTAL_ROWS), NZ_FRACTAL_ROWS, c0)
+    return Payload(shape, weight.dtype)  # type: ignore[return-value]
+
+
 def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     """The call; an NZ mode converts the ND weight (the golden's) with `nd_to_nz_codes`, as the format cast."""
     fmt = case.dtype or ElemFormat.E4M3
-    weight = nd_to_nz_codes(inputs["weight"], fmt.value) if _mode(case).weight_nz else inputs["weight"]
+    weight = _to_nz(inputs["weight"], fmt.value) if _mode(case).weight_nz else inputs["weight"]
     return grouped_matmul_mx(inputs["x"], inputs["x_scale"], weight, inputs["weight_scale"],
                              inputs["group_list"], trans_a=_mode(case).split is GmmSplit.K, block_dim=ctx.block_dim,
                              check=ctx.check, timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers,
