@@ -36,7 +36,7 @@ from mc2emu.check.cross_launch import CrossLaunchChecker
 from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
 from mc2emu.check.happens_before import HappensBeforeChecker
 from mc2emu.check.write_count import WriteCountChecker
-from mc2emu.comm.communicator import Communicator
+from mc2emu.comm.communicator import HCCL_BUFFSIZE_ENV, MB, Communicator, hccl_buffsize_bytes
 from mc2emu.comm.errors import HostBarrierFailed
 from mc2emu.comm.hccl_server import HcclServer
 from mc2emu.comm.hccl_task import HcclServerType
@@ -268,6 +268,12 @@ class LaunchHarness:
         in a protocol-only run; a Communicator's buffer has none: protocol-only calls on one are not covered)."""
         if self.stream is not None:
             return self.stream.carve(nbytes, name, op=self.name)
+        cap = hccl_buffsize_bytes()   # the device's HCCL buffer, whatever the host gives this call
+        if nbytes > cap:
+            raise ConstraintError(
+                HCCL_BUFFSIZE_ENV, f"{self.name}: window '{name}' needs {int(nbytes)} bytes > the communicator "
+                f"buffer of {cap} bytes (HCCL_BUFFSIZE {cap // MB} MB; the data window is HCCL's buffer, "
+                f"HcclGetHcclBuffer); set HCCL_BUFFSIZE >= {-(-int(nbytes) // MB)} (MB)")
         return self.window(nbytes, name, MemRole.PAYLOAD, control_bytes)
 
     def team_barrier(self, jobs: int, name: str = "team_barrier") -> TeamBarrier:

@@ -160,3 +160,22 @@ def test_fewer_blocks_than_ranks_runs_as_the_device_and_names_the_unserved_peers
     h = unserved[0]
     assert h.rank == rank and h.core == "AIV0" and h.details["peers"] == [size - 1]
     assert f"block_dim {size - 1} < R {size}" in h.message and "GetBlockIdx() < rankSize_" in h.message
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_window_over_hccl_buffsize_is_refused_with_the_figures(monkeypatch):
+    """The data window is HCCL's buffer (HcclGetHcclBuffer, HCCL_BUFFSIZE MB): a call whose window needs more
+    is refused on every rank before any window exists, naming the inequality; the same call fits at 2 MB."""
+    comm = world()
+    R = comm.Get_size()
+    inp = gen_ag_st_inputs(512, 1024, N, comm.Get_rank())    # seed window: R * 512 * (1024 + 32) bytes > 1 MB
+    need = R * 512 * (1024 + 32)
+    monkeypatch.setenv("HCCL_BUFFSIZE", "1")
+    with pytest.raises(ConstraintError) as exc:
+        run(inp, comm=comm)
+    msg = str(exc.value)
+    assert "HCCL_BUFFSIZE" in msg and f"needs {need} bytes > the communicator buffer of 1048576 bytes" in msg, msg
+    assert f"HCCL_BUFFSIZE >= {-(-need // 2**20)} (MB)" in msg
+    monkeypatch.setenv("HCCL_BUFFSIZE", str(-(-need // 2**20)))
+    c = run(inp, comm=comm)
+    assert ag_st_verify(c, golden(comm, inp))[0]
