@@ -32,6 +32,7 @@ from mc2emu.blaze.gemm.block.block_scheduler_gmm_aswt import TailSplitVariant
 from mc2emu.host.call_options import Observer, call_options, call_result
 from mc2emu.host.collective import refuse
 from mc2emu.numerics import ElemFormat, OutDtype
+from mc2emu.numerics.constants import MXFP_DIVISOR_SIZE, SCALE_C0
 from mc2emu.numerics.errors import MxTypeError, MxValueError
 from mc2emu.numerics.formats import E8M0_DTYPE
 from mc2emu.numerics.payload import host_array, is_payload
@@ -194,6 +195,14 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
         empty = np.zeros((g, m, n), dtype=out.dtype)
         return (empty, GmmLaunchInfo(0, None, 0.0)) if return_stats else empty
     tiling = TilingGMM(ctx)  # every source rule: ConstraintError naming it
+    # The tiling's scale checks skip a dimension of 1 (CheckQuantParamsForMXTypeM / K); the kernel reads the full
+    # MX layout, so a scale short of it would be read past its end.
+    kp = k // MXFP_DIVISOR_SIZE + g if split_k else -(-k // MXFP_DIVISOR_SIZE)
+    want_sx = (kp, m, SCALE_C0) if split_k else (m, kp, SCALE_C0)
+    want_sw = (kp, n, SCALE_C0) if split_k else (wa.shape[0], *((n, kp) if trans_b else (kp, n)), SCALE_C0)
+    for name, arr, want in (("x_scale", sx, want_sx), ("weight_scale", sw, want_sw)):
+        if arr.shape != want:
+            raise ConstraintError(f"{name}.shape (MX layout)", f"{name} must be {want}, got {arr.shape}")
     entries = group_entries(gl, glt_name)
     sizes = [s for _g, s in entries]
     if any(s < 0 for s in sizes):
@@ -203,6 +212,9 @@ def grouped_matmul_mx(x: Any, x_scale: Any, weight: Any, weight_scale: Any, grou
                               f"{[gi for gi, _ in entries]} for {g} group(s)")
     if glt is GmmGroupListType.SPARSE and not split_k and wa.shape[0] < g:
         raise ConstraintError("weight groups", f"weight holds {wa.shape[0]} groups, the list names {g}")
+    if split_k and g == 0:  # the kernel indexes the group list's last entry
+        raise ConstraintError("group_list: split-K g >= 1", "an empty group list leaves y [0, M, N] no group to "
+                              "compute")
     if split_k and sum(sizes) > k:
         raise ConstraintError("group_list: split-K sizes <= K", f"sizes {sizes} sum to {sum(sizes)}, K is {k}")
     if not split_k and sum(sizes) > m:

@@ -50,6 +50,11 @@ def mx_operand_violations(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *,
             errs.append((f"{name} dtype", f"{name} must be float8_e8m0fnu (or its uint8 codes), got "
                                           f"{_dtype_of(arr)}"))
     ranks_ok = np.ndim(x1) == 2 and np.ndim(x2) == 2 and np.ndim(x1_scale) == 3 and np.ndim(x2_scale) == 3
+    args = {"x1": x1, "x1_scale": x1_scale, "x2": x2, "x2_scale": x2_scale}
+    loose = [name for name, arr in args.items() if not isinstance(arr, np.ndarray)]
+    if loose:  # the callers read .shape (a list of codes also fails the dtype rule above)
+        errs.append(("operands are numpy arrays", f"{', '.join(loose)} must be numpy arrays"))
+        ranks_ok = False
     if not ranks_ok:
         errs.append(("shapes", f"x1 and x2 must be 2-D, the scales 3-D; got {np.shape(x1)}, {np.shape(x2)}, "
                                f"{np.shape(x1_scale)}, {np.shape(x2_scale)}"))

@@ -95,6 +95,15 @@ def wqmm_tiling(p: WqmmProblem, block_dim: int | None,
         if bad:
             raise ConstraintError("tiling_overrides", f"not WeightQuantMatmulTilingData fields: {bad}")
         td = replace(td, **{key: int(v) for key, v in overrides.items()})
+        return td
+    plat = WeightQuantPlatformInfo.from_platform(DAV_3510, block_dim)
+    # The source's tiling leaves these overlaps open (weight_quant_tiling_swat.py): transB with k < 16 (kL1 = k, not
+    # whole fractals), a UB half past its bound for large K. The kernel would compute on overlapping buffers and
+    # return wrong numbers: a computed tiling with a finding is refused; `tiling_overrides` runs it, reported.
+    findings = layout_findings(td, plat, dequantBElemBytes=p.x.dtype.itemsize, aElemBytes=p.x.dtype.itemsize)
+    if findings:
+        raise ConstraintError(f"tiling layout: {findings[0].rule}", f"{findings[0].message} (m {p.m}, n {p.n}, k "
+                              f"{p.k}, trans_b {p.trans_b}): the kernel would compute on overlapping buffers")
     return td
 
 

@@ -122,7 +122,9 @@ def comm_constraint_violations(tiling: CommTilingData, *, ori_m: int, ka: int, r
         out.append((f"A2A-4 tiles <= {max_tiles} ({wait_order.value})",
                     f"{total} tiles do not fit the uint32 waitedMask"))
     short = aiv_blocks is not None and rank_size > aiv_blocks
-    if short or rank_size > MAX_RANKS:
+    if rank_size < 1:
+        out.append(("A2A-5 1 <= R <= 64", f"{rank_size} ranks: every rank holds one row block of A"))
+    elif short or rank_size > MAX_RANKS:
         out.append(("A2A-5 R <= AIV blocks, R <= 64",
                     f"{rank_size} ranks but {aiv_blocks} AIV blocks (AIV block r serves peer r; some peers "
                     f"would never be served)" if short else f"{rank_size} ranks > {MAX_RANKS}"))

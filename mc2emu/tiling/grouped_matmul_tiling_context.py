@@ -103,6 +103,8 @@ class GMMCompileInfo:
     def from_platform(cls, platform: PlatformSpec = DAV_3510, *, l1_size: int | None = None,
                       l0c_size: int | None = None, aic_num: int | None = None) -> GMMCompileInfo:
         aic = platform.aic_count if aic_num is None else int(aic_num)
+        if aic < 1:  # the block dim of the launch
+            raise ConstraintError("aic_num >= 1", f"cannot tile for {aic_num} AI cores")
         aiv = platform.aiv_count if aic_num is None else 2 * aic
         return cls("DAV_3510", aic, aiv, platform.ub_size,
                    platform.l1_size if l1_size is None else int(l1_size),

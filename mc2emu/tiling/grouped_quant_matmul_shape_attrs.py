@@ -175,6 +175,8 @@ def SetMKN(ctx: GmmTilingContext, inp: GQmmInputInfo) -> GQmmInputInfo:
         raise ConstraintError("SetMKN: weight dims >= 2", f"weight shape {w}")
     if len(x) < MIN_ND_DIM:
         raise ConstraintError("SetMKN: x dims >= 2", f"x shape {x}")
+    if min(*x, *w) < 0:  # the framework's shapes are counts; CalBasicBlock would divide by a negative size
+        raise ConstraintError("SetMKN: dims >= 0", f"x {x}, weight {w}")
     mSize = x[-1] if inp.transA else x[-2]
     kSize = x[-2] if inp.transA else x[-1]
     nSize = w[-2] if inp.transB else w[-1]

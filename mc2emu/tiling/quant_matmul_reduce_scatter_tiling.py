@@ -208,6 +208,8 @@ def qmrs_shape_violations(m: int, k: int, n: int, rank_size: int) -> list[tuple[
     out: list[tuple[str, str]] = []
     if min(m, k, n) <= 0:
         return [("QMRS-0 m, k, n > 0", f"M = {m}, K = {k}, N = {n}")]
+    if rank_size < 1:
+        return [("QMRS-0 R >= 1", f"R = {rank_size}: M is split into R segments")]
     if m % rank_size:
         out.append(("QMRS-1 M % R == 0", f"M = {m} is not divisible by R = {rank_size}: the output is split along "
                                          f"M into R equal segments (seed 000 §4.7)"))

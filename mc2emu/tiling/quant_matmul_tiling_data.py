@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from mc2emu.arch.errors import ConstraintError
 from mc2emu.arch.platform import PlatformSpec
 from mc2emu.numerics import ElemFormat
 
@@ -52,6 +53,8 @@ class QuantMatmulPlatformInfo:
     @classmethod
     def from_platform(cls, platform: PlatformSpec, aic_num: int | None = None) -> QuantMatmulPlatformInfo:
         aic = platform.aic_count if aic_num is None else int(aic_num)
+        if aic < 1:  # the tiling divides by it (tailBlockCnt = totalBlockCnt % aicNum)
+            raise ConstraintError("aic_num >= 1", f"cannot tile for {aic_num} AI cores")
         return cls(aic, platform.aiv_count, platform.ub_size, platform.l1_size, platform.l0c_size,
                    platform.l0a_size, platform.l0b_size, platform.bias_table_size)
 

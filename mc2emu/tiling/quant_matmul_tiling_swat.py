@@ -141,6 +141,8 @@ class QuantMatmulTilingSwat:
         self.bDataType = DataType.of(b)
         if min(self.args_.m, self.args_.n, self.args_.k) <= 0:
             raise ConstraintError("m, n, k > 0", f"cannot tile an empty matmul ({m}, {n}, {k})")
+        for reason in dtype_pair_violations(a, b):  # baseK is sized for A's type only (AdjustBasicBlock)
+            raise ConstraintError("aType / bType both FP8 or both FP4", reason)
         return self.DoOpTiling()
 
     def DoOpTiling(self) -> QuantMatmulTilingData:

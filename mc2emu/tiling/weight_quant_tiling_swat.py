@@ -77,6 +77,8 @@ class WeightQuantPlatformInfo:
         @28e7aba2) and `PlatformAscendC::GetCoreMemSize`, which returns the platform ini's `ub_size` (253952
         in the Ascend950 inis) unchanged off 910B (`platform.ub_usable_size`)."""
         aic = platform.aic_count if aic_num is None else int(aic_num)
+        if aic < 1:  # CalcTailBasicBlock divides by it
+            raise ConstraintError("aic_num >= 1", f"cannot tile for {aic_num} AI cores")
         return cls(aic, platform.aiv_count, platform.ub_usable_size, platform.l1_size, platform.l0a_size,
                    platform.l0b_size, platform.l0c_size, platform.bias_table_size, platform.ub_usable_size,
                    platform.ub_usable_size)
