@@ -509,3 +509,10 @@ def test_save_and_load_a_case(tmp_path):
         case_dirs(tmp_path / "c")  # rank1 only, no rank0
     save_case(rank_file(tmp_path / "c", 0), {"x1": (x1, "input")}, {"case": CASE.as_dict(), "rank": 0, "ranks": 2})
     assert case_dirs(tmp_path) == [tmp_path / "c"] and case_dirs(tmp_path / "c") == [tmp_path / "c"]
+
+
+def test_qmrs_rounds_past_the_chunk_rule_leave_head_m_to_the_host_search():
+    """M 2048 N 4096 at R 4: 16-row rounds grown to T <= 8 would be 256 rows, a 2 MiB chunk past RS-6 (512 KiB):
+    the CLI leaves head_m to the host's search (8 rounds of 64 rows), as the operator's default does."""
+    assert qmrs_head_m(2048, 4, 4096) is None
+    assert qmrs_head_m(2048, 4, 1024) == 256

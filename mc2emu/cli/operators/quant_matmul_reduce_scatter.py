@@ -50,6 +50,7 @@ from mc2emu.tiling.quant_matmul_reduce_scatter_tiling import (
     ROW_ALIGN,
     make_rs_comm_tiling,
     max_rounds,
+    max_tile_m,
 )
 
 
@@ -136,18 +137,20 @@ def execute(case: Case, inputs: Arrays, ctx: ExecContext) -> np.ndarray:
     return quant_matmul_reduce_scatter(
         inputs["x1"], inputs["x1_scale"], inputs["x2"], inputs["x2_scale"], impl=mode.kernel,
         head_m_size=mode.head_m if mode.head_m is not None else
-        rounds_head_m(case.shape.m, ctx.size) if rounds else None,
+        rounds_head_m(case.shape.m, ctx.size, case.shape.n) if rounds else None,
         block_dim=ctx.block_dim if ctx.block_dim is not None else default_dim, check=ctx.check,
         timeout=ctx.timeout, perturb=ctx.perturb, observers=ctx.observers, data=ctx.data, comm=ctx.comm,
         kernel_variant=mode.variant, ragged_n=mode.ragged_n)
 
 
-def rounds_head_m(m: int, size: int) -> int | None:
+def rounds_head_m(m: int, size: int, n: int = 0) -> int | None:
     """Rounds of HEAD_M_SIZE rows, or of as few 16-row blocks more as the round limits need (T <= min(15, 32 / R):
-    at R = 16 the default m = 48 runs 32 + 16 rows); None when 16 does not divide m (the host's choice)."""
+    at R = 16 the default m = 48 runs 32 + 16 rows); None (the host's choice: its head_m search, development.md
+    §3.2) when 16 does not divide m or when such a round's chunk breaks RS-6 (tileM * N * 2 <= 512 KiB)."""
     if m % HEAD_M_SIZE:
         return None
-    return max(HEAD_M_SIZE, CeilDiv(CeilDiv(m, max(1, max_rounds(size))), ROW_ALIGN) * ROW_ALIGN)
+    head = max(HEAD_M_SIZE, CeilDiv(CeilDiv(m, max(1, max_rounds(size))), ROW_ALIGN) * ROW_ALIGN)
+    return None if n and head > max_tile_m(n) else head
 
 
 def compare(out: np.ndarray, ref: np.ndarray | None) -> Comparison:
