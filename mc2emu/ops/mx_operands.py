@@ -10,6 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from mc2emu.numerics import ElemFormat
+from mc2emu.numerics.payload import Payload
 
 E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 
@@ -51,8 +52,10 @@ def mx_operand_violations(x1: Any, x1_scale: Any, x2: Any, x2_scale: Any, *,
                                           f"{_dtype_of(arr)}"))
     ranks_ok = np.ndim(x1) == 2 and np.ndim(x2) == 2 and np.ndim(x1_scale) == 3 and np.ndim(x2_scale) == 3
     args = {"x1": x1, "x1_scale": x1_scale, "x2": x2, "x2_scale": x2_scale}
-    loose = [name for name, arr in args.items() if not isinstance(arr, np.ndarray)]
-    if loose:  # the callers read .shape (a list of codes also fails the dtype rule above)
+    # the callers read .shape (a list of codes also fails the dtype rule above); a protocol-only run's inputs are
+    # shape-only `Payload`s
+    loose = [name for name, arr in args.items() if not isinstance(arr, np.ndarray | Payload)]
+    if loose:
         errs.append(("operands are numpy arrays", f"{', '.join(loose)} must be numpy arrays"))
         ranks_ok = False
     if not ranks_ok:
