@@ -22,7 +22,6 @@ Protocol-level reading of every collective kernel: docs/hazards.md "Between laun
 from __future__ import annotations
 
 import contextlib
-import gc
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from mc2emu.check.happens_before_clocks import _Clocks
+from mc2emu.check.happens_before_clocks import _Clocks, gc_paused
 from mc2emu.check.happens_before_records import (
     _AcquireRec,
     _HcclPutRec,
@@ -232,13 +231,8 @@ class CrossLaunchChecker:
     def finish(self) -> int:
         """Collective over the ranks of `comm`, after a deadline-guarded barrier proved every rank finished its
         last launch: check the loop recorded since the last `finish`; returns the number of reports."""
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             return self._finish()
-        finally:
-            if paused:
-                gc.enable()
 
     def _finish(self) -> int:
         for log in self._logs.values():

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import gc
 import itertools
 import threading
 from collections import defaultdict
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from mc2emu.check.happens_before_clocks import _Clocks
+from mc2emu.check.happens_before_clocks import _Clocks, gc_paused
 from mc2emu.check.happens_before_records import (
     _AcquireRec,
     _CoreLog,
@@ -181,13 +180,8 @@ class HappensBeforeChecker:
         Call it only after a deadline-guarded barrier proved every rank finished the launch. The cyclic
         garbage collector is paused meanwhile: the check builds no cycles, and its many small records made
         every generation-2 pass walk the whole log (about a third of the check's time)."""
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             return self._finish()
-        finally:
-            if paused:
-                gc.enable()
 
     def _finish(self) -> int:
         if self.stream:
