@@ -374,7 +374,7 @@ class CaseRunner:
         named; an exception ends the loop at its iteration."""
         n = self.opts.repeat
         comm_obj = Communicator(self.comm, check=self.opts.check, timeout=case.timeout,
-                                window_offsets=window_offsets(self.opts)) if spec.collective else None
+                                window_offsets=window_offsets(self.opts), data=ctx.data) if spec.collective else None
         ctx = dataclasses.replace(ctx, comm=comm_obj)
         out: np.ndarray | None = None
         raised, message = Raised.NOTHING, ""

@@ -12,7 +12,9 @@ offset its host uses; docs/protocols.md "Across launches") and is refused with t
 does not fit. Its launch follows this rank's previous one in stream order: no host barrier between ranks
 (`mc2emu.host.harness`). Collective checks that need every rank to agree (the happens-before check) run
 at `sync()` and `close()`, which are host barriers. Zeroing happens once, at creation; poisoning in check
-mode covers only the carved bytes of a call.
+mode covers only the carved bytes of a call. A protocol-only communicator (`data=False`) holds only the
+buffer's control prefix (`control_bytes`, the status area the kernels keep at the buffer's base) for real:
+a call's status words must lie in it, its payload ranges are sized, never materialized.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from mpi4py import MPI
 
 from mc2emu.arch.platform import DAV_3510, PlatformSpec
 from mc2emu.comm.errors import CommClosedError, WindowError
-from mc2emu.comm.window import WINDOW_CARVE_ALIGN, Window
+from mc2emu.comm.window import SIGNAL_BYTES, WINDOW_CARVE_ALIGN, Window
 from mc2emu.comm.world import CommWorld
 from mc2emu.numerics.int_math import Align
 from mc2emu.runtime.device import Device, FlagCounters
@@ -44,6 +46,9 @@ T = TypeVar("T")
 HCCL_BUFFSIZE_ENV = "HCCL_BUFFSIZE"
 HCCL_BUFFSIZE_DEFAULT_MB = 200
 MB = 1024 * 1024
+# A protocol-only communicator keeps the buffer's first bytes real: the status area per_block keeps at the
+# window base (A5_MTE_STATE_WIN_SIZE, 1 MB: mc2emu.apace.comm_resource_builder) at offset 0.
+CONTROL_PREFIX_DEFAULT = 1 * MB
 # Host barriers of the communicator (creation, `sync`, `close`) wait at least this long: with 8 ranks on
 # 2 cores a rank may get no CPU for seconds (as `mc2emu.host.harness.HOST_BARRIER_MIN_S`).
 COMMUNICATOR_HOST_TIMEOUT_S = 10.0
@@ -73,12 +78,14 @@ class CarvedWindow:
     """The part [start, start + nbytes) of the communicator buffer one call uses as its data window. Its
     addresses are the buffer's (puts and signals resolve to the buffer's MPI window)."""
 
-    def __init__(self, name: str, buffer: Window, start: int, nbytes: int, *, first: bool = True) -> None:
+    def __init__(self, name: str, buffer: Window, start: int, nbytes: int, *, first: bool = True,
+                 control_bytes: int = 0) -> None:
         self.name = name
         self.buffer = buffer
         self.start = start
         self.nbytes = nbytes
         self.first = first   # no earlier call carved these bytes under this name
+        self.control_bytes = control_bytes   # its leading status words (never poisoned)
         self.base: GmAddr | None = buffer.addr(start)
 
     def addr(self, offset: int) -> GmAddr:
@@ -92,7 +99,8 @@ class CarvedWindow:
         a peer's next launch may already be writing them)."""
         if not self.first:
             return
-        self.buffer.mem[self.start: self.start + self.nbytes] = POISON_BYTE
+        # the bytes of it that exist (a protocol-only buffer holds its control prefix only), past its status words
+        self.buffer.mem[self.start + self.control_bytes: self.start + self.nbytes] = POISON_BYTE
         self.buffer.win.Sync()
         if self.buffer.base is not None:
             self.buffer.base.alloc.poisoned = True
@@ -105,7 +113,8 @@ class Communicator:
     def __init__(self, comm: Any = None, *, buffer_size: int | None = None, check: bool = True,
                  timeout: float | None = None, flag_counters: FlagCounters | str | None = None,
                  platform: PlatformSpec = DAV_3510, compute_slots: int | None = None,
-                 window_offsets: Mapping[str, int] | None = None) -> None:
+                 window_offsets: Mapping[str, int] | None = None, data: bool = True,
+                 control_bytes: int = CONTROL_PREFIX_DEFAULT) -> None:
         self.mpi_comm = MPI.COMM_WORLD if comm is None else comm
         size = hccl_buffsize_bytes() if buffer_size is None else int(buffer_size)
         if size < 1:
@@ -114,13 +123,20 @@ class Communicator:
         # Where each data window starts in the buffer, by window name (default 0: the kernels take the HCCL
         # buffer's base as their window, so back-to-back operators share its first bytes).
         self.window_offsets = dict(window_offsets or {})
+        if not isinstance(data, bool):
+            raise ConstraintError("data", f"data must be True (full run) or False (protocol-only), got {data!r}")
+        self.data = data
+        # protocol-only: the real bytes at the buffer's base (status words of the calls' windows)
+        self.control_bytes = size if data else min(size, max(int(control_bytes), SIGNAL_BYTES))
         self.device = Device(self.mpi_comm.Get_rank(), platform, check=check, timeout=timeout,
-                             compute_slots=compute_slots, flag_counters=flag_counters)
+                             compute_slots=compute_slots, flag_counters=flag_counters, data=data)
         self.device.numbered_launches = True
         self.timeout = self.device.waiter.timeout   # a call's timeout=None means this one
         self.world = CommWorld(self.device, self.mpi_comm, host_timeout=COMMUNICATOR_HOST_TIMEOUT_S)
         # Zeroed once (CommWorld.window), as comm_channel_builder's aclrtMemset of the HCCL buffer.
-        self.buffer = self.world.window(size, "hccl_buffer", MemRole.PAYLOAD)
+        self.buffer = self.world.window(size, "hccl_buffer", MemRole.PAYLOAD,
+                                        control_bytes=0 if data else self.control_bytes)
+        self.buffer.shared_prefix = not data
         self._controls: dict[Any, Any] = {}
         self._carved: set[tuple[str, int, int]] = set()
         self._sync_hooks: list[Callable[[], Any]] = []
@@ -159,9 +175,11 @@ class Communicator:
         if self.peer_failed is not None:
             raise CommClosedError(f"{op}: {self.peer_failed}; close the Communicator")
 
-    def carve(self, nbytes: int, name: str, *, op: str, offset: int | None = None) -> CarvedWindow:
-        """The call's data window: `nbytes` at `offset` of the buffer (None: `window_offsets[name]`, else 0);
-        refused when it does not fit."""
+    def carve(self, nbytes: int, name: str, *, op: str, offset: int | None = None,
+              control_bytes: int = 0) -> CarvedWindow:
+        """The call's data window: `nbytes` at `offset` of the buffer (None: `window_offsets[name]`, else 0),
+        its first `control_bytes` status words; refused when it does not fit, or (protocol-only) when its
+        status words lie past the buffer's real control prefix."""
         start = Align(int(self.window_offsets.get(name, 0) if offset is None else offset), WINDOW_CARVE_ALIGN)
         need = start + int(nbytes)
         if need > self.buffer_size:
@@ -170,10 +188,16 @@ class Communicator:
                 HCCL_BUFFSIZE_ENV, f"{op}: window '{name}' needs offset {start} + {int(nbytes)} = {need} bytes "
                 f"<= the communicator buffer of {self.buffer_size} bytes ({self.buffer_size / MB:g} MB); "
                 f"set HCCL_BUFFSIZE >= {mb} (MB) or pass buffer_size >= {need}")
+        ctl = int(control_bytes)
+        if start + ctl > self.control_bytes:
+            raise ConstraintError(
+                "control_bytes", f"{op}: window '{name}' keeps {ctl} bytes of status words at offset {start}: "
+                f"{start} + {ctl} = {start + ctl} > the {self.control_bytes} real bytes of this protocol-only "
+                f"communicator's buffer; create it with control_bytes >= {start + ctl}")
         key = (name, start, int(nbytes))
         first = key not in self._carved
         self._carved.add(key)
-        return CarvedWindow(name, self.buffer, start, int(nbytes), first=first)
+        return CarvedWindow(name, self.buffer, start, int(nbytes), first=first, control_bytes=ctl)
 
     def control(self, key: Any, factory: Callable[[], T]) -> T:
         """The persistent object under `key`, made by `factory` on its first use (collective when the
@@ -262,4 +286,5 @@ class Communicator:
 
     def __repr__(self) -> str:
         return (f"<Communicator rank {self.rank}/{self.size}, buffer {self.buffer_size} B, {self.calls} calls"
+                f"{'' if self.data else ', protocol-only'}"
                 f"{', failed' if self.failed else ''}>")

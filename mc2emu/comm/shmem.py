@@ -124,10 +124,13 @@ def _origin(data: np.ndarray) -> np.ndarray:
 
 def _moves_bytes(window: Window, off: int, origin: np.ndarray) -> bool:
     """Whether a put of `origin` to byte `off` of `window` moves bytes: not into bytes a protocol-only run does
-    not hold; payload bytes into bytes that exist (CONTROL) are refused."""
+    not hold; payload bytes into bytes that exist (CONTROL) are refused, except into a protocol-only
+    communicator's buffer prefix (`Window.shared_prefix`), where they move nothing."""
     if not window.real(off, origin.nbytes):
         return False
     if is_payload(origin):
+        if window.shared_prefix:
+            return False
         raise refuse(f"bytes put into window '{window.name}', which holds control bytes")
     return True
 

@@ -65,6 +65,9 @@ class Window:
         self.u64 = mem[:usable].view(np.uint64)
         self._carved = 0
         self.freed = False
+        # A protocol-only Communicator's buffer: its real prefix holds one call's status words and other calls'
+        # payload (every call's window starts at the buffer base); a payload put into it moves nothing.
+        self.shared_prefix = False
 
     def real(self, offset: int, nbytes: int) -> bool:
         """Whether bytes [offset, offset + nbytes) exist (a PAYLOAD window of a protocol-only run keeps only its

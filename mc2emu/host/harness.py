@@ -239,6 +239,9 @@ class LaunchHarness:
         if bool(self.opts.check) != dev.check:
             raise ConstraintError("check", f"{self.name}: check={self.opts.check} on a Communicator created "
                                   f"with check={dev.check} (its checkers span the calls)")
+        if self.opts.data != dev.data:
+            raise ConstraintError("data", f"{self.name}: data={self.opts.data} on a Communicator created with "
+                                  f"data={dev.data} (its buffer holds the payload or only its control prefix)")
         dev.perturb, dev.faults = self.opts.perturb, self.opts.faults
         dev.waiter.timeout = s.timeout if self.opts.timeout is None else self.opts.timeout
         self.world = s.world
@@ -265,9 +268,9 @@ class LaunchHarness:
         """The call's data window (PAYLOAD): on a `Communicator`, carved from its buffer at the window's offset
         (0 unless `window_offsets` moves it: the kernels' window base is the HCCL buffer's; refused when it does
         not fit: HCCL_BUFFSIZE), else a new window of `nbytes` (`control_bytes`: its leading status words, real
-        in a protocol-only run; a Communicator's buffer has none: protocol-only calls on one are not covered)."""
+        in a protocol-only run; on a protocol-only Communicator they must lie in its buffer's control prefix)."""
         if self.stream is not None:
-            return self.stream.carve(nbytes, name, op=self.name)
+            return self.stream.carve(nbytes, name, op=self.name, control_bytes=control_bytes)
         cap = hccl_buffsize_bytes()   # the device's HCCL buffer, whatever the host gives this call
         if nbytes > cap:
             raise ConstraintError(
