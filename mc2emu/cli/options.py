@@ -281,7 +281,8 @@ def _common_parser(description: str) -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=_positive_float("--timeout"), help="wait deadline in seconds")
     run.add_argument("--repeat", type=int_at_least(1, "--repeat"), default=1, metavar="N",
                      help="run each case N times back to back on one persistent Communicator (collective "
-                          "operators; 20 = the source ST's perf loop) and check every iteration")
+                          "operators; 20 = the source ST's perf loop) and check every iteration; with --predict: "
+                          "predict each setting's loop of N launches, with the drift between ranks")
     run.add_argument("--scenario", choices=("layers",), help="layers: the chained layer loops (TP MLP "
                      "all_gather_quant_matmul -> quant_matmul_reduce_scatter; MoE all_to_all_quant_matmul -> "
                      "grouped_matmul_mx) on one Communicator, each layer's output feeding the next")
@@ -386,9 +387,6 @@ def parse_options(argv: list[str], operators: Sequence[OperatorEntry], descripti
     for name, own in per_op.items():
         own.validate(opts, name)
     window_offsets(opts)
-    if opts.repeat > 1 and opts.predict:
-        raise OptionError("--repeat with --predict: the cost model replays one launch per knob; a replay of N "
-                          "launches with their gaps is not implemented")
     if opts.repeat > 1 and (opts.inputs is not None or opts.source_cases is not None):
         raise OptionError("--repeat: runs the suite's cases; --inputs and --source-cases do not apply")
     if opts.inputs is not None and opts.dump is not None and opts.inputs.resolve() == opts.dump.resolve():

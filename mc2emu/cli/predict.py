@@ -12,19 +12,25 @@ Per knob, on every rank: inputs, the call with a `PredictRecorder` (checks off b
 add nothing to the prediction), one gather of every rank's records to rank 0, which replays them. A knob whose
 tiling breaks a rule (ConstraintError on every rank) is a refused row, not an error. The finished table is
 broadcast, so every rank returns the same table.
+
+`repeat=N` (`--predict --repeat N`): per knob a loop of N calls back to back, as `--repeat` runs them: a
+collective operator's on one `Communicator` (stream order, no host barrier), replayed as one stream
+(`replay(stream=True)`), so ranks drift and a launch may wait on a peer still in the launch before; a one-NPU
+operator's launches follow each other on its stream (the loop is their sum). The row's time is the loop's;
+`PredictRow.loop` has every launch (`mc2emu.predict.loop`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mc2emu.arch.errors import ConstraintError, Mc2EmuError
-from mc2emu.cli.options import OptionError
+from mc2emu.cli.options import OptionError, window_offsets
 from mc2emu.cli.scenarios import (
     Case,
     ExecContext,
@@ -35,8 +41,10 @@ from mc2emu.cli.scenarios import (
     operator_options,
     shape_only,
 )
+from mc2emu.comm.communicator import Communicator
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.predict import DEFAULT_COST_MODEL, CostModel, Prediction, PredictRecorder, gather_records, replay
+from mc2emu.predict.loop import LoopPrediction, chain_loop, format_loop, loop_of
 from mc2emu.runtime.events import Event
 
 US = 1e6
@@ -56,6 +64,7 @@ class PredictRow:
     critical: tuple[tuple[str, float], ...] = ()
     refused: str = ""
     wall_s: float = 0.0
+    loop: LoopPrediction | None = None   # with repeat: the loop's launches (total_s is the loop's time)
 
     @property
     def ok(self) -> bool:
@@ -70,6 +79,7 @@ class PredictTable:
     ranks: int
     model: CostModel
     rows: list[PredictRow]
+    repeat: int | None = None   # None: one call per knob; N: a loop of N calls per knob
     # rank 0 only, with keep_records: the replay and the records of each row (None for refused rows)
     predictions: list[Prediction | None] = field(default_factory=list, repr=False)
     records: list[dict[int, tuple[int, list[Event]]] | None] = field(default_factory=list, repr=False)
@@ -91,9 +101,13 @@ def _world(comm: Any) -> Any:
 def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtype: ElemFormat | None = None,
                      model: CostModel = DEFAULT_COST_MODEL, seed: int = 42, knobs: Sequence[Knob] | None = None,
                      timeout: float | None = None, check: bool = False, keep_records: bool = False,
-                     data: bool = True) -> PredictTable:
+                     data: bool = True, repeat: int | None = None,
+                     window_offsets: Mapping[str, int] | None = None) -> PredictTable:
     """Predict every knob of `spec` (or `knobs`) for `shape` on this world (collective over `comm`, default
-    MPI.COMM_WORLD); every rank returns the same table."""
+    MPI.COMM_WORLD); every rank returns the same table. `repeat=N`: per knob a loop of N calls (module
+    docstring)."""
+    if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1):
+        raise ConstraintError("repeat", f"repeat must be None or a positive number of calls, got {repeat!r}")
     comm = _world(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     if knobs is None:
@@ -108,40 +122,82 @@ def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtyp
         case = Case(spec.name, knob.mode, shape, dt, seed, timeout=timeout)
         reasons = spec.validate(case, size)
         refused = "; ".join(reasons)
-        rec = PredictRecorder()
+        recs = [PredictRecorder()]
         t0 = time.perf_counter()
         if not refused:
             inputs = spec.make_inputs(case, rank, size)
             if not data:   # --protocol-only: the same record without tensor bytes
                 inputs = shape_only(inputs)
-            ctx = ExecContext(rank, size, observers=(rec,), check=check, timeout=timeout, block_dim=knob.block_dim,
-                              comm=comm, data=data)
-            try:
-                spec.execute(case, inputs, ctx)
-            except ConstraintError as exc:
-                refused = str(exc)
-            except Mc2EmuError as exc:
-                refused = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+            ctx = ExecContext(rank, size, observers=(recs[0],), check=check, timeout=timeout,
+                              block_dim=knob.block_dim, comm=comm, data=data)
+            if repeat is None:
+                refused = _call(spec, case, inputs, ctx)
+            elif spec.collective:
+                refused = _stream_loop(spec, case, inputs, ctx, repeat, window_offsets)
+            else:   # one NPU: each call its own device, the launches one after the other on its stream
+                recs = [PredictRecorder() for _ in range(repeat)]
+                refused = next((r for r in (_call(spec, case, inputs, replace(ctx, observers=(x,))) for x in recs)
+                                if r), "")
         wall = time.perf_counter() - t0
         refusals = comm.allgather(refused)
         refused = next((r for r in refusals if r), "")
-        gathered = gather_records(comm, rec, root=0) if not refused else None
+        gathers = [gather_records(comm, x, root=0) for x in recs] if not refused else None
         if rank != 0:
             continue
-        if refused or gathered is None:
+        if refused or gathers is None or gathers[0] is None:
             rows.append(PredictRow(knob, refused=refused, wall_s=wall))
             preds.append(None)
             kept.append(None)
             continue
-        p = replay(gathered, model, timeline=keep_records)
+        gathered = gathers[0]
+        loop: LoopPrediction | None = None
+        if repeat is not None and len(gathers) > 1:
+            singles = [replay(x, model) for x in gathers if x is not None]
+            loop = chain_loop(singles)
+            p = singles[0]
+        else:
+            p = replay(gathered, model, timeline=keep_records, stream=repeat is not None)
+            loop = loop_of(p) if repeat is not None else None
         crit = tuple(sorted(((k, v) for k, v in p.critical_by_cat.items() if v > 0 and k != "mark"),
                             key=lambda kv: -kv[1]))
-        rows.append(PredictRow(knob, p.total_s, p.comm_s, p.hidden_share, p.cube_utilisation, crit, wall_s=wall))
+        total = loop.total_s if loop is not None else p.total_s
+        rows.append(PredictRow(knob, total, p.comm_s, p.hidden_share, p.cube_utilisation, crit, wall_s=wall,
+                               loop=loop))
         preds.append(p if keep_records else None)
         kept.append(gathered if keep_records else None)
     rows = comm.bcast(rows if rank == 0 else None, root=0)
-    return PredictTable(spec.name, shape, dt, size, model, rows, preds if rank == 0 else [],
+    return PredictTable(spec.name, shape, dt, size, model, rows, repeat, preds if rank == 0 else [],
                         kept if rank == 0 else [])
+
+
+def _call(spec: OperatorSpec, case: Case, inputs: dict[str, Any], ctx: ExecContext) -> str:
+    """One call; its refusal ("" when it ran)."""
+    try:
+        spec.execute(case, inputs, ctx)
+    except ConstraintError as exc:
+        return str(exc)
+    except Mc2EmuError as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+    return ""
+
+
+def _stream_loop(spec: OperatorSpec, case: Case, inputs: dict[str, Any], ctx: ExecContext, repeat: int,
+                 window_offsets: Mapping[str, int] | None) -> str:
+    """`repeat` calls back to back on one new `Communicator` (as `--repeat` runs them), closed after; the first
+    refusal ("" when every call ran)."""
+    stream = Communicator(ctx.comm, check=ctx.check, timeout=ctx.timeout, data=ctx.data,
+                          window_offsets=window_offsets)
+    ctx = replace(ctx, comm=stream)
+    refused = ""
+    try:
+        for it in range(repeat):
+            refused = _call(spec, case, inputs, ctx)
+            if refused:
+                refused = f"iteration {it} of {repeat}: {refused}"
+                break
+    finally:   # collective unless a call failed (its harness marked the communicator failed: no barrier then)
+        stream.close()
+    return refused
 
 
 # -- output -----------------------------------------------------------------------------------------------------
@@ -155,6 +211,9 @@ def format_predict_table(t: PredictTable) -> str:
     head = (f"{t.op} {t.shape.label()}{' ' + t.dtype.value if t.dtype else ''} on {t.ranks} rank(s): predicted "
             f"device time on {m.platform.name} (clock {m.clock_hz / 1e9:.2f} GHz, GM {m.gm_bw / 1e12:.1f} TB/s, "
             f"link {m.link_bw / 1e12:.1f} TB/s, put latency {m.put_latency_s * US:.1f} us; docs/predict.md)")
+    if t.repeat is not None:
+        head += (f"\nper setting a loop of {t.repeat} launch(es) back to back on one stream (predicted us: the loop, "
+                 f"first begin to last end; comm, hidden, cube util and critical path: its first launch)")
     keys = list(dict.fromkeys(k for r in t.rows for k in r.knob.values)) or ["mode"]
     best = t.best()
     best_s = t.rows[best].total_s if best is not None else None
@@ -174,6 +233,11 @@ def format_predict_table(t: PredictTable) -> str:
     lines = [head, "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(b, widths, strict=True)).rstrip() for b in body]
     lines.append(recommendation(t))
+    if best is not None and t.rows[best].loop is not None:
+        loop = t.rows[best].loop
+        assert loop is not None
+        lines.append(format_loop(loop, f"the loop of the recommended setting ({t.rows[best].knob.label()}), per "
+                                       f"launch:"))
     return "\n".join(lines)
 
 
@@ -287,10 +351,12 @@ def run_predict(opts: Any, registry: Any, comm: Any, say: Any) -> int:
         knobs = _knobs_for(spec, shape, size, opts)
         if not knobs:
             raise OptionError(f"--predict: the mode options leave no knob of {spec.name} to compare")
-        say(f"mc2emu: predicting {spec.name} {shape.label()}: {len(knobs)} setting(s) on {size} rank(s)")
+        loops = f", a loop of {opts.repeat} launches each" if opts.repeat > 1 else ""
+        say(f"mc2emu: predicting {spec.name} {shape.label()}: {len(knobs)} setting(s){loops} on {size} rank(s)")
         table = predict_operator(spec, shape, comm=comm, dtype=dtype, model=model, seed=opts.seed, knobs=knobs,
                                  timeout=opts.timeout, check=False, keep_records=opts.trace is not None,
-                                 data=not opts.protocol_only)
+                                 data=not opts.protocol_only, repeat=opts.repeat if opts.repeat > 1 else None,
+                                 window_offsets=window_offsets(opts))
         ran += sum(1 for r in table.rows if r.ok)
         say(format_predict_table(table))
         if rank == 0:

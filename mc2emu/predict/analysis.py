@@ -58,6 +58,7 @@ class PathStep:
     start_s: float
     end_s: float
     wait_s: float   # edge latency between the previous step's end and this start
+    launch: int = 0  # the launch number (on its rank's stream) the step belongs to
 
 
 @dataclass(frozen=True)

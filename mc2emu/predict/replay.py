@@ -12,6 +12,9 @@ Assumptions of the replay (see docs/predict.md): waits block the whole core (not
 through the flags it is made of; a put's source read is the UDMA engine's, not the core's MTE2 (a GM
 read immediately followed on the same core by a put of the same size is folded into the put).
 
+`stream=True` (a `Communicator`'s launches, no host barrier between them): only the first launch is joined
+across ranks, a rank's launch N + 1 starts when its launch N ends (ranks drift; `mc2emu.predict.loop`).
+
 Every queue order is the recorded one, so the graph is fixed and times are a max-plus function of the
 durations: shortening any duration (more bandwidth) never delays any node, lengthening (more bytes) never
 advances one. A cycle (records that contradict each other) is a `ReplayError` naming a node in it.
@@ -93,6 +96,17 @@ class _Core:
     soft_syncs: int = 0
 
 
+@dataclass(frozen=True)
+class LaunchSpan:
+    """One launch of one rank in the replay: its number on that rank's stream and its modelled times
+    (seconds from the first launch begin)."""
+
+    rank: int
+    launch: int
+    begin_s: float
+    end_s: float
+
+
 @dataclass
 class Prediction:
     """What the replay predicts. Times in seconds of virtual device time, from the first launch begin."""
@@ -109,6 +123,10 @@ class Prediction:
     events: int
     model: CostModel
     node_counts: dict[str, int] = field(default_factory=dict)
+    # Every launch of every rank (one per rank for a single call; N per rank for a stream of N launches),
+    # and the critical path's time by launch number.
+    launches: list[LaunchSpan] = field(default_factory=list)
+    critical_by_launch: dict[int, float] = field(default_factory=dict)
     # With `timeline=True`: every node's modelled times, and the records in the order `Span.rec` indexes.
     timeline: list[Span] = field(default_factory=list, repr=False)
     records: list[Event] = field(default_factory=list, repr=False)
@@ -145,6 +163,8 @@ class _Graph:
         self.keyed: dict[tuple, list[int]] = defaultdict(list)
         self.pending: list[tuple[int, tuple, float]] = []
         self.joins: dict[tuple, int] = {}
+        self.launch: list[int] = []   # per node: the launch (its rank's launch number) it was built in
+        self.cur_launch = 0
 
     def add(self, dur: float, cat: str, rank: int, core: str, what: str, rec: int = -1,
             preds: Iterable[tuple[int, float]] = ()) -> int:
@@ -156,6 +176,7 @@ class _Graph:
         self.core.append(core)
         self.what.append(what)
         self.rec.append(rec)
+        self.launch.append(self.cur_launch)
         return n
 
     def edge(self, src: int, dst: int, w: float = 0.0) -> None:
@@ -185,8 +206,9 @@ def _fold_put_reads(recs: Sequence[Event]) -> set[int]:
 
 
 class _Builder:
-    def __init__(self, model: CostModel) -> None:
+    def __init__(self, model: CostModel, stream: bool = False) -> None:
         self.m = model
+        self.stream = stream
         self.g = _Graph()
         self.records: list[Event] = []
         self.wall: list[int] = []
@@ -194,7 +216,7 @@ class _Builder:
         self.ingress: dict[int, list[tuple[int, int]]] = defaultdict(list)   # dst -> (wall, node)
         self.posts: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
         self.sig_waits: list[tuple[int, tuple, int]] = []
-        self.launches: list[tuple[int, int, int]] = []   # (rank, begin node, end node)
+        self.launches: list[tuple[int, int, int, int]] = []   # (rank, begin node, end node, launch number)
         self.n_events = 0
         self.active: dict[str, int] = {}
 
@@ -215,6 +237,7 @@ class _Builder:
         act_aic, act_aiv = self.active["AIC"] or None, self.active["AIV"] or None
         launch_begin = -1
         launch_no = 0
+        g.cur_launch = 0
         prev_launch_end = -1
         core_ends: list[int] = []
         balls = 0
@@ -227,15 +250,19 @@ class _Builder:
             self.n_events += 1
             if core == "host":
                 if isinstance(r, LaunchBegin):
-                    j = g.join(("launch", launch_no), m.barrier_latency_s, rank, "launch barrier")
-                    g.edge(prev_launch_end, j)
-                    launch_begin = g.add(0.0, Cat.MARK, rank, core, f"launch {r.launch}", ri, [(j, 0.0)])
+                    g.cur_launch = launch_no
+                    if self.stream and prev_launch_end >= 0:   # stream order: after this rank's previous launch
+                        after = prev_launch_end
+                    else:                                      # the host barrier before the launch
+                        after = g.join(("launch", launch_no), m.barrier_latency_s, rank, "launch barrier")
+                        g.edge(prev_launch_end, after)
+                    launch_begin = g.add(0.0, Cat.MARK, rank, core, f"launch {r.launch}", ri, [(after, 0.0)])
                     launch_no += 1
                     core_ends = []
                 elif isinstance(r, LaunchEnd):
                     end = g.add(0.0, Cat.MARK, rank, core, f"launch end {r.launch}", ri,
                                 [(launch_begin, 0.0)] + [(e, 0.0) for e in core_ends])
-                    self.launches.append((rank, launch_begin, end))
+                    self.launches.append((rank, launch_begin, end, launch_no - 1))
                     prev_launch_end = end
                 continue
             if i in folded:
@@ -419,13 +446,14 @@ class _Builder:
 
 
 def replay(per_rank: Mapping[int, tuple[int, Sequence[Event]] | Sequence[Event]],
-           model: CostModel = DEFAULT_COST_MODEL, *, timeline: bool = False) -> Prediction:
+           model: CostModel = DEFAULT_COST_MODEL, *, timeline: bool = False, stream: bool = False) -> Prediction:
     """Predict the device time of the recorded run. `per_rank[r]` is rank r's records, or (its clock offset
     in ns, its records) as `mc2emu.predict.records.gather_records` returns them. `timeline=True` keeps
-    every node's modelled times (for the virtual-time trace)."""
+    every node's modelled times (for the virtual-time trace). `stream=True`: the records are a stream's
+    launches (a `Communicator`'s): no host barrier between a rank's launches (module docstring)."""
     if not per_rank:
         raise ReplayError("no records to replay")
-    b = _Builder(model)
+    b = _Builder(model, stream)
     for rank in sorted(per_rank):
         item = per_rank[rank]
         if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], int):
@@ -438,24 +466,29 @@ def replay(per_rank: Mapping[int, tuple[int, Sequence[Event]] | Sequence[Event]]
     if not b.launches:
         raise ReplayError("the records hold no launch (LAUNCH_BEGIN / LAUNCH_END of the host)")
     start, end, crit = evaluate(g)
-    t0 = min(start[bg] for _, bg, _ in b.launches)
-    t_end = max(end[e] for _, _, e in b.launches)
+    t0 = min(start[bg] for _, bg, _, _ in b.launches)
+    t_end = max(end[e] for _, _, e, _ in b.launches)
     per_rank_s: dict[int, float] = defaultdict(float)
-    for rank, _, e in b.launches:
+    for rank, _, e, _ in b.launches:
         per_rank_s[rank] = max(per_rank_s[rank], end[e] - t0)
+    spans = [LaunchSpan(rank, no, start[bg] - t0, end[e] - t0) for rank, bg, e, no in b.launches]
     # critical path: back from the last launch end
-    last = max((e for _, _, e in b.launches), key=lambda e: end[e])
+    last = max((e for _, _, e, _ in b.launches), key=lambda e: end[e])
     path: list[PathStep] = []
     by_cat: dict[str, float] = defaultdict(float)
+    by_launch: dict[int, float] = defaultdict(float)
     v = last
     while v >= 0:
         p = crit[v]
         w = 0.0
         if p >= 0:
             w = max(0.0, start[v] - end[p])
-        path.append(PathStep(g.rank[v], g.core[v], g.what[v], g.cat[v], start[v] - t0, end[v] - t0, w))
+        path.append(PathStep(g.rank[v], g.core[v], g.what[v], g.cat[v], start[v] - t0, end[v] - t0, w,
+                             g.launch[v]))
         # the launch barrier before the kernel time starts is not part of it
-        by_cat[g.cat[v]] += max(0.0, end[v] - max(start[v], t0))
+        spent = max(0.0, end[v] - max(start[v], t0))
+        by_cat[g.cat[v]] += spent
+        by_launch[g.launch[v]] += spent + w
         if w > 0:
             by_cat["latency"] += w
         v = p
@@ -488,4 +521,5 @@ def replay(per_rank: Mapping[int, tuple[int, Sequence[Event]] | Sequence[Event]]
     for cat in g.cat:
         counts[cat] += 1
     return Prediction(total, dict(per_rank_s), path, dict(by_cat), comm, hidden, comm - hidden, cores, len(g.dur),
-                      b.n_events, model, dict(counts), tl, b.records if timeline else [])
+                      b.n_events, model, dict(counts), launches=spans, critical_by_launch=dict(by_launch), timeline=tl,
+                      records=b.records if timeline else [])

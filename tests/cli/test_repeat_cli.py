@@ -94,12 +94,20 @@ def test_a_rank_killed_in_iteration_k_the_survivor_stops_naming_launch_k(tmp_pat
     assert "rank 1: no answer" in report
 
 
-def test_repeat_with_predict_is_refused():
-    from mc2emu.cli.operators import default_registry
-    from mc2emu.cli.options import OptionError, parse_options
-
-    with pytest.raises(OptionError, match="--repeat with --predict"):
-        parse_options(["--repeat", "2", "--predict", "--op", "all_gather_quant_matmul"], default_registry().specs())
+def test_predict_repeat_replays_the_loop():
+    """`--predict --repeat 2`: each setting's loop of 2 launches on one Communicator, replayed as one stream; the
+    A2A UDMA kernel (a start barrier, symmetric ranks) repeats its launch: the loop is twice the launch, no skew."""
+    proc = run_cli(2, "--predict", "--repeat", 2, "--op", "all_to_all_quant_matmul", "--quick", "--local-matmul", 1)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "a loop of 2 launches each on 2 rank(s)" in proc.stdout
+    lines = proc.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("launch  begin us"))
+    rows = [ln.split() for ln in lines[head + 1: head + 3]]
+    assert [r[0] for r in rows] == ["0", "1"]
+    device = [float(r[3]) for r in rows]
+    assert device[0] == device[1] > 0 and [r[4] for r in rows] == ["0.00", "0.00"]
+    loop = next(ln for ln in lines if ln.startswith("loop: 2 launch(es) on 2 rank(s) in "))
+    assert abs(float(loop.split(" in ")[1].split()[0]) - 2 * device[0]) <= 0.011, loop
 
 
 def test_repeat_correct_loops_report_nothing():
