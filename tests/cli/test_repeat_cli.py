@@ -123,12 +123,15 @@ def test_repeat_correct_loops_report_nothing():
     assert "HAZARD" not in a2a.stdout
 
 
-def test_repeat_per_block_names_the_source_cross_launch_hazards():
+@pytest.mark.parametrize("data", ["full", "protocol-only"])
+def test_repeat_per_block_names_the_source_cross_launch_hazards(data):
     """QMRS per_block twice back to back: ReduceAddProcess has no barrier after ReadRemoteDataAdd, so a peer's
     launch-1 epilogue put races this rank's launch-0 reads and its launch-1 status SET races the launch-0
     reset (4cecfe3b quant_matmul_reduce_scatter_impl.h:117-122, 233-267): named by the cross-launch check,
-    and not again as an in-launch READ_OVERWRITTEN / READ_BEFORE_WAIT."""
-    proc = run_cli(2, "--repeat", 2, "--op", "quant_matmul_reduce_scatter", "--quick")
+    and not again as an in-launch READ_OVERWRITTEN / READ_BEFORE_WAIT; the same on a protocol-only
+    communicator (its status words in the buffer's real prefix)."""
+    extra = ["--protocol-only"] if data == "protocol-only" else []
+    proc = run_cli(2, "--repeat", 2, "--op", "quant_matmul_reduce_scatter", "--quick", *extra)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if "per_block" in ln and "HAZARD in" in ln)
     assert "LOST_SIGNAL" in line and "WRITE_AFTER_READ_ACROSS_LAUNCH" in line, line
