@@ -854,7 +854,7 @@ MUTANTS: list[Mutant] = [
            serial=(PREDICT_REPLAY,)),
     Mutant("predict: a stream's launch waits for the host barrier instead of its rank's previous launch",
            "mc2emu/predict/replay.py",
-           "                    if self.stream and prev_launch_end >= 0:   # stream order: after this rank's previous launch",
+           "                    if self.stream and prev_launch_end >= 0:",
            "                    if False:",
            serial=("tests/predict/test_loop_replay.py",)),
     Mutant("predict: a loop's skew between ranks is never measured", "mc2emu/predict/loop.py",

@@ -213,7 +213,8 @@ def format_predict_table(t: PredictTable) -> str:
             f"link {m.link_bw / 1e12:.1f} TB/s, put latency {m.put_latency_s * US:.1f} us; docs/predict.md)")
     if t.repeat is not None:
         head += (f"\nper setting a loop of {t.repeat} launch(es) back to back on one stream (predicted us: the loop, "
-                 f"first begin to last end; comm, hidden, cube util and critical path: its first launch)")
+                 f"first begin to last end; comm, hidden, cube util and critical path: over the loop, for a one-NPU "
+                 f"operator its first launch)")
     keys = list(dict.fromkeys(k for r in t.rows for k in r.knob.values)) or ["mode"]
     best = t.best()
     best_s = t.rows[best].total_s if best is not None else None
