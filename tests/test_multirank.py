@@ -11,7 +11,10 @@ puts every size on the network path (CI's transport step), and `MPIR_CVAR_NOLOCA
 shared memory.
 
 Only the test files that hold a multi-rank test are handed to the ranks (a file holds one if it names
-`mark.mpi`): every rank collects what it is given, and collecting the serial files 8 times over is waste."""
+`mark.mpi`): every rank collects what it is given, and collecting the serial files 8 times over is waste.
+`MC2EMU_MPI_IGNORE=tests/protocol,tests/property` leaves out the files under those paths: CI's transport steps
+re-run the suite at 2 ranks over other MPI paths and skip the files whose subject is not the transport (the
+protocol-only record equivalence, the property tests), which the README suite runs at every size."""
 
 import os
 import re
@@ -41,7 +44,9 @@ def mpi_test_files(tests_dir: str) -> list[str]:
             if (name.startswith("test_") and name.endswith(".py") and path != os.path.abspath(__file__)
                     and "mark.mpi" in Path(path).read_text(encoding="utf-8")):
                 found.append(path)
-    return sorted(found)
+    ignored = [os.path.abspath(p) for p in os.environ.get("MC2EMU_MPI_IGNORE", "").split(",") if p]
+    return sorted(f for f in found
+                  if not any(os.path.abspath(f) == p or os.path.abspath(f).startswith(p + os.sep) for p in ignored))
 
 
 @pytest.mark.parametrize("np_", WORLD_SIZES)
@@ -103,3 +108,15 @@ OPEN_MPI_TAIL = ("\x1b[32m.\x1b[0m\x1b[33ms\x1b[0m\x1b[33ms\x1b[0m\x1b[32m" + " 
 ])
 def test_summary_line_reads_both_launchers_output(out, line):
     assert summary_line(out) == line
+
+
+def test_ignored_paths_leave_out_their_files_and_only_theirs(monkeypatch):
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    every = mpi_test_files(tests_dir)
+    monkeypatch.setenv("MC2EMU_MPI_IGNORE", "tests/protocol,tests/property")
+    monkeypatch.chdir(os.path.dirname(tests_dir))
+    kept = mpi_test_files(tests_dir)
+    left = sorted(set(every) - set(kept))
+    assert left and all(f"{os.sep}tests{os.sep}protocol{os.sep}" in f or f"{os.sep}tests{os.sep}property{os.sep}" in f
+                        for f in left)
+    assert [f for f in every if "protocol" not in f and "property" not in f] == kept
