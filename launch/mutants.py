@@ -1129,6 +1129,17 @@ MUTANTS: list[Mutant] = [
            "    if loose:\n        errs.append((\"operands are numpy arrays\"",
            "    if False:\n        errs.append((\"operands are numpy arrays\"",
            serial=("tests/property/test_operator_entries.py",)),
+    Mutant("AG seed window without room for the TAIL's padded data rows (GmError)",
+           "mc2emu/ops/all_gather_quant_matmul_host.py",
+           "            winBytes = dataRegionBytes + max((R * m + pad) * scaleRowBytes, pad * rowBytes)",
+           "            winBytes = dataRegionBytes + (R * m + pad) * scaleRowBytes",
+           mpi=("tests/property/test_collective_entries_mpi.py::"
+                "test_all_gather_seed_tail_over_read_stays_in_the_window_and_out_of_the_output",)),
+    Mutant("fragment scatter writes the padded rows too", "mc2emu/apace/basic/fragment_tensor.py",
+           "            remain = realFragmentSize - info.fragCoord[assembleAxis]",
+           "            remain = fragmentTensor.GetFragmentSize() - info.fragCoord[assembleAxis]",
+           mpi=("tests/property/test_collective_entries_mpi.py::"
+                "test_all_gather_seed_tail_over_read_of_stale_nan_bytes_never_reaches_the_output",)),
     # -- the benches' floor (launch/mmad_floor.py): it must be the emulator's own steps ----------------------------
     Mutant("floor: each kL1 chunk restarts L0C (steps of one chunk only)", "launch/mmad_floor.py",
            "                    if ch == 0 and lo == 0:", "                    if lo == 0:",

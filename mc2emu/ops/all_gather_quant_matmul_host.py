@@ -2,10 +2,11 @@
 allocate, launch, read back. It owns the problem type (`AgProblem`, `AgProtocol`) the entry validates.
 
 Allocation note: the TAIL gather of the kernel reads paddedTailM rows from every rank's tail start, i.e.
-paddedTailM - tailM rows past the end of this rank's A / scaleA and past the last rank's scale region of
-the window. The ST host allocates exactly m rows (`aclrtMalloc(..., ACL_MEM_MALLOC_HUGE_ONLY)`: on the
-device the over-read lands in the rest of the huge page, and the rows it feeds are dropped by the scatter);
-here the host pads A, scaleA and the window with that many zero rows so the GM bounds check holds.
+paddedTailM - tailM rows past the end of this rank's A / scaleA and past the last rank's data and scale
+regions of the window. The ST host allocates exactly m rows (`aclrtMalloc(..., ACL_MEM_MALLOC_HUGE_ONLY)`: on
+the device the over-read lands in the rest of the huge page) and the window is the whole HCCL buffer
+(`udmaCtx_->commBufferAddrs[rankId_]`, udma impl @5778144076): the rows it feeds are dropped by the scatter.
+Here the host pads A and scaleA with zero rows and sizes the window to the over-read's end.
 """
 
 from __future__ import annotations
@@ -139,8 +140,12 @@ def run_ag(problem: AgProblem, x1: np.ndarray, x1_scale: np.ndarray, x2: np.ndar
             dataRegionBytes = slots * dataSlot
             winBytes = dataRegionBytes + ct.commTurn * scaleSlot + mm.baseM * rowBytes
         else:
+            # The source's window is the HCCL buffer (`commBufferAddrs[rankId_]`): data then scale, R * m rows
+            # each. The TAIL reads paddedTailM rows from the last rank's tail start in both regions: `pad` data
+            # rows past the data region (into the scale region and, at small R * m, past it) and `pad` scale rows
+            # past the scale region; the window holds the farther end (on the device: stale buffer bytes).
             dataRegionBytes = R * m * rowBytes
-            winBytes = dataRegionBytes + R * m * scaleRowBytes + pad * scaleRowBytes
+            winBytes = dataRegionBytes + max((R * m + pad) * scaleRowBytes, pad * rowBytes)
         win = h.data_window(max(winBytes, 1), "udma_all_gather")
         winData, winScale = win.addr(0), win.addr(dataRegionBytes)
         if slotRing and win.base is not None:

@@ -210,12 +210,10 @@ def ag_check(case, rank: int, R: int) -> str:
 
 
 @pytest.mark.mpi
-@pytest.mark.skip(reason="open: the property's second find, the seed protocol at m 17 k 128 n 1 tile_m 16 R 2 reads "
-                  "the padded TAIL past the end of its window (GmError [4224, 6272) of 4548 bytes): not yet "
-                  "decided against the source (the slot ring's window carries baseM spare rows for this)")
 def test_all_gather_quant_matmul_runs_or_refuses() -> None:
     """At 2 ranks only: a draw with an explicit block_dim at tiny m hangs as the device does (PEER_NOT_SERVED,
-    e.g. m 1 n 16 k 128 block_dim 4, both protocols: the regression below), each costing the deadline."""
+    e.g. m 1 n 16 k 128 block_dim 4, both protocols: the regression below), each costing the deadline. Its
+    other find, the seed TAIL's over-read past the window (m 17 k 128 n 1 tile_m 16), is the regression after."""
     if world().Get_size() != 2:
         pytest.skip("the AG property runs at 2 ranks (each PEER_NOT_SERVED hang costs its deadline)")
     follow_rank0(ag_calls(), ag_check, 25)
@@ -232,6 +230,44 @@ def test_all_gather_tiny_m_with_an_explicit_block_dim_hangs_named_peer_not_serve
                 bias=None, how="same", block_dim=4, out="bfloat16")
     assert ag_check(case, comm.Get_rank(), comm.Get_size()) == "hang: PEER_NOT_SERVED"
     assert ag_check(dict(case, block_dim=None), comm.Get_rank(), comm.Get_size()) == "ran"
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("fmt", [ElemFormat.E4M3, ElemFormat.E5M2])
+def test_all_gather_seed_tail_over_read_stays_in_the_window_and_out_of_the_output(fmt) -> None:
+    """The property's second find (was a GmError [4224, 6272) of a 4548-byte window at R 2): m 17, k 128, n 1,
+    tile_m 16, the seed protocol. The TAIL gathers paddedTailM (16) rows from each rank's tail start, 15 past the
+    last rank's data; at small R * m those rows run past the scale region too. The source's window is the HCCL
+    buffer (`commBufferAddrs[rankId_]`), so the over-read stays in it: the window is sized to hold it, and the
+    padded rows are dropped by the scatter (the golden holds at every R, bf16 and fp32 out)."""
+    comm = world()
+    for out in ("bfloat16", "float32"):
+        case = dict(seed=7, m=17, k=128, n=1, fmt=fmt, protocol="seed", slot_num=0, tile_m=16, bias=None,
+                    how="same", block_dim=None, out=out)
+        assert ag_check(case, comm.Get_rank(), comm.Get_size()) == "ran"
+
+
+@pytest.mark.mpi(min_size=2)
+def test_all_gather_seed_tail_over_read_of_stale_nan_bytes_never_reaches_the_output() -> None:
+    """The same shape on a Communicator whose buffer holds stale bytes (every byte 0xFF: an E4M3 NaN element and
+    an E8M0 NaN scale, as whatever an earlier call left past this call's rows): the TAIL's 15 padded rows per rank
+    read NaN data and scales, the matmul makes NaN rows of them, and the scatter drops every one (realFragmentSize
+    tailM): the output meets the golden with no NaN."""
+    from mc2emu.comm import Communicator
+
+    comm = world()
+    case = dict(seed=7, m=17, k=128, n=1, fmt=ElemFormat.E4M3, protocol="seed", slot_num=0, tile_m=16, bias=None,
+                how="same", block_dim=None, out="bfloat16")
+    x1, s1, x2, s2 = ag_inputs(case, comm.Get_rank())
+    with Communicator(comm, buffer_size=1 << 16) as c:
+        c.buffer.mem[:] = 0xFF
+        c.buffer.win.Sync()
+        comm.Barrier()
+        out = all_gather_quant_matmul(x1, s1, x2, s2, protocol="seed", tile_m=16, comm=c)
+    every = [ag_inputs(case, r) for r in range(comm.Get_size())]
+    assert not np.isnan(out.astype(np.float32)).any()
+    assert_meets_golden(out, golden_all_gather_quant_matmul([e[0] for e in every], [e[1] for e in every], x2, s2,
+                                                            out_dtype="bfloat16"))
 
 
 # A hang the source has (PEER_NOT_SERVED) is diagnosed within this deadline (no progress anywhere for it).
