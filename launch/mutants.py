@@ -61,6 +61,7 @@ GMM = "tests/ops/test_grouped_matmul_mx.py"
 XL_SRC = "mc2emu/check/cross_launch.py"
 XL_MPI = "tests/check/test_cross_launch_mpi.py"
 COMM_LOOP = "tests/comm/test_communicator_mpi.py"
+NOTICE_REFUSES = COMM_LOOP + "::test_a_notice_refuses_the_next_call_spares_earlier_launches_and_close_needs_no_barrier"
 GMM_SCHED = "tests/tiling/test_gmm_mx_schedule.py"
 GMM_CLI = "tests/cli/test_gmm_plan_cli.py"
 GMM_BLAZE = "tests/ops/test_grouped_matmul_blaze.py"
@@ -1038,6 +1039,15 @@ MUTANTS: list[Mutant] = [
            "            self._notices += [self._notice_comm.Isend(note, dest=q, tag=NOTICE_TAG)",
            "            self._notices += [self._notice_comm.Isend(note, dest=q, tag=NOTICE_TAG + 1)",
            mpi=(COMM_LOOP + "::test_a_rank_failing_in_iteration_k_stops_its_peers_at_once_by_notice",)),
+    Mutant("a peer's notice: close still runs the barrier the failed rank never joins",
+           "mc2emu/comm/communicator.py",
+           "            if self.failed is None and self.peer_failed is None:\n"
+           "                hazards = self.sync(timeout)",
+           "            if self.failed is None:\n                hazards = self.sync(timeout)",
+           mpi=(NOTICE_REFUSES,)),
+    Mutant("a notice stops the waits of launches before the peer's failed one", "mc2emu/comm/communicator.py",
+           "                    and self.device.launch_count - 1 >= doomed):", "                    and True):",
+           mpi=(NOTICE_REFUSES,)),
     Mutant("deadlock report: no launch index on a stream", "mc2emu/check/deadlock.py",
            'return f"{name}, launch {dev.launch_count - 1}" if dev.numbered_launches else name',
            "return name",

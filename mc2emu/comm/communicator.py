@@ -214,29 +214,34 @@ class Communicator:
         """Run `hook` at `close()` (last registered first), before the windows are freed."""
         self._close_hooks.append(hook)
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: str, launch: int | None = None) -> None:
         """A call failed on this rank: the communicator is unusable; its world posts the failure so the
-        peers' next host barrier (`sync` / `close`) ends with it."""
+        peers' next host barrier (`sync` / `close`) ends with it. `launch`: the first launch this rank did
+        not finish (None: its latest, `launch_count - 1`); the notice stops the peers' waits from it on."""
         if self.failed is None:
             self.failed = reason
             self.world.fail(reason)
-            note = pickle.dumps((self.rank, reason))[:NOTICE_BYTES]
+            first = self.device.launch_count - 1 if launch is None else launch
+            note = pickle.dumps((self.rank, reason, first))[:NOTICE_BYTES]
             self._notices += [self._notice_comm.Isend(note, dest=q, tag=NOTICE_TAG)
                               for q in range(self.size) if q != self.rank]
 
     def _watch(self) -> None:
-        """The notice watcher: a peer's notice stops every wait of this rank (its launches end with a
-        report naming that peer and its call) and refuses the next call. Re-asserted each poll: a launch
-        that starts after the notice clears the waiter's verdict."""
+        """The notice watcher: a peer's notice refuses this rank's next call and stops every wait of its
+        launches from the peer's failed one on (they end with a report naming that peer and its call). A
+        launch before it runs on: the peer finished it (stream order), its waits are met as on the device.
+        Re-asserted each poll: a launch that starts after the notice clears the waiter's verdict."""
         buf = bytearray(NOTICE_BYTES)
         req = self._notice_comm.Irecv(buf, source=MPI.ANY_SOURCE, tag=NOTICE_TAG)
         status = MPI.Status()
+        doomed = 0   # the peer's failed launch: waits of this launch and later ones cannot all be met
         while not self._stop.wait(NOTICE_POLL_S):
             if self.peer_failed is None and req.Test(status):
-                who, reason = pickle.loads(bytes(buf[: status.Get_count(MPI.BYTE)]))
+                who, reason, doomed = pickle.loads(bytes(buf[: status.Get_count(MPI.BYTE)]))
                 self.peer_failed = f"rank {who} left the stream: {reason}"
             waiter = self.device.waiter
-            if self.peer_failed is not None and self.failed is None and waiter.declared is None:
+            if (self.peer_failed is not None and self.failed is None and waiter.declared is None
+                    and self.device.launch_count - 1 >= doomed):
                 waiter.declared = self.peer_failed
                 waiter.wake_all()
         if self.peer_failed is None:
@@ -253,14 +258,14 @@ class Communicator:
         return self.device.hazards.take()
 
     def close(self, timeout: float | None = None) -> list[HazardReport]:
-        """`sync()`, then every control object ends and the windows are freed (collective). A failed
-        communicator is only released here (no barrier: see `mc2emu.host.harness` for what keeps its
-        windows until exit). Safe to call twice."""
+        """`sync()`, then every control object ends and the windows are freed (collective). A communicator
+        that failed here or got a peer's notice is only released (no barrier: the failed rank joins none;
+        see `mc2emu.host.harness` for what keeps its windows until exit). Safe to call twice."""
         if self.closed:
             return []
         hazards: list[HazardReport] = []
         try:
-            if self.failed is None:
+            if self.failed is None and self.peer_failed is None:
                 hazards = self.sync(timeout)
         finally:
             self.closed = True

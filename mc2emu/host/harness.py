@@ -376,7 +376,8 @@ class LaunchHarness:
             pass   # refused before its launch (e.g. HCCL_BUFFSIZE): nothing ran, the communicator stays usable
         elif self.stream is not None:
             what = "a deadlock" if isinstance(exc, DeadlockError) else type(exc).__name__
-            self.stream.fail(f"{what} {where} (call {self.stream.calls - 1}, launch {self.device.launch_count - 1})")
+            launch = self.device.launch_count - (1 if self._launched else 0)   # this call's launch
+            self.stream.fail(f"{what} {where} (call {self.stream.calls - 1}, launch {launch})", launch=launch)
         elif self.world is not None and not self.world.closed:
             what = "a deadlock" if isinstance(exc, DeadlockError) else type(exc).__name__
             self.world.fail(f"{what} {where}")    # the peers' next host barrier ends with this verdict

@@ -4,6 +4,7 @@ calls after the first; the data window is carved from the HCCL buffer (the same 
 call whose window does not fit is refused with the inequality, leaving the communicator usable; a rank
 that stalls in iteration k stops every rank with a report naming launch k."""
 
+import threading
 import time
 
 import ml_dtypes
@@ -11,6 +12,8 @@ import numpy as np
 import pytest
 
 from mc2emu.comm import Communicator, CommWorld
+from mc2emu.comm.communicator import NOTICE_POLL_S
+from mc2emu.comm.errors import CommClosedError
 from mc2emu.numerics.compare import ulp_distance
 from mc2emu.ops import (
     all_gather_quant_matmul,
@@ -162,13 +165,12 @@ def test_a_stalled_rank_in_iteration_k_stops_every_rank_naming_launch_k():
 @pytest.mark.mpi(min_size=2)
 def test_a_rank_failing_in_iteration_k_stops_its_peers_at_once_by_notice(monkeypatch):
     """The last rank's kernel raises in call k: it sends its notice; the peers, waiting in launch k for its
-    puts, stop at once (well before their deadline) naming that rank, the call and the launch."""
+    puts, stop at once (well before their deadline) naming that rank, the call and the launch. A peer still in
+    launch k - 1 when the notice comes (no barrier between calls) finishes it, and its call k is refused
+    naming the same; every rank's close then releases the communicator without a barrier."""
     import mc2emu.ops.all_gather_quant_matmul_host as host
 
     world = mpi_world()
-    if world.Get_size() > 2:
-        pytest.skip("open at 4 (network path, CI) and 8 ranks: the close after the notice fails on some ranks; "
-                    "runs at 2")
     inp, _ = ag_case(world)
     k, failing = 2, world.Get_size() - 1
     real = host.all_gather_quant_matmul_udma
@@ -191,10 +193,48 @@ def test_a_rank_failing_in_iteration_k_stops_its_peers_at_once_by_notice(monkeyp
         comm.close()
     assert took < TIMEOUT / 2
     if world.Get_rank() != failing:
-        assert isinstance(info.value, DeadlockError)
+        assert isinstance(info.value, DeadlockError | CommClosedError), repr(info.value)
         assert f"rank {failing} left the stream" in str(info.value)
         assert f"(call {k}, launch {k})" in str(info.value)
-    assert comm.failed is not None
+        assert comm.peer_failed is not None and f"rank {failing}" in comm.peer_failed
+    else:
+        assert comm.failed is not None
+    assert comm.closed
+
+
+def until(pred, within: float) -> bool:
+    """Whether `pred()` holds within `within` seconds (polled; a deadline-guarded wait, not an ordering)."""
+    end, tick = time.monotonic() + within, threading.Event()
+    while not pred():
+        if time.monotonic() >= end:
+            return False
+        tick.wait(NOTICE_POLL_S / 5)
+    return True
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_notice_refuses_the_next_call_spares_earlier_launches_and_close_needs_no_barrier():
+    """The last rank fails at its launch 1 before any launch ran anywhere: each peer learns it (`peer_failed`
+    names the rank and reason), but its waiter gets no verdict (its launch 0 would still be met: the peer only
+    failed from launch 1 on); its next call is refused naming the peer; and its close releases the communicator
+    without the barrier the failed rank never joins."""
+    world = mpi_world()
+    failing = world.Get_size() - 1
+    comm = Communicator(world, buffer_size=BUFFER, timeout=TIMEOUT)
+    if world.Get_rank() == failing:
+        comm.fail("planted failure (call 1, launch 1)", launch=1)
+        comm.close()
+        return
+    try:
+        assert until(lambda: comm.peer_failed is not None, STOP_WITHIN_S)
+        assert f"rank {failing} left the stream: planted failure" in comm.peer_failed
+        assert not until(lambda: comm.device.waiter.declared is not None, 20 * NOTICE_POLL_S)
+        with pytest.raises(CommClosedError, match=f"rank {failing} left the stream"):
+            ag_call(gen_ag_st_inputs(64, 256, 128, world.Get_rank()), comm)
+    finally:
+        t0 = time.monotonic()
+        comm.close(timeout=STOP_WITHIN_S)
+    assert comm.closed and time.monotonic() - t0 < STOP_WITHIN_S
 
 
 @pytest.mark.mpi(min_size=2)
