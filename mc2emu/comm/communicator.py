@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -57,6 +58,10 @@ COMMUNICATOR_HOST_TIMEOUT_S = 10.0
 NOTICE_TAG = 0x5C0
 NOTICE_POLL_S = 0.05
 NOTICE_BYTES = 4096
+# A failed rank's close pushes its notices out for at most this long; sends still in flight then stay referenced
+# here (an active request freed with its buffer may send freed bytes) until the process ends.
+NOTICE_FLUSH_S = 2.0
+_NOTICES_IN_FLIGHT: list[Any] = []
 
 
 def hccl_buffsize_bytes(environ: Mapping[str, str] | None = None) -> int:
@@ -245,8 +250,25 @@ class Communicator:
                 waiter.declared = self.peer_failed
                 waiter.wake_all()
         if self.peer_failed is None:
-            req.Cancel()
+            # Completed by a notice to itself, not cancelled: over MPICH's network path (UCX) a cancelled
+            # receive could stay posted below MPI and take a later communicator's notice once the freed
+            # context id is reused (a peer then never learnt of a failure: measured at 4 ranks, NOLOCAL).
+            self._notice_comm.Send(pickle.dumps((self.rank, "closed", 0)), dest=self.rank, tag=NOTICE_TAG)
             req.Wait()
+
+    def _flush_notices(self) -> None:
+        """Complete this rank's notice sends (each peer's watcher has its receive posted), within
+        NOTICE_FLUSH_S; any still in flight is kept referenced, never freed active."""
+        pending, self._notices = self._notices, []
+        if not pending:
+            return
+        end, tick = time.monotonic() + NOTICE_FLUSH_S, threading.Event()
+        while not MPI.Request.Testall(pending):
+            if time.monotonic() >= end:
+                _NOTICES_IN_FLIGHT.append(pending)
+                return
+            tick.wait(NOTICE_POLL_S / 5)
+
     # -- collectives ---------------------------------------------------------------------------------------
     def sync(self, timeout: float | None = None) -> list[HazardReport]:
         """Host barrier (agreed, deadline-guarded), then the global checks of the launches so far; returns
@@ -271,6 +293,7 @@ class Communicator:
             self.closed = True
             self._stop.set()
             self._watcher.join()
+            self._flush_notices()
             hooks, self._close_hooks = self._close_hooks, []
             for hook in reversed(hooks):
                 hook()
