@@ -253,8 +253,15 @@ class Communicator:
             # Completed by a notice to itself, not cancelled: over MPICH's network path (UCX) a cancelled
             # receive could stay posted below MPI and take a later communicator's notice once the freed
             # context id is reused (a peer then never learnt of a failure: measured at 4 ranks, NOLOCAL).
-            self._notice_comm.Send(pickle.dumps((self.rank, "closed", 0)), dest=self.rank, tag=NOTICE_TAG)
-            req.Wait()
+            note = self._notice_comm.Isend(pickle.dumps((self.rank, "closed", 0)), dest=self.rank, tag=NOTICE_TAG)
+            end, tick = time.monotonic() + NOTICE_FLUSH_S, threading.Event()
+            while not req.Test():
+                if time.monotonic() >= end:   # not matched (see docs/protocols.md): kept, never freed active
+                    req.Cancel()
+                    _NOTICES_IN_FLIGHT.append((req, note, buf))
+                    return
+                tick.wait(NOTICE_POLL_S / 5)
+            note.Wait()
 
     def _flush_notices(self) -> None:
         """Complete this rank's notice sends (each peer's watcher has its receive posted), within
