@@ -7,7 +7,9 @@ Each configuration is one MPI job (`mc2emu.launcher`), `--worker` inside it: the
 shape-only (`Payload`) inputs for protocol-only; every rank reports its wall, CPU (all threads), peak RSS and
 event count; the table takes the max over ranks (wall, RSS) and the sum (CPU, events). `--full` runs the full
 data run beside each protocol-only one (random inputs, no golden). `--m` is per rank (A2A oriM, AG m,
-QMRS M / R rows per rank), `--k` the total K (A2A: Ka = K / R). Every row prints the host load
+QMRS M / R rows per rank; GMM, one NPU, run with `--ranks 1`: all M rows in `--kw groups=G` equal count
+groups), `--k` the total K (A2A: Ka = K / R); `--kw NAME=VALUE` passes an operator keyword
+(`protocol=slot_ring`, `kernel_variant=final_wait`). Every row prints the host load
 (`os.getloadavg`): the figures are host time on a shared host.
 """
 
@@ -23,12 +25,12 @@ import time
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
-OPS = ("a2a", "ag", "qmrs")
+OPS = ("a2a", "ag", "qmrs", "gmm")
 # A job that outlives this is ended and reported as a timeout.
 JOB_TIMEOUT_S = 3600.0
 
 
-def _inputs(op: str, R: int, m: int, k: int, n: int, data: bool, rank: int) -> list:
+def _inputs(op: str, R: int, m: int, k: int, n: int, data: bool, rank: int, groups: int = 1) -> list:
     import ml_dtypes
     import numpy as np
 
@@ -39,29 +41,54 @@ def _inputs(op: str, R: int, m: int, k: int, n: int, data: bool, rank: int) -> l
         k //= R
         pairs = -(-k // 64)
         shapes = [((R * m, k), e4), ((R * m, pairs, 2), e8), ((n, R * k), e4), ((n, R * pairs, 2), e8)]
+    elif op == "gmm":  # one NPU: x (M, K), weight (g, K, N), m = M split into `groups` equal count groups
+        pairs = -(-k // 64)
+        shapes = [((m, k), e4), ((m, pairs, 2), e8), ((groups, k, n), e4), ((groups, pairs, n, 2), e8)]
     else:             # AG: x1 (m, K); QMRS: x1 (R*m, K)
         rows = m if op == "ag" else R * m
         pairs = -(-k // 64)
         shapes = [((rows, k), e4), ((rows, pairs, 2), e8), ((n, k), e4), ((n, pairs, 2), e8)]
+    gl = [np.array([m // groups] * (groups - 1) + [m - m // groups * (groups - 1)], np.int64)] if op == "gmm" else []
     if not data:
-        return [Payload(s, d) for s, d in shapes]
+        return [Payload(s, d) for s, d in shapes] + gl
     rng = np.random.default_rng(rank)
     return [rng.integers(56, 72, s, dtype=np.uint8).view(d) if d == e4 else
-            np.full(s, 127, dtype=np.uint8).view(d) for s, d in shapes]
+            np.full(s, 127, dtype=np.uint8).view(d) for s, d in shapes] + gl
+
+
+def _kw(pairs: list[str]) -> dict:
+    """`--kw NAME=VALUE` pairs as keywords of the operator (an int where VALUE is one)."""
+    out: dict = {}
+    for p in pairs:
+        name, _, value = p.partition("=")
+        out[name] = int(value) if value.lstrip("-").isdigit() else value
+    return out
 
 
 def worker(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from mc2emu.launcher import idle_barrier
-    from mc2emu.ops import all_gather_quant_matmul, all_to_all_quant_matmul, quant_matmul_reduce_scatter
+    from mc2emu.ops import (
+        all_gather_quant_matmul,
+        all_to_all_quant_matmul,
+        grouped_matmul_mx,
+        quant_matmul_reduce_scatter,
+    )
 
     comm = MPI.COMM_WORLD
     R, rank = comm.Get_size(), comm.Get_rank()
     data = args.data == "full"
-    fn = {"a2a": all_to_all_quant_matmul, "ag": all_gather_quant_matmul, "qmrs": quant_matmul_reduce_scatter}[args.op]
-    kw = {"impl": args.impl} if args.impl else {}
-    ins = _inputs(args.op, R, args.m, args.k, args.n, data, rank)
+    fn = {"a2a": all_to_all_quant_matmul, "ag": all_gather_quant_matmul, "qmrs": quant_matmul_reduce_scatter,
+          "gmm": grouped_matmul_mx}[args.op]
+    kw: dict = {"impl": args.impl} if args.impl else {}
+    kw.update(_kw(args.kw))
+    groups = int(kw.pop("groups", 1))
+    if args.op == "gmm":  # one NPU per rank, no communicator
+        kw["group_list_type"] = "count"
+    else:
+        kw["comm"] = comm
+    ins = _inputs(args.op, R, args.m, args.k, args.n, data, rank, groups)
     count = [0]
 
     def counter(_e: object) -> None:
@@ -70,7 +97,7 @@ def worker(args: argparse.Namespace) -> None:
     idle_barrier(comm)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    fn(*ins, data=data, observers=[counter], comm=comm, timeout=args.deadline, **kw)
+    fn(*ins, data=data, observers=[counter], timeout=args.deadline, **kw)
     wall = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
@@ -81,11 +108,13 @@ def worker(args: argparse.Namespace) -> None:
                                       "rss_mb": max(r[2] for r in rows), "events": sum(r[3] for r in rows)}))
 
 
-def run(op: str, R: int, m: int, k: int, n: int, data: str, impl: str | None, deadline: float) -> dict | None:
+def run(op: str, R: int, m: int, k: int, n: int, data: str, impl: str | None, deadline: float,
+        kw: tuple[str, ...] | list[str] = ()) -> dict | None:
     from mc2emu.launcher import mpiexec_command, run_job
 
     argv = [os.path.abspath(__file__), "--worker", "--op", op, "--m", str(m), "--k", str(k), "--n", str(n),
             "--data", data, "--deadline", str(deadline)] + (["--impl", impl] if impl else [])
+    argv += [a for p in kw for a in ("--kw", p)]
     cmd, env = mpiexec_command(R, argv)
     t0 = time.perf_counter()
     out, _, rc = run_job(cmd, env, JOB_TIMEOUT_S)
@@ -116,6 +145,8 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=64)
     ap.add_argument("--k", type=int, default=512)
     ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--kw", action="append", default=[], metavar="NAME=VALUE",
+                    help="an operator keyword, e.g. protocol=slot_ring (AG), kernel_variant=final_wait (QMRS)")
     ap.add_argument("--full", action="store_true", help="the full-data run beside each protocol-only one")
     ap.add_argument("--deadline", type=float, default=600.0, help="the wait deadline of the runs (s)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -130,12 +161,12 @@ def main() -> None:
     for R in args.ranks:
         for mode in modes:
             print(_row(args.op, R, args.m, mode, run(args.op, R, args.m, args.k, args.n, mode, args.impl,
-                                                     args.deadline)), flush=True)
+                                                     args.deadline, args.kw)), flush=True)
     R = args.ranks[0] if args.ranks else 2
     for mult in args.mult:
         for mode in modes:
             print(_row(args.op, R, args.m * mult, mode, run(args.op, R, args.m * mult, args.k, args.n, mode,
-                                                            args.impl, args.deadline)), flush=True)
+                                                            args.impl, args.deadline, args.kw)), flush=True)
 
 
 if __name__ == "__main__":

@@ -422,11 +422,17 @@ class HappensBeforeChecker:
                             preds[(r, core, pos)] = [src]
         if self.stream:
             _stream_order(everyone, preds)
-        clocks = _Clocks(entities, {(r, core): len(sync) for r, (logs, _) in enumerate(everyone)
-                                    for core, sync in logs.items()}, preds)
-        index = clocks.index   # entity -> its component in every clock
-        # Puts into this rank, with the position of their completing quiet.
         me = self.rank
+        # The components read below: the cores that put into this rank and this rank's reading cores (a clock
+        # over every (rank, core) grows as merges x R x cores on each rank).
+        tracked = {(r, core) for r, (logs, _) in enumerate(everyone) for core, sync in logs.items()
+                   if any(isinstance(rec, _PutRec) and rec.pe == me for rec in sync)}
+        tracked.update((me, core) for core in reads)
+        clocks = _Clocks(entities, {(r, core): len(sync) for r, (logs, _) in enumerate(everyone)
+                                    for core, sync in logs.items()}, preds,
+                         tracked=[ent for ent in entities if ent in tracked])
+        index = clocks.index   # entity -> its component in every clock (the tracked ones)
+        # Puts into this rank, with the position of their completing quiet.
         puts = []
         for r, (logs, _) in enumerate(everyone):
             for core, sync in logs.items():

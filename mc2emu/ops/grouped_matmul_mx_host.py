@@ -110,7 +110,7 @@ class GmmProblem:
 
     def expected_writes(self) -> np.ndarray:
         """1 for every y element the group list covers, 0 elsewhere."""
-        exp = np.zeros(self.y_shape, dtype=np.int64)
+        exp = np.zeros(self.y_shape, dtype=np.uint8)   # the write-count check's per-byte count type
         if self.split_k:
             exp[...] = 1  # the AIC writes groups with K > 0, the AIVs zero-fill the K == 0 ones
             return exp

@@ -77,6 +77,25 @@ def test_clocks_equal_the_closure_of_random_graphs_with_and_without_cycles():
                 assert [got.component(ent, p, j) for j in range(len(entities))] == clocks[(ent, p)]
 
 
+def test_clocks_over_tracked_entities_equal_the_closure_on_them():
+    """`tracked`: clocks of those components only (one rank's check reads the cores that put into it and its
+    own readers): on them every swept event's clock equals the full closure's; the sweep is unchanged."""
+    rng = np.random.default_rng(12)
+    for trial in range(300):
+        entities, lengths, preds = _random_graph(rng, cycles=trial % 3 == 0)
+        prefix, clocks = _brute(entities, lengths, preds)
+        keep = [i for i in range(len(entities)) if rng.random() < 0.5]
+        tracked = [entities[i] for i in keep]
+        got = _Clocks(entities, lengths, preds, tracked=tracked)
+        assert got.n == len(tracked) and list(got.index) == tracked
+        for ent in entities:
+            assert got.swept(ent) == prefix[ent], (trial, ent)
+            for p in range(prefix[ent]):
+                want = [clocks[(ent, p)][i] for i in keep]
+                assert list(got.at(ent, p)) == want, (trial, ent, p)
+                assert [got.component(ent, p, j) for j in range(len(keep))] == want
+
+
 def test_a_two_entity_cycle_leaves_both_unswept_from_the_cycle_on():
     a, b = (0, "AIC0"), (1, "AIV0")
     # a1 waits on b1, b1 waits on a1: neither can be ordered; a0 and b0 are.
