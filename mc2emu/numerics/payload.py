@@ -60,7 +60,16 @@ def _basic_index_shape(shape: tuple[int, ...], idx: Any) -> tuple[int, ...] | No
     if type(idx) is tuple and len(idx) == 2 == len(shape):   # the tile loops' x[r0:r1, c0:c1]: one step
         a, b = idx
         if type(a) is slice and type(b) is slice and a.step is None and b.step is None:
-            return len(range(*a.indices(shape[0]))), len(range(*b.indices(shape[1])))
+            n0, n1 = shape
+            a0, a1, b0, b1 = a.start, a.stop, b.start, b.stop
+            if (a0 is None or (type(a0) is int and a0 >= 0)) and (a1 is None or (type(a1) is int and a1 >= 0)) and (
+                    b0 is None or (type(b0) is int and b0 >= 0)) and (b1 is None or (type(b1) is int and b1 >= 0)):
+                lo0 = 0 if a0 is None else min(a0, n0)   # non-negative bounds: clipped at the axis end
+                lo1 = 0 if b0 is None else min(b0, n1)
+                hi0 = n0 if a1 is None else min(a1, n0)
+                hi1 = n1 if b1 is None else min(b1, n1)
+                return max(hi0 - lo0, 0), max(hi1 - lo1, 0)
+            return len(range(*a.indices(n0))), len(range(*b.indices(n1)))
     items = idx if isinstance(idx, tuple) else (idx,)
     if len(items) > len(shape):
         return None
