@@ -212,7 +212,7 @@ def _logical(raw: np.ndarray, perm: tuple[int, ...], layout: Layout) -> np.ndarr
     rows, cols = layout.shape
     if not layout.span:
         if type(raw) is Payload:   # a protocol-only read: the logical shape, nothing to permute
-            return Payload((rows, cols), raw.dtype)  # type: ignore[return-value]
+            return Payload((rows, cols), raw.dtype)
         return raw.transpose(perm).reshape(rows, cols)
     return raw.transpose(perm).reshape(rows, layout.span)[:, layout.skip:layout.skip + cols]
 
