@@ -218,13 +218,21 @@ class HappensBeforeChecker:
                     for rec in sync:
                         if isinstance(rec, _PutRec | _HcclPutRec) and rec.pe == me and rec.window == window:
                             covered[rec.lo: rec.hi] = True
+        # Host time only: a window every byte of which is covered has no unwritten read, and a core's read of a
+        # place it read before (a tile loop re-reads its operand rows) has the answer of that first read.
+        full = {window: bool(covered.all()) for window, (covered, _) in self._poisoned.items()}
         reported = 0
         for core, log in sorted(mine.items()):
             seen: set[str] = set()
+            asked: set[tuple] = set()
             for window, offset, shape, strides, item, _ in log.exact:
                 state = self._poisoned.get(window)
-                if state is None or window in seen:
+                if state is None or window in seen or full[window]:
                     continue
+                place = (window, offset, shape, strides, item)
+                if place in asked:
+                    continue
+                asked.add(place)
                 unwritten = ~_byte_mask(state[0], offset, shape, strides, item)
                 if not unwritten.any():
                     continue

@@ -57,6 +57,19 @@ _F32, _U8 = np.dtype(np.float32), np.dtype(np.uint8)
 
 def _basic_index_shape(shape: tuple[int, ...], idx: Any) -> tuple[int, ...] | None:
     """The shape of `x[idx]` for slices and integers (the kernels' tile slicing), or None (numpy decides)."""
+    if type(idx) is tuple and len(idx) == 2 == len(shape):   # the tile loops' x[r0:r1, c0:c1]: one step
+        a, b = idx
+        if type(a) is slice and type(b) is slice and a.step is None and b.step is None:
+            n0, n1 = shape
+            a0, a1, b0, b1 = a.start, a.stop, b.start, b.stop
+            if (a0 is None or (type(a0) is int and a0 >= 0)) and (a1 is None or (type(a1) is int and a1 >= 0)) and (
+                    b0 is None or (type(b0) is int and b0 >= 0)) and (b1 is None or (type(b1) is int and b1 >= 0)):
+                lo0 = 0 if a0 is None else min(a0, n0)   # non-negative bounds: clipped at the axis end
+                lo1 = 0 if b0 is None else min(b0, n1)
+                hi0 = n0 if a1 is None else min(a1, n0)
+                hi1 = n1 if b1 is None else min(b1, n1)
+                return max(hi0 - lo0, 0), max(hi1 - lo1, 0)
+            return len(range(*a.indices(n0))), len(range(*b.indices(n1)))
     items = idx if isinstance(idx, tuple) else (idx,)
     if len(items) > len(shape):
         return None
@@ -77,11 +90,27 @@ def _dummy(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
 
 
 class _Flags:
-    def __init__(self, ndim: int) -> None:
-        self.c_contiguous = True
-        self.f_contiguous = ndim <= 1
-        self.contiguous = True
-        self.writeable = True
+    """A Payload's `flags` (C-contiguous; F-contiguous too at ndim <= 1): shared, setting one is ignored."""
+
+    __slots__ = ("f_contiguous",)
+    c_contiguous = contiguous = writeable = True
+
+    def __init__(self, f_contiguous: bool) -> None:
+        object.__setattr__(self, "f_contiguous", f_contiguous)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        return None
+
+
+_FLAGS = (_Flags(True), _Flags(False))
+
+
+def _make(shape: tuple[int, ...], dtype: np.dtype) -> Payload:
+    """`Payload(shape, dtype)` for a tuple of ints and a numpy dtype (the hot paths: no conversion)."""
+    p = _new(Payload)
+    p.shape = shape
+    p.dtype = dtype
+    return p
 
 
 class Payload:
@@ -122,11 +151,11 @@ class Payload:
 
     @property
     def flags(self) -> _Flags:
-        return _Flags(self.ndim)
+        return _FLAGS[len(self.shape) > 1]
 
     @property
     def T(self) -> Payload:
-        return Payload(self.shape[::-1], self.dtype)
+        return _make(self.shape[::-1], self.dtype)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -142,7 +171,7 @@ class Payload:
         shape = _basic_index_shape(self.shape, idx)
         if shape is None:
             shape = _dummy(self.shape, self.dtype)[idx].shape
-        return Payload(shape, self.dtype)
+        return _make(shape, self.dtype)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         if isinstance(idx, Payload):
@@ -150,6 +179,10 @@ class Payload:
         _dummy(self.shape, self.dtype)[idx]   # the index must fit, as numpy's would
 
     def reshape(self, *shape: Any, order: str = "C") -> Payload:
+        if len(shape) == 2 and type(shape[0]) is int and type(shape[1]) is int and shape[0] >= 0 <= shape[1]:
+            if shape[0] * shape[1] != self.size:   # the tile paths' reshape(rows, cols)
+                raise ValueError(f"cannot reshape payload of size {self.size} into shape {shape}")
+            return _make(shape, self.dtype)
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])
         shape = tuple(int(s) for s in shape)
@@ -176,7 +209,8 @@ class Payload:
             axes = tuple(axes[0])
         if not axes or axes == (None,):
             return self.T
-        return Payload(tuple(self.shape[int(a)] for a in axes), self.dtype)
+        shape = self.shape
+        return _make(tuple([shape[a] if type(a) is int else shape[int(a)] for a in axes]), self.dtype)
 
     def swapaxes(self, a: int, b: int) -> Payload:
         axes = list(range(self.ndim))
@@ -299,6 +333,7 @@ class Payload:
 
 
 type_ = type
+_new = object.__new__
 
 
 def is_payload(x: Any) -> bool:

@@ -27,7 +27,7 @@ from mc2emu.numerics import ElemFormat, OutDtype
 from mc2emu.numerics.constants import FP4_PER_BYTE
 from mc2emu.numerics.formats import FP4_STORAGE_DTYPE as FP4_STORAGE_DTYPE
 from mc2emu.numerics.formats import gm_storage_dtype
-from mc2emu.numerics.payload import is_payload
+from mc2emu.numerics.payload import Payload, is_payload
 from mc2emu.runtime.decode_cache import read_stamp
 from mc2emu.runtime.events import L2Hint
 from mc2emu.runtime.gm import GmAddr
@@ -74,8 +74,11 @@ def MakeMemPtr(addr: GmAddr, dtype: Any, location: Location = Location.GM) -> Me
     return MemPtr(addr, element_dtype(dtype), location)
 
 
+_FP4_TYPE = FP4_STORAGE_DTYPE.type
+
+
 def is_fp4(dtype: np.dtype) -> bool:
-    return dtype == FP4_STORAGE_DTYPE
+    return dtype.type is _FP4_TYPE   # the scalar type: one identity test (a dtype == costs ~10x more)
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,8 @@ def _logical(raw: np.ndarray, perm: tuple[int, ...], layout: Layout) -> np.ndarr
     """A storage-ordered read as the logical (rows, cols) array; an NZ view drops its pad columns."""
     rows, cols = layout.shape
     if not layout.span:
+        if type(raw) is Payload:   # a protocol-only read: the logical shape, nothing to permute
+            return Payload((rows, cols), raw.dtype)
         return raw.transpose(perm).reshape(rows, cols)
     return raw.transpose(perm).reshape(rows, layout.span)[:, layout.skip:layout.skip + cols]
 
