@@ -155,6 +155,7 @@ def run_layers(world: Any, layers: int, seeds: list[int | None], timeout: float 
             x = chain.feed(y)
         first: np.ndarray | None = None
         results: list[SeedResult] = []
+        hazards = []
         with Communicator(world, check=check, timeout=timeout, window_offsets=window_offsets) as comm:
             for seed in seeds:
                 perturb = PerturbPolicy(seed) if seed is not None else None
@@ -175,7 +176,11 @@ def run_layers(world: Any, layers: int, seeds: list[int | None], timeout: float 
                 say(f"{chain.name} L={layers} R={world.Get_size()} perturb={seed}: wall {res.wall_s:.2f} s, "
                     f"max {res.max_ulp} ULP vs the chained golden, "
                     f"{'bitwise equal to' if res.same_as_first else 'DIFFERS from'} the first seed")
-            hazards = comm.sync()
+                # One seed is one pass of the model: its L layers run back to back with no host barrier; the
+                # checks of that pass finish here, behind an agreed barrier, before the next seed's pass (the
+                # stream check's memory grows with the square of the launches it spans: 40 launches 1.0 GB per
+                # rank at 2 ranks; docs/performance.md).
+                hazards += comm.sync()
         names = sorted({h.hazard.value for h in hazards if h.severity is not Severity.WARNING})
         hazardous |= bool(names)
         walls = [r.wall_s for r in results]
