@@ -25,11 +25,13 @@ def _knob(op: str, label: str):
     return spec, knobs[:1]
 
 
-@pytest.mark.mpi(min_size=2, max_size=2)
+@pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize(("op", "label"), [("all_gather_quant_matmul", "seed mask"),
                                            ("quant_matmul_reduce_scatter", "per_block")])
 def test_loop_prediction_against_the_single_call(op, label):
     comm = world()
+    if comm.Get_size() > 2:   # pytest-mpi's mark has no max_size
+        pytest.skip("past 2 ranks two runs of one protocol replay differently (tests/protocol/test_equivalence_mpi.py)")
     spec, knobs = _knob(op, label)
     assert knobs, label
     single, one, loop = (predict_operator(spec, spec.quick_shape, comm=comm, knobs=knobs, timeout=60.0, repeat=rep)

@@ -88,7 +88,9 @@ def test_a_correct_protocol_only_loop_records_the_full_loops_events(case):
             quant_matmul_reduce_scatter, _mx(32 * R, 128, 48), impl="rounds", head_m_size=16, block_dim=R + 3)
     assert held_f == BUFFER and held_p == 1 << 20        # protocol-only: only the control prefix is real
     assert len(full) > 200 and sum(1 for e in full if e[0] == "LaunchBegin") == LAUNCHES
-    assert (hf, hp, cf, cp) == (set(), set(), set(), set())
+    # No hazard across the loop; within a call only the source's own FRAGMENT_OUT_OF_RANGE (AG's small-m blocks
+    # straddle two ranks' regions at 4 ranks and more), the same in both runs.
+    assert (cf, cp) == (set(), set()) and hf == hp and hf <= {"FRAGMENT_OUT_OF_RANGE"}
     assert differences(_protocol(full), _protocol(proto)) == []
 
 
