@@ -137,7 +137,7 @@ def _run_layers(opts: RunOptions, comm: Any) -> int:
     seeds: list[int | None] = [first + i for i in range(opts.seeds)]
     try:
         return run_layers(comm, opts.layers, seeds, opts.timeout, say, check=opts.check,
-                          window_offsets=window_offsets(opts))
+                          window_offsets=window_offsets(opts), data=not opts.protocol_only)
     except BaseException as exc:  # never leave the other ranks in a collective
         _err(f"mc2emu: rank {rank}: the layer loop failed, aborting every rank:\n"
              + "".join(traceback.format_exception(exc)))

@@ -420,8 +420,8 @@ class CrossLaunchChecker:
                     elif wl == log.launch:
                         if self._covers(g, ent, pos, side, node, done, kind):
                             cur |= wm
-                        else:
-                            unordered_cur.append((node, wm))
+                        else:   # the writer (rank, core key): a put's node is (rank, key, pos)
+                            unordered_cur.append((node[0] if kind == "local" else node[:2], wm))
                 stale = rmask & prev & ~cur
                 if not stale.any():
                     continue
@@ -432,8 +432,8 @@ class CrossLaunchChecker:
                 if tag in stale_seen:
                     continue
                 stale_seen.add(tag)
-                racing = [nd for nd, m in unordered_cur if (m & stale).any()]
-                also = (f"; a write of launch {log.launch} by rank {racing[0][0][0]} {_core_of(racing[0][0][1])} "
+                racing = [wr for wr, m in unordered_cur if (m & stale).any()]
+                also = (f"; a write of launch {log.launch} by rank {racing[0][0]} {_core_of(racing[0][1])} "
                         f"reaches them but is not ordered before the read" if racing else
                         f"; no write of launch {log.launch} reaches them")
                 n += self._report(

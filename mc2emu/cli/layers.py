@@ -10,7 +10,9 @@ Between operators the bf16 output is MX-quantized (E4M3 elements, E8M0 scales pe
 goldens' own quantizer (`numerics.quantize.quantize_mx`), so the formats chain. The chained golden runs the
 same chain through the operators' goldens. `--seeds S` runs the loop under perturbation seeds perturb,
 perturb + 1, ...: every seed's final output must be bitwise equal to the first seed's, and each layer's
-output equal the chained golden under the operators' rule (AG / QMRS: <= 1 bf16 ULP).
+output equal the chained golden under the operators' rule (AG / QMRS: <= 1 bf16 ULP). Protocol-only
+(`data=False`): the same calls and cross-launch checks on a protocol-only Communicator, each layer fed
+zero MX operands of the output's shape; no golden, no comparison (the output says so).
 """
 
 from __future__ import annotations
@@ -63,6 +65,11 @@ def mx_weight_t(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q.data, to_ascend_scale_b(q.scale, trans=True)
 
 
+def _fed(y: Any, data: bool) -> Any:
+    """The bf16 output itself, or (protocol-only: a payload, no values) zeros of its shape to quantize."""
+    return y if data else np.zeros(np.shape(y), np.float32)
+
+
 def _bits(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).view(np.uint16)
 
@@ -73,7 +80,7 @@ class Chain:
 
     name: str
     x0: tuple[np.ndarray, np.ndarray]
-    step: Callable[[int, tuple[np.ndarray, np.ndarray], Any, PerturbPolicy | None], np.ndarray]
+    step: Callable[[int, tuple[np.ndarray, np.ndarray], Any, PerturbPolicy | None, bool], Any]
     golden: Callable[[int, tuple[np.ndarray, np.ndarray]], np.ndarray]
     feed: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -85,12 +92,13 @@ def mlp_chain(world: Any, layers: int, seed: int, timeout: float | None) -> Chai
     w2 = [mx_weight_t(rng.normal(0, WEIGHT_STD, (MLP_K, MLP_N1)).astype(np.float32)) for _ in range(layers)]
     w2_all = [world.allgather(w) for w in w2]
 
-    def step(layer: int, x: tuple[np.ndarray, np.ndarray], comm: Any, perturb: PerturbPolicy | None) -> np.ndarray:
+    def step(layer: int, x: tuple[np.ndarray, np.ndarray], comm: Any, perturb: PerturbPolicy | None,
+             data: bool = True) -> Any:
         h = all_gather_quant_matmul(x[0], x[1], *w1[layer], comm=comm, perturb=perturb, timeout=timeout,
-                                   check=comm.device.check)
-        hq = mx_rows(h)
+                                    check=comm.device.check, data=data)
+        hq = mx_rows(_fed(h, data))
         return quant_matmul_reduce_scatter(hq[0], hq[1], *w2[layer], comm=comm, perturb=perturb, timeout=timeout,
-                                   check=comm.device.check)
+                                           check=comm.device.check, data=data)
 
     def golden(layer: int, x: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         h = golden_all_gather_quant_matmul(world.allgather(x[0]), world.allgather(x[1]), *w1[layer])
@@ -117,12 +125,13 @@ def moe_chain(world: Any, layers: int, seed: int, timeout: float | None) -> Chai
     def feed(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return mx_rows(np.asarray(y).reshape(size * MOE_M, MOE_KA))
 
-    def step(layer: int, x: tuple[np.ndarray, np.ndarray], comm: Any, perturb: PerturbPolicy | None) -> np.ndarray:
+    def step(layer: int, x: tuple[np.ndarray, np.ndarray], comm: Any, perturb: PerturbPolicy | None,
+             data: bool = True) -> Any:
         c = all_to_all_quant_matmul(x[0], x[1], *wa[layer], comm=comm, perturb=perturb, timeout=timeout,
-                                   check=comm.device.check)
-        cq = mx_rows(c)
+                                    check=comm.device.check, data=data)
+        cq = mx_rows(_fed(c, data))
         return grouped_matmul_mx(cq[0], cq[1], *wg[layer], group_list, trans_b=True, perturb=perturb,
-                                 timeout=timeout, check=comm.device.check)
+                                 timeout=timeout, check=comm.device.check, data=data)
 
     def golden(layer: int, x: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         c = golden_a2a(world.allgather(x[0]), world.allgather(x[1]), *wa[layer], r, ELEM)
@@ -142,40 +151,48 @@ class SeedResult:
 
 
 def run_layers(world: Any, layers: int, seeds: list[int | None], timeout: float | None, say: Callable[[str], None],
-               check: bool = True, window_offsets: dict[str, int] | None = None) -> int:
+               check: bool = True, window_offsets: dict[str, int] | None = None, data: bool = True) -> int:
     """Both chains for every seed on one Communicator per chain; returns the exit code (0 pass, 1 an output
-    not bitwise equal across seeds or off the chained golden, 3 a hazard across the loop)."""
+    not bitwise equal across seeds or off the chained golden, 3 a hazard across the loop). data=False:
+    protocol-only (module docstring): the exit code judges the hazards alone."""
     ok, hazardous = True, False
     for make in (mlp_chain, moe_chain):
         chain = make(world, layers, 0, timeout)
         gold, x = [], chain.x0
-        for layer in range(layers):
+        for layer in range(layers if data else 0):
             y = chain.golden(layer, x)
             gold.append(y)
             x = chain.feed(y)
         first: np.ndarray | None = None
         results: list[SeedResult] = []
         hazards = []
-        with Communicator(world, check=check, timeout=timeout, window_offsets=window_offsets) as comm:
+        with Communicator(world, check=check, timeout=timeout, window_offsets=window_offsets, data=data) as comm:
             for seed in seeds:
                 perturb = PerturbPolicy(seed) if seed is not None else None
                 t0 = time.perf_counter()
                 x, worst = chain.x0, 0
                 for layer in range(layers):
-                    y = chain.step(layer, x, comm, perturb)
-                    worst = max(worst, int(ulp_distance(y, gold[layer], ml_dtypes.bfloat16)))
-                    x = chain.feed(y)
+                    y = chain.step(layer, x, comm, perturb, data)
+                    if data:
+                        worst = max(worst, int(ulp_distance(y, gold[layer], ml_dtypes.bfloat16)))
+                    x = chain.feed(_fed(y, data))
                 wall = time.perf_counter() - t0
-                first = y if first is None else first
-                same = bool(np.array_equal(_bits(y), _bits(first)))
-                everyone = world.allgather((worst, same, wall))
-                res = SeedResult(chain.name, seed, max(w for _, _, w in everyone), max(u for u, _, _ in everyone),
-                                 all(s for _, s, _ in everyone))
-                results.append(res)
-                ok &= res.same_as_first and res.max_ulp <= LAYER_ULP
-                say(f"{chain.name} L={layers} R={world.Get_size()} perturb={seed}: wall {res.wall_s:.2f} s, "
-                    f"max {res.max_ulp} ULP vs the chained golden, "
-                    f"{'bitwise equal to' if res.same_as_first else 'DIFFERS from'} the first seed")
+                if data:
+                    first = y if first is None else first
+                    same = bool(np.array_equal(_bits(y), _bits(first)))
+                    everyone = world.allgather((worst, same, wall))
+                    res = SeedResult(chain.name, seed, max(w for _, _, w in everyone),
+                                     max(u for u, _, _ in everyone), all(s for _, s, _ in everyone))
+                    results.append(res)
+                    ok &= res.same_as_first and res.max_ulp <= LAYER_ULP
+                    say(f"{chain.name} L={layers} R={world.Get_size()} perturb={seed}: wall {res.wall_s:.2f} s, "
+                        f"max {res.max_ulp} ULP vs the chained golden, "
+                        f"{'bitwise equal to' if res.same_as_first else 'DIFFERS from'} the first seed")
+                else:
+                    walls_all = world.allgather(wall)
+                    results.append(SeedResult(chain.name, seed, max(walls_all), 0, True))
+                    say(f"{chain.name} L={layers} R={world.Get_size()} perturb={seed}: wall {max(walls_all):.2f} s, "
+                        f"protocol-only: no values, golden and bitwise comparisons off")
                 # One seed is one pass of the model: its L layers run back to back with no host barrier; the
                 # checks of that pass finish here, behind an agreed barrier, before the next seed's pass (the
                 # stream check's memory grows with the square of the launches it spans: 40 launches 1.0 GB per
@@ -184,7 +201,9 @@ def run_layers(world: Any, layers: int, seeds: list[int | None], timeout: float 
         names = sorted({h.hazard.value for h in hazards if h.severity is not Severity.WARNING})
         hazardous |= bool(names)
         walls = [r.wall_s for r in results]
+        compared = (f"{sum(r.same_as_first for r in results)}/{len(results)} bitwise equal" if data else
+                    "protocol-only (outputs not compared)")
         say(f"{chain.name}: {len(results)} seed(s), wall per seed {np.mean(walls):.2f} s (max {max(walls):.2f} s), "
-            f"{sum(r.same_as_first for r in results)}/{len(results)} bitwise equal, "
+            f"{compared}, "
             f"hazards across the loop: {names or 'none'}")
     return 1 if not ok else (EXIT_HAZARD if hazardous else 0)

@@ -194,7 +194,7 @@ class Communicator:
                 f"<= the communicator buffer of {self.buffer_size} bytes ({self.buffer_size / MB:g} MB); "
                 f"set HCCL_BUFFSIZE >= {mb} (MB) or pass buffer_size >= {need}")
         ctl = int(control_bytes)
-        if start + ctl > self.control_bytes:
+        if ctl > 0 and start + ctl > self.control_bytes:   # no status words: nothing to keep real
             raise ConstraintError(
                 "control_bytes", f"{op}: window '{name}' keeps {ctl} bytes of status words at offset {start}: "
                 f"{start} + {ctl} = {start + ctl} > the {self.control_bytes} real bytes of this protocol-only "

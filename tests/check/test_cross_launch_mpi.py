@@ -38,6 +38,7 @@ class Fault(enum.Enum):
     SKIP_PUT = "skip_put"                        # launches >= 1 signal READY without the data
     EPOCH_THRESHOLD_ONE = "epoch_threshold_one"  # EPOCH: wait READY >= 1 (launch 0's count passes it)
     SKIP_RESET = "skip_reset"                    # STATUS: no reset after the wait
+    READ_FIRST = "read_first"                    # launches >= 1 read before the READY wait
 
 
 def world():
@@ -69,6 +70,8 @@ def run_loop(ready: Ready, fault: Fault = Fault.NONE, *, host_barrier: bool = Fa
                 shmem.signal_op(ctx, READY, 1, SignalOp.ADD, peer)
             else:
                 shmem.put_signal(ctx, data.addr(0), src, NBYTES, READY, 1, SignalOp.ADD, peer)
+            if fault is Fault.READ_FIRST and k > 0:
+                got.append(int(ctx.gm_read(data.addr(0), np.uint8, (NBYTES,))[0]))
             if ready is Ready.EPOCH:
                 need = 1 if fault is Fault.EPOCH_THRESHOLD_ONE else k + 1
                 shmem.signal_wait_until(ctx, READY, Cmp.GE, need, from_pe=writer)
@@ -76,7 +79,8 @@ def run_loop(ready: Ready, fault: Fault = Fault.NONE, *, host_barrier: bool = Fa
                 shmem.signal_wait_until(ctx, READY, Cmp.GE, 1, from_pe=writer)
                 if fault is not Fault.SKIP_RESET:
                     ctx.gm_write(READY, np.zeros(8, dtype=np.uint8))        # reset the status word
-            got.append(int(ctx.gm_read(data.addr(0), np.uint8, (NBYTES,))[0]))
+            if not (fault is Fault.READ_FIRST and k > 0):
+                got.append(int(ctx.gm_read(data.addr(0), np.uint8, (NBYTES,))[0]))
 
         for k in range(LAUNCHES):
             dev.launch(kernel, 1, "AIV_ONLY", k)
@@ -137,6 +141,18 @@ def test_a_skipped_put_is_a_stale_read_of_launch_0s_bytes():
     assert names(reports) == ["STALE_READ"]
     assert sorted((r.details["launch"], r.details["written_launch"]) for r in stale) == [(1, 0), (2, 0)]
     assert all((r.details["lo"], r.details["hi"], r.details["count"]) == (0, NBYTES, NBYTES) for r in stale)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_read_before_the_wait_is_a_stale_read_naming_the_racing_put():
+    """The read's bytes were written by the previous launch; this launch's put reaches them unordered."""
+    _, reports = run_loop(Ready.EPOCH, Fault.READ_FIRST)
+    writer = (world().Get_rank() - 1) % world().Get_size()
+    stale = [r for r in reports if r.hazard.value == "STALE_READ"]
+    assert names(reports) == ["STALE_READ"], [str(r) for r in reports]
+    assert sorted((r.details["launch"], r.details["written_launch"]) for r in stale) == [(1, 0), (2, 1)]
+    assert all(f"a write of launch {r.details['launch']} by rank {writer} AIV0 reaches them but is not ordered "
+               f"before the read" in r.message for r in stale), [str(r) for r in stale]
 
 
 @pytest.mark.mpi(min_size=2)

@@ -111,3 +111,50 @@ def test_rounds_back_to_back_is_safe_from_two_rounds_and_races_at_one(case):
     assert all((h.details["launch"], h.details["put_launch"]) == (0, 1) and h.details["window"] == "qmrs_data"
                for h in war)
     assert {h.details["put_rank"] for h in war} == set(range(R)) - {rank}
+
+
+# Through the Python API on a Communicator (2 launches, no host barrier): x1 has M rows on every rank, y M / R
+# (the CLI's --m is M / R). head_m_size 16, block_dim R + 3 (5 at R = 2): M = 16 R is one round (mSeg 16 =
+# headMSize: the reported configuration at R = 2, M = 32), M = 32 R two (clean).
+API_CASES = {"M16R_one_round": (16, 1), "M32R_two_rounds": (32, 2)}
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("data", [True, False], ids=["full", "protocol_only"])
+@pytest.mark.parametrize("case", list(API_CASES))
+def test_api_loop_reports_the_one_round_race_and_not_two_rounds(case, data):
+    from mc2emu import Communicator
+    from mc2emu.ops import quant_matmul_reduce_scatter
+
+    comm = world()
+    R, rank = comm.Get_size(), comm.Get_rank()
+    rows, turns = API_CASES[case]
+    m = rows * R
+    ct = make_rs_comm_tiling(m, R, 16, N)
+    assert (ct.mSeg, ct.commTurn) == (rows, turns)
+    inp = gen_qmrs_st_inputs(m, K, N, rank)
+    with Communicator(comm, buffer_size=1 << 22, timeout=60.0, data=data) as xc:
+        ys = [quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], impl="rounds",
+                                          head_m_size=16, block_dim=R + 3, comm=xc, data=data)
+              for _ in range(LAUNCHES)]
+        reports = xc.sync()
+    names = sorted({h.hazard.value for h in reports} & CROSS_LAUNCH)
+    if data:
+        al = {key: comm.allgather(v) for key, v in inp.items()}
+        g = np.asarray(golden_quant_matmul_reduce_scatter(al["x1"], al["x1_scale"], al["x2"], al["x2_scale"], rank))
+        # the last launch's window is never overwritten; at T = 1 launch 0's could be (the race)
+        for y in ys if turns >= 2 else ys[-1:]:
+            assert np.array_equal(np.asarray(y).view(np.uint16), g.view(np.uint16))
+    if turns >= 2:
+        assert names == [], [str(h) for h in reports]
+        return
+    assert names == ["WRITE_AFTER_READ_ACROSS_LAUNCH"], [str(h) for h in reports]
+    war = [h for h in reports if h.hazard.value == "WRITE_AFTER_READ_ACROSS_LAUNCH"]
+    assert all((h.details["launch"], h.details["put_launch"]) == (0, 1) for h in war)
+    assert {h.details["put_rank"] for h in war} == set(range(R)) - {rank}
+    # the compute cores' final ReduceSum reads cover every peer slot's round-0 rows (slot j at j * chunkBytes)
+    chunk = ct.mSeg * N * BF16.itemsize
+    covered = set()
+    for h in war:
+        covered |= set(range(h.details["lo"], h.details["hi"]))
+    assert covered == {b for j in range(R) if j != rank for b in range(j * chunk, (j + 1) * chunk)}

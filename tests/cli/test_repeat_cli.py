@@ -153,3 +153,21 @@ def test_layers_with_checks_name_the_shared_window_race_and_pass_apart():
     apart = run_cli(2, "--scenario", "layers", "--layers", 2, "--seeds", 1, "--window-offset", "qmrs_data=2097152")
     assert apart.returncode == 0, apart.stdout + apart.stderr
     assert apart.stdout.count("hazards across the loop: none") == 2, apart.stdout
+
+
+def test_layers_protocol_only_runs_the_loop_and_its_checks_without_comparisons():
+    """`--protocol-only`: the same calls on a protocol-only Communicator; the cross-launch check still names
+    the shared-window race (exit 3) and is clean apart (exit 0); no golden / bitwise comparison is claimed."""
+    shared = run_cli(2, "--scenario", "layers", "--layers", 2, "--seeds", 1, "--protocol-only")
+    assert shared.returncode == 3, shared.stdout + shared.stderr
+    tp = next(ln for ln in shared.stdout.splitlines() if ln.startswith("tp_mlp: "))
+    assert "protocol-only (outputs not compared)" in tp and "WRITE_AFTER_READ_ACROSS_LAUNCH" in tp, tp
+    apart = run_cli(2, "--scenario", "layers", "--layers", 2, "--seeds", 2, "--protocol-only", "--window-offset",
+                    "qmrs_data=2097152")
+    assert apart.returncode == 0, apart.stdout + apart.stderr
+    for chain in ("tp_mlp", "moe"):
+        assert (f"{chain}: 2 seed(s), " in apart.stdout
+                and f"{chain} L=2 R=2 perturb=1: " in apart.stdout), apart.stdout
+    assert apart.stdout.count("protocol-only (outputs not compared), hazards across the loop: none") == 2
+    assert apart.stdout.count("protocol-only: no values, golden and bitwise comparisons off") == 4
+    assert "ULP" not in apart.stdout and "bitwise equal" not in apart.stdout
