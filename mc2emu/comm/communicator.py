@@ -64,6 +64,17 @@ NOTICE_FLUSH_S = 2.0
 _NOTICES_IN_FLIGHT: list[Any] = []
 
 
+def done_within(test: Callable[[], bool], seconds: float, poll: float = NOTICE_POLL_S / 5) -> bool:
+    """Poll `test` (an MPI request's Test) until it is true, for at most `seconds`: whether it completed. Host
+    code only (no kernel core waits on it): it sleeps `poll` between tests."""
+    end, tick = time.monotonic() + seconds, threading.Event()
+    while not test():
+        if time.monotonic() >= end:
+            return False
+        tick.wait(poll)
+    return True
+
+
 def hccl_buffsize_bytes(environ: Mapping[str, str] | None = None) -> int:
     """The communicator buffer size HCCL uses: `HCCL_BUFFSIZE` MB (a positive integer), 200 MB unset."""
     env = os.environ if environ is None else environ
@@ -254,14 +265,11 @@ class Communicator:
             # receive could stay posted below MPI and take a later communicator's notice once the freed
             # context id is reused (a peer then never learnt of a failure: measured at 4 ranks, NOLOCAL).
             note = self._notice_comm.Isend(pickle.dumps((self.rank, "closed", 0)), dest=self.rank, tag=NOTICE_TAG)
-            end, tick = time.monotonic() + NOTICE_FLUSH_S, threading.Event()
-            while not req.Test():
-                if time.monotonic() >= end:   # not matched (see docs/protocols.md): kept, never freed active
-                    req.Cancel()
-                    _NOTICES_IN_FLIGHT.append((req, note, buf))
-                    return
-                tick.wait(NOTICE_POLL_S / 5)
-            note.Wait()
+            if done_within(req.Test, NOTICE_FLUSH_S):
+                note.Wait()
+            else:   # not matched (see docs/protocols.md): kept, never freed active
+                req.Cancel()
+                _NOTICES_IN_FLIGHT.append((req, note, buf))
 
     def _flush_notices(self) -> None:
         """Complete this rank's notice sends (each peer's watcher has its receive posted), within
@@ -269,12 +277,8 @@ class Communicator:
         pending, self._notices = self._notices, []
         if not pending:
             return
-        end, tick = time.monotonic() + NOTICE_FLUSH_S, threading.Event()
-        while not MPI.Request.Testall(pending):
-            if time.monotonic() >= end:
-                _NOTICES_IN_FLIGHT.append(pending)
-                return
-            tick.wait(NOTICE_POLL_S / 5)
+        if not done_within(lambda: MPI.Request.Testall(pending), NOTICE_FLUSH_S):
+            _NOTICES_IN_FLIGHT.append(pending)
 
     # -- collectives ---------------------------------------------------------------------------------------
     def sync(self, timeout: float | None = None) -> list[HazardReport]:

@@ -36,7 +36,7 @@ from mc2emu.check.cross_launch import CrossLaunchChecker
 from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
 from mc2emu.check.happens_before import HappensBeforeChecker
 from mc2emu.check.write_count import WriteCountChecker
-from mc2emu.comm.communicator import HCCL_BUFFSIZE_ENV, MB, Communicator, hccl_buffsize_bytes
+from mc2emu.comm.communicator import HCCL_BUFFSIZE_ENV, MB, Communicator, done_within, hccl_buffsize_bytes
 from mc2emu.comm.errors import HostBarrierFailed
 from mc2emu.comm.hccl_server import HcclServer
 from mc2emu.comm.hccl_task import HcclServerType
@@ -157,12 +157,7 @@ class _LeftBehind:
 
 def _exit_wait(req: Any) -> bool:
     """Wait for an MPI request at interpreter exit, at most EXIT_AGREEMENT_S (no device: no kernel waits)."""
-    deadline = time.monotonic() + EXIT_AGREEMENT_S
-    while not req.Test():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(EXIT_POLL_S)   # host teardown, no kernel core waits here
-    return True
+    return done_within(req.Test, EXIT_AGREEMENT_S, EXIT_POLL_S)
 
 
 LEFT_BEHIND = _LeftBehind()
