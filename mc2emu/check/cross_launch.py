@@ -539,8 +539,14 @@ class _Graph:
                         store = stores.get((rec.peer, rec.barrier, rec.slot, rec.value))
                         if store is not None:
                             preds[(r, key, pos)] = [store]
-        self.clocks = _Clocks(entities, lengths, preds)
-        self.index = self.clocks.index
+        # A core's logs of successive launches on one rank follow one another (stream order through the rank's
+        # STREAM joins): one clock component per (rank, core), not per launch (clocks grew as launches^2).
+        chains: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
+        for r, key in entities:
+            if key != STREAM:
+                chains[(r, _core_of(key))].append((r, key))
+        self.clocks = _Clocks(entities, lengths, preds,
+                              chains=[sorted(c, key=lambda ent: _launch_of(ent[1])) for c in chains.values()])
 
     def before(self, a: tuple, b_ent: tuple, b_pos: int) -> bool:
         """Record a = (rank, key, pos) happens before (or is) record b_pos of entity b_ent."""
@@ -551,7 +557,7 @@ class _Graph:
             return a_pos <= b_pos
         if b_pos >= self.clocks.swept(b_ent):
             return False
-        return self.clocks.component(b_ent, b_pos, self.index[a_ent]) >= a_pos + 1
+        return self.clocks.happens_before(a_ent, a_pos, b_ent, b_pos)
 
     def side_before(self, a_ent: tuple, a_pos: int, b_ent: tuple, b_pos: int) -> bool:
         """A read or write of a_ent just before its record a_pos happens before record b_pos of b_ent."""

@@ -438,8 +438,8 @@ class HappensBeforeChecker:
         tracked.update((me, core) for core in reads)
         clocks = _Clocks(entities, {(r, core): len(sync) for r, (logs, _) in enumerate(everyone)
                                     for core, sync in logs.items()}, preds,
-                         tracked=[ent for ent in entities if ent in tracked])
-        index = clocks.index   # entity -> its component in every clock (the tracked ones)
+                         tracked=[ent for ent in entities if ent in tracked],
+                         chains=_launch_chains(entities) if self.stream else ())
         # Puts into this rank, with the position of their completing quiet.
         puts = []
         for r, (logs, _) in enumerate(everyone):
@@ -462,7 +462,6 @@ class HappensBeforeChecker:
         vc, vc_of = zero, None
         for core, rlist in reads.items():
             ent = (me, core)
-            me_idx = index.get(ent)
             for sync_pos, window, lo, hi, got in rlist:
                 if (ent, sync_pos) != vc_of:   # a core's reads between two sync events share one clock
                     vc = clocks.at(ent, sync_pos - 1) if 0 < sync_pos <= clocks.swept(ent) else zero
@@ -471,16 +470,16 @@ class HappensBeforeChecker:
                 pending: list[tuple[tuple, bool]] = []
                 for put in index_puts.overlapping(window, lo, hi):
                     pwin, plo, phi, pr, pcore, ppos, quiet = put
-                    src_ent = index.get((pr, pcore))
-                    if quiet is not None and src_ent is not None and vc[src_ent] >= quiet + 1:
+                    done = clocks.stamp((pr, pcore), quiet) if quiet is not None else None
+                    if done is not None and vc[done[0]] >= done[1]:
                         before.append(put)
                         if got is not None and (pwin, plo, phi) in once:
                             reported += self._check_content(core, window, plo, phi, pr, pcore, got, verdicts)
                             if reported >= MAX_REPORTS:
                                 return reported
                         continue
-                    after = (me_idx is not None and ppos < clocks.swept((pr, pcore))
-                             and clocks.component((pr, pcore), ppos, me_idx) >= sync_pos + 1)
+                    after = (clocks.slot(ent) is not None and ppos < clocks.swept((pr, pcore))
+                             and clocks.happens_before(ent, sync_pos, (pr, pcore), ppos))
                     pending.append((put, after))
                 for (_pwin, plo, phi, pr, pcore, _ppos, quiet), after in pending:
                     a, b = max(lo, plo), min(hi, phi)
@@ -530,6 +529,16 @@ class HappensBeforeChecker:
 def _launch_key(core: str) -> str:
     """The launch part of a stream-mode log key (`AIC0@3` -> "3"; "" for a log kept across launches)."""
     return core.rpartition("@")[2] if "@" in core else ""
+
+
+def _launch_chains(entities: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+    """Per (rank, core): its logs of every launch in launch order (stream order makes each follow the one
+    before: `_stream_order`), one vector-clock component for all of them (`_Clocks(chains=)`)."""
+    chains: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
+    for r, key in entities:
+        if "@" in key:
+            chains[(r, key.rpartition("@")[0])].append((r, key))
+    return [sorted(chain, key=lambda ent: int(_launch_key(ent[1]))) for chain in chains.values()]
 
 
 def _stream_order(everyone: _Exchange, preds: dict[tuple[int, str, int], Sequence[tuple[int, str, int]]]) -> None:

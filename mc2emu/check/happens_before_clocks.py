@@ -34,12 +34,33 @@ class _Clocks:
     exact on them (joins and program-order steps are per component); `index` then holds only them. One rank's
     check reads only the components of the cores that put into it and of its own reading cores: tracking every
     (rank, core) made each rank hold merges x R x cores clocks (1.3 GB per rank at 16 ranks, QMRS per_block
-    M 16384 K 2304 N 7168, OOM-killed on 24 GB)."""
+    M 16384 K 2304 N 7168, OOM-killed on 24 GB).
+
+    `chains`: lists of entities each of which happens wholly after the one before it in its list (a core's logs
+    of launches 0, 1, 2 on one rank: stream order puts every event of launch k before launch k + 1 starts). A
+    chain is one totally ordered sequence of events, so it needs one component, not one per entity: event `pos`
+    of an entity is event `offset + pos` of its chain, `offset` the lengths of the entities before it. A clock
+    per (rank, core, launch) made the clocks of a loop of L launches grow as L^2 (AG 2 ranks, 40 launches:
+    1 GB); per (rank, core) they grow as L. A chain is tracked when any of its entities is."""
 
     def __init__(self, entities: list[tuple[int, str]], lengths: dict[tuple[int, str], int],
                  preds: Mapping[tuple[int, str, int], Sequence[tuple[int, str, int]]],
-                 tracked: Sequence[tuple[int, str]] | None = None) -> None:
-        self.index = index = {ent: i for i, ent in enumerate(entities if tracked is None else tracked)}
+                 tracked: Sequence[tuple[int, str]] | None = None,
+                 chains: Sequence[Sequence[tuple[int, str]]] = ()) -> None:
+        head: dict[tuple[int, str], tuple[tuple[int, str], int]] = {}   # entity -> (its chain's first, offset)
+        for chain in chains:
+            offset = 0
+            for ent in chain:
+                head[ent] = (chain[0], offset)
+                offset += lengths.get(ent, 0)
+        for ent in entities:
+            head.setdefault(ent, (ent, 0))   # an entity in no chain is a chain of its own
+        self.index: dict[tuple[int, str], int] = {}   # chain (its first entity) -> its component
+        for ent in entities if tracked is None else tracked:
+            self.index.setdefault(head.get(ent, (ent, 0))[0], len(self.index))
+        index = self.index
+        # entity -> (component, offset): where its events count
+        self._slot = slot = {ent: (index[first], off) for ent, (first, off) in head.items() if first in index}
         self.n = n_ent = len(index)
         merges: dict[tuple[int, str], list[int]] = defaultdict(list)
         for (r, core, pos), srcs in preds.items():
@@ -80,8 +101,8 @@ class _Clocks:
                     joined = join[key] = self._join(srcs)
                 vc = mvc[-1].copy() if mvc else np.zeros(n_ent, dtype=np.int64)
                 np.maximum(vc, joined, out=vc)
-                if (own := index.get(ent)) is not None:
-                    vc[own] = pos + 1
+                if (own := slot.get(ent)) is not None:
+                    vc[own[0]] = own[1] + pos + 1
                 mvc.append(vc)
                 done[ent] = pos + 1
             if done[ent] > start:
@@ -98,9 +119,9 @@ class _Clocks:
             base = self._base(src, sp)
             if base is not None:
                 np.maximum(vc, base, out=vc)
-            j = self.index.get(src)
-            if j is not None and vc[j] <= sp:
-                vc[j] = sp + 1
+            own = self._slot.get(src)
+            if own is not None and vc[own[0]] <= own[1] + sp:
+                vc[own[0]] = own[1] + sp + 1
         return vc
 
     def _base(self, ent: tuple[int, str], pos: int) -> np.ndarray | None:
@@ -111,20 +132,38 @@ class _Clocks:
     def swept(self, ent: tuple[int, str]) -> int:
         return self._done.get(ent, 0)
 
+    def slot(self, ent: tuple[int, str]) -> tuple[int, int] | None:
+        """(component, offset) of a tracked entity: its event `pos` is counted as `offset + pos + 1` there."""
+        return self._slot.get(ent)
+
+    def stamp(self, ent: tuple[int, str], pos: int) -> tuple[int, int] | None:
+        """(component, value): a swept event `b` happens at or after event `pos` of tracked `ent` iff
+        `at(b)[component] >= value` (None: `ent` is not tracked)."""
+        own = self._slot.get(ent)
+        return None if own is None else (own[0], own[1] + pos + 1)
+
     def at(self, ent: tuple[int, str], pos: int) -> np.ndarray:
         """The clock of swept event `pos` of `ent` (a fresh array)."""
         base = self._base(ent, pos)
         vc = base.copy() if base is not None else np.zeros(self.n, dtype=np.int64)
-        if (own := self.index.get(ent)) is not None:
-            vc[own] = pos + 1
+        if (own := self._slot.get(ent)) is not None:
+            vc[own[0]] = own[1] + pos + 1
         return vc
 
     def component(self, ent: tuple[int, str], pos: int, j: int) -> int:
         """`at(ent, pos)[j]` without building the clock."""
-        if j == self.index.get(ent):
-            return pos + 1
+        own = self._slot.get(ent)
+        if own is not None and j == own[0]:
+            return own[1] + pos + 1
         base = self._base(ent, pos)
         return int(base[j]) if base is not None else 0
+
+    def happens_before(self, a: tuple[int, str], a_pos: int, b: tuple[int, str], b_pos: int) -> bool:
+        """Event `a_pos` of tracked `a` happens before (or is) swept event `b_pos` of `b`."""
+        st = self.stamp(a, a_pos)
+        if st is None:
+            raise KeyError(f"{a} is not tracked")
+        return self.component(b, b_pos, st[0]) >= st[1]
 
 
 @contextlib.contextmanager

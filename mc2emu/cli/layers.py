@@ -195,8 +195,7 @@ def run_layers(world: Any, layers: int, seeds: list[int | None], timeout: float 
                         f"protocol-only: no values, golden and bitwise comparisons off")
                 # One seed is one pass of the model: its L layers run back to back with no host barrier; the
                 # checks of that pass finish here, behind an agreed barrier, before the next seed's pass (the
-                # stream check's memory grows with the square of the launches it spans: 40 launches 1.0 GB per
-                # rank at 2 ranks; docs/performance.md).
+                # stream checks hold every launch they span: docs/performance.md).
                 hazards += comm.sync()
         names = sorted({h.hazard.value for h in hazards if h.severity is not Severity.WARNING})
         hazardous |= bool(names)

@@ -135,3 +135,55 @@ def test_rounds_of_an_all_to_all_barrier_share_one_source_list(kind):
             assert list(got.at(ent, p)) == clocks[(ent, p)]
     # after round t's Wait, every core has seen every core's Set of round t
     assert list(got.at(entities[0], 3)) == [4, 3, 3, 3, 3, 3]
+
+
+def _chained_graph(rng, cycles):
+    """A random graph whose entities are the launches of a few cores (`C0@0`, `C0@1`, ...): each launch's first
+    event has the last event of every core's previous launch among its sources (stream order)."""
+    entities, lengths, preds = _random_graph(rng, cycles)
+    launches = int(rng.integers(1, 4))
+    cores = sorted({ent for ent in entities})
+    ents = [(r, f"{c}@{k}") for k in range(launches) for r, c in cores]
+    lengths = {(r, f"{c}@{k}"): max(1, lengths[(r, c)]) for k in range(launches) for r, c in cores}
+    out = {}
+    for (r, c, p), srcs in preds.items():
+        for k in range(launches):
+            if p < lengths[(r, f"{c}@{k}")]:
+                out[(r, f"{c}@{k}", p)] = [(sr, f"{sc}@{k}", sp) for sr, sc, sp in srcs
+                                           if sp < lengths[(sr, f"{sc}@{k}")]]
+    for k in range(1, launches):
+        for r, c in cores:
+            ends = [(rr, f"{cc}@{k - 1}", lengths[(rr, f"{cc}@{k - 1}")] - 1) for rr, cc in cores if rr == r]
+            out[(r, f"{c}@{k}", 0)] = [*out.get((r, f"{c}@{k}", 0), []), *ends]
+    chains = [[(r, f"{c}@{k}") for k in range(launches)] for r, c in cores]
+    return ents, lengths, out, chains
+
+
+def test_chained_launches_share_a_component_and_equal_the_closure():
+    """`chains`: a core's launches on one rank, stream-ordered, count on one component (event p of launch k at
+    offset + p): every swept event's clock equals the closure summed over each chain (the latest event of the
+    chain at or before it), with and without `tracked`, and `happens_before` equals reachability."""
+    rng = np.random.default_rng(13)
+    for trial in range(200):
+        entities, lengths, preds, chains = _chained_graph(rng, cycles=trial % 4 == 0)
+        prefix, clocks = _brute(entities, lengths, preds)
+        offset = {}
+        for chain in chains:
+            total = 0
+            for ent in chain:
+                offset[ent] = total
+                total += lengths[ent]
+        keep = [c for c in chains if trial % 2 == 0 or rng.random() < 0.5]
+        tracked = [ent for c in keep for ent in c[:1]] if trial % 2 else None
+        got = _Clocks(entities, lengths, preds, tracked=tracked, chains=chains)
+        assert got.n == len(keep)
+        for ent in entities:
+            assert got.swept(ent) == prefix[ent], (trial, ent)
+            for p in range(prefix[ent]):
+                full = dict(zip(entities, clocks[(ent, p)], strict=True))
+                want = [max(offset[e] + full[e] if full[e] else 0 for e in c) for c in keep]
+                assert list(got.at(ent, p)) == want, (trial, ent, p)
+                for c in keep:
+                    for a in c:
+                        for q in range(lengths[a]):
+                            assert got.happens_before(a, q, ent, p) == (full[a] >= q + 1), (trial, a, q, ent, p)
