@@ -124,7 +124,7 @@ def _run_predict(opts: RunOptions, registry: Registry, comm: Any) -> int:
 
 def _run_layers(opts: RunOptions, comm: Any) -> int:
     """The layer loops (`--scenario layers`, mc2emu/cli/layers.py)."""
-    from mc2emu.cli.layers import run_layers
+    from mc2emu.cli.layers import chains_calling, run_layers
     from mc2emu.cli.options import window_offsets
 
     rank = comm.Get_rank()
@@ -137,7 +137,8 @@ def _run_layers(opts: RunOptions, comm: Any) -> int:
     seeds: list[int | None] = [first + i for i in range(opts.seeds)]
     try:
         return run_layers(comm, opts.layers, seeds, opts.timeout, say, check=opts.check,
-                          window_offsets=window_offsets(opts), data=not opts.protocol_only)
+                          window_offsets=window_offsets(opts), data=not opts.protocol_only,
+                          chains=chains_calling(opts.op))
     except BaseException as exc:  # never leave the other ranks in a collective
         _err(f"mc2emu: rank {rank}: the layer loop failed, aborting every rank:\n"
              + "".join(traceback.format_exception(exc)))

@@ -285,7 +285,8 @@ def _common_parser(description: str) -> argparse.ArgumentParser:
                           "predict each setting's loop of N launches, with the drift between ranks")
     run.add_argument("--scenario", choices=("layers",), help="layers: the chained layer loops (TP MLP "
                      "all_gather_quant_matmul -> quant_matmul_reduce_scatter; MoE all_to_all_quant_matmul -> "
-                     "grouped_matmul_mx) on one Communicator, each layer's output feeding the next")
+                     "grouped_matmul_mx) on one Communicator, each layer's output feeding the next; with --op only the "
+                     "chain(s) calling that operator")
     run.add_argument("--layers", type=int_at_least(1, "--layers"), default=2, metavar="L",
                      help="with --scenario layers: the number of layers (default 2)")
     run.add_argument("--seeds", type=int_at_least(1, "--seeds"), default=1, metavar="S",
@@ -387,6 +388,10 @@ def parse_options(argv: list[str], operators: Sequence[OperatorEntry], descripti
     for name, own in per_op.items():
         own.validate(opts, name)
     window_offsets(opts)
+    if opts.scenario == "layers" and opts.op is not None:
+        from mc2emu.cli.layers import chains_calling  # the layer loops' module imports the operators
+
+        chains_calling(opts.op)
     if opts.repeat > 1 and (opts.inputs is not None or opts.source_cases is not None):
         raise OptionError("--repeat: runs the suite's cases; --inputs and --source-cases do not apply")
     if opts.inputs is not None and opts.dump is not None and opts.inputs.resolve() == opts.dump.resolve():

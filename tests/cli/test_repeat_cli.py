@@ -40,6 +40,17 @@ def test_layers_scenario_bitwise_equal_across_seeds():
     assert proc.stdout.count("max 0 ULP vs the chained golden, bitwise equal to the first seed") == 4
 
 
+def test_layers_op_runs_only_the_chain_calling_it_and_refuses_one_no_chain_calls():
+    moe = run_cli(2, "--scenario", "layers", "--op", "grouped_matmul_mx", "--layers", 2, "--seeds", 1)
+    assert moe.returncode == 0, moe.stdout + moe.stderr
+    assert "moe: 1 seed(s)" in moe.stdout and "tp_mlp" not in moe.stdout, moe.stdout
+    assert "moe L=2 R=2 perturb=0: " in moe.stdout and "max 0 ULP vs the chained golden" in moe.stdout
+    none = run_cli(2, "--scenario", "layers", "--op", "weight_quant_matmul")
+    assert none.returncode == 2, none.stdout + none.stderr
+    assert ("--scenario layers --op weight_quant_matmul: no layer chain calls it (tp_mlp: all_gather_quant_matmul, "
+            "quant_matmul_reduce_scatter; moe: all_to_all_quant_matmul, grouped_matmul_mx)") in none.stderr
+
+
 def test_window_offset_option_is_checked():
     proc = run_cli(2, "--repeat", 2, "--op", "all_gather_quant_matmul", "--window-offset", "qmrs_data")
     assert proc.returncode == 2
