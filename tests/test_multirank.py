@@ -7,13 +7,13 @@ ranks over MPICH's network module (`MPIR_CVAR_NOLOCAL=1`: every rank as if on an
 cluster takes; docs/mpi-transports.md). The variable is MPICH's own and means nothing to another MPI, so
 under Open MPI or a system MPI all three sizes run on that MPI's default path. `MC2EMU_MPI_SIZES=2,4` runs
 a subset of the world sizes; the ranks inherit the environment, so `MPIR_CVAR_NOLOCAL=1` set by the caller
-puts every size on the network path (CI's transport step), and `MPIR_CVAR_NOLOCAL=0` keeps 4 ranks on
+puts every size on the network path, and `MPIR_CVAR_NOLOCAL=0` keeps 4 ranks on
 shared memory.
 
 Only the test files that hold a multi-rank test are handed to the ranks (a file holds one if it names
 `mark.mpi`): every rank collects what it is given, and collecting the serial files 8 times over is waste.
-`MC2EMU_MPI_IGNORE=tests/protocol,tests/property` leaves out the files under those paths: CI's transport steps
-re-run the suite at 2 ranks over other MPI paths and skip the files whose subject is not the transport (the
+`MC2EMU_MPI_IGNORE=tests/protocol,tests/property` leaves out the files under those paths: CI's Open MPI step
+re-runs the suite at 2 ranks over another MPI and skips the files whose subject is not the transport (the
 protocol-only record equivalence, the property tests), which the README suite runs at every size."""
 
 import os
@@ -112,7 +112,7 @@ def test_summary_line_reads_both_launchers_output(out, line):
 
 def test_ignored_paths_leave_out_their_files_and_only_theirs(monkeypatch):
     tests_dir = os.path.dirname(os.path.abspath(__file__))
-    monkeypatch.delenv("MC2EMU_MPI_IGNORE", raising=False)   # CI's transport steps set it for the whole run
+    monkeypatch.delenv("MC2EMU_MPI_IGNORE", raising=False)   # CI's Open MPI step sets it for the whole run
     every = mpi_test_files(tests_dir)
     monkeypatch.setenv("MC2EMU_MPI_IGNORE", "tests/protocol,tests/property")
     monkeypatch.chdir(os.path.dirname(tests_dir))
