@@ -25,6 +25,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from mc2emu.comm.shmem import Cmp, SignalOp
 from mc2emu.runtime.waiting import ANY_CORE, WaitRecord, core_ranges, group_waits
 
 if TYPE_CHECKING:
@@ -93,7 +94,8 @@ class DeadlockDiagnosis:
         launch = dev.current
         return {"rank": self.rank, "registry": dev.waiter.snapshot(),
                 "cores": dict(launch.core_state) if launch is not None else {},
-                "launch": _launch_label(dev) if launch is not None else None}
+                "launch": _launch_label(dev) if launch is not None else None,
+                "posts": dict(dev.signal_posts)}
 
     # -- answering requests (step 2) ---------------------------------------------------------------------
     def _serve(self) -> None:
@@ -261,7 +263,36 @@ def build_report(rec: WaitRecord, snaps: dict[int, dict[str, Any] | None], timeo
     cycle = _find_cycle(waiting)
     if cycle:
         lines.append("  cycle: " + " -> ".join(f"rank {r} {c}" for r, c in cycle))
+    lines += lost_signals(waiting, snaps)
     return "\n".join(lines)
+
+
+def lost_signals(waiting: dict[tuple[int, str], dict[str, Any]], snaps: dict[int, dict[str, Any] | None]) -> list[str]:
+    """LOST_SIGNAL lines: a signal wait of launch L whose releaser's last post to the word, a SET of launch L
+    that satisfies the wait, completed, and yet the word does not satisfy it: a store on the waiting rank
+    overwrote the post after it landed (the source's reset of an earlier launch racing the peer's next post:
+    docs/hazards.md "Between launches"). An ADD cannot be judged from its last post alone: not inferred."""
+    out = []
+    for (r, core), w in sorted(waiting.items()):
+        sig, current = w.get("signal"), w.get("current")
+        if sig is None or not isinstance(current, int):
+            continue
+        window, offset, cmp, value, mask, launch = sig
+        holds = Cmp(cmp).holds
+        for pr, _ in w.get("waits_for", []):
+            snap = snaps.get(pr)
+            post = None if snap is None else snap.get("posts", {}).get((r, window, offset))
+            if post is None:
+                continue
+            plaunch, pcore, op, posted = post
+            if op != SignalOp.SET.name or plaunch != launch or not holds(posted & mask, value) or \
+                    holds(current & mask, value):
+                continue
+            out.append(f"  LOST_SIGNAL: rank {r} {core} waits (launch {launch}) for signal {window}+{offset:#x} "
+                       f"{cmp} {value:#x}; rank {pr} {pcore} SET it to {posted:#x} in launch {plaunch} and that post "
+                       f"completed, yet the word reads {current:#x}: a store on rank {r} overwrote the post after it "
+                       f"landed (a reset of an earlier launch racing the peer's next post: the wait can never pass)")
+    return out
 
 
 def _state(rank: int, core: str, waiting: dict, cores: dict, snaps: dict) -> str:

@@ -39,7 +39,7 @@ from mc2emu.runtime.comm_events import BarrierAll, Get, Put, Quiet, SignalPost, 
 from mc2emu.runtime.events import FaultFired
 from mc2emu.runtime.faults import FaultHook
 from mc2emu.runtime.hazards import GmError, KernelError
-from mc2emu.runtime.waiting import ANY_CORE, Doorbell
+from mc2emu.runtime.waiting import ANY_CORE, Doorbell, SignalWord
 
 if TYPE_CHECKING:
     from mc2emu.comm.window import Window
@@ -324,6 +324,7 @@ class Shmem:
             self._put_event(ctx, window, off, nbytes, pe)
         ctx.checkpoint("signal")
         self._signal(swin, soff, signal, sig_op, pe)
+        self._posted(ctx, swin, soff, sig_op, signal, pe)
         if active:
             self._post_event(ctx, swin, soff, pe, sig_op, signal)
         else:
@@ -338,10 +339,17 @@ class Shmem:
         self._check_signal(signal, sig_op)
         ctx.checkpoint("signal")
         self._signal(window, off, signal, sig_op, pe)
+        self._posted(ctx, window, off, sig_op, signal, pe)
         if self.device.events.active:
             self._post_event(ctx, window, off, pe, sig_op, signal)
         else:
             self.device.waiter.progress.bump()
+
+    def _posted(self, ctx: CoreContext, window: Window, off: int, sig_op: SignalOp, signal: int, pe: int) -> None:
+        """Register a completed post as this rank's last to the word (`Device.signal_posts`)."""
+        launch = self.device.current
+        self.device.signal_posts[(pe, window.name, off)] = (None if launch is None else launch.index, ctx.label,
+                                                            sig_op.name, signal)
 
     def _signal(self, window: Window, off: int, signal: int, sig_op: SignalOp, pe: int) -> None:
         win = window.win
@@ -422,7 +430,9 @@ class Shmem:
                 setter=("put_signal / signal_op from a peer" if from_pe is None else
                         f"put_signal / signal_op from rank {from_pe}"),
                 current=lambda: int(words[idx]), poll=True,
-                waits_for=() if from_pe is None else ((from_pe, ANY_CORE),))
+                waits_for=() if from_pe is None else ((from_pe, ANY_CORE),),
+                signal=SignalWord(window.name, off, cmp.value, value, bits,
+                                  None if self.device.current is None else self.device.current.index))
         self.world.sync_windows()
         if self.device.events.active:
             ctx.emit(SignalWait, window=window.name, offset=off, nbytes=SIGNAL_BYTES, src_rank=self.rank,

@@ -91,6 +91,10 @@ class Device:
         # A device that runs a stream of launches (a Communicator's) names each by its index in reports.
         self.numbered_launches = False
         self.current: Launch | None = None
+        # The last completed signal post of this rank to each word: (target rank, window, byte offset) ->
+        # (launch index, core, op, value). A deadlock report reads them to tell a post that never came from one
+        # that landed and was overwritten (check/deadlock.py: a lost signal).
+        self.signal_posts: dict[tuple[int, str, int], tuple[int | None, str, str, int]] = {}
         # host time only (no result, read, event or report depends on them)
         self.compute_slots = ComputeSlots(compute_slots)
         self.decode_cache = DecodeCache(self.events)

@@ -21,7 +21,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from mc2emu.runtime.event_bus import EventBus
 from mc2emu.runtime.events import WaitBegin, WaitEnd
@@ -75,17 +75,31 @@ class Doorbell:
 ANY_CORE = "*"
 
 
+class SignalWord(NamedTuple):
+    """What a signal wait compares: `(word & mask) <cmp> value` on the own word `window`+`offset`, in launch
+    `launch` (a deadlock report sets it against the releaser's last post to the word)."""
+
+    window: str
+    offset: int
+    cmp: str          # Cmp.value: ">=", "==", ...
+    value: int
+    mask: int         # -1: the whole word
+    launch: int | None
+
+
 class WaitRecord:
     """One registered wait, as it appears in a deadlock report. `waits_for` names who can release it as
     (rank, core label) pairs (rank None: this rank) so a cross-rank report can follow the chain."""
 
-    __slots__ = ("core", "current", "expected", "obj", "rank", "setter", "since", "waits_for", "wid")
+    __slots__ = ("core", "current", "expected", "obj", "rank", "setter", "signal", "since", "waits_for", "wid")
 
     def __init__(self, wid: int, rank: int, core: str, obj: str, expected: str, setter: str, since: float,
-                 current: Callable[[], Any] | None, waits_for: tuple[tuple[int | None, str], ...] = ()) -> None:
+                 current: Callable[[], Any] | None, waits_for: tuple[tuple[int | None, str], ...] = (),
+                 signal: SignalWord | None = None) -> None:
         self.wid, self.rank, self.core, self.obj = wid, rank, core, obj
         self.expected, self.setter, self.since, self.current = expected, setter, since, current
         self.waits_for = waits_for
+        self.signal = signal
 
     def as_dict(self) -> dict[str, Any]:
         try:
@@ -95,7 +109,8 @@ class WaitRecord:
         return {"rank": self.rank, "core": self.core, "obj": self.obj, "expected": self.expected,
                 "current": cur, "setter": self.setter,
                 "waits_for": [(self.rank if r is None else r, c) for r, c in self.waits_for],
-                "waiting_s": round(time.monotonic() - self.since, 3)}
+                "waiting_s": round(time.monotonic() - self.since, 3),
+                "signal": None if self.signal is None else tuple(self.signal)}
 
 
 class Progress:
@@ -152,12 +167,14 @@ class Waiter:
     def wait_until(self, bell: Doorbell, pred: Callable[[], bool], *, core: str, obj: str,
                    expected: str = "", setter: str = "", current: Callable[[], Any] | None = None,
                    poll: bool = False, timeout: float | None = None,
-                   waits_for: tuple[tuple[int | None, str], ...] = (), stoppable: bool = True) -> None:
+                   waits_for: tuple[tuple[int | None, str], ...] = (), stoppable: bool = True,
+                   signal: SignalWord | None = None) -> None:
         """Block until `pred()` holds. `pred` is evaluated with `bell.guard` held; whoever changes what it
         reads rings the bell under the same guard. `poll=True` also re-tests with backoff, for objects
         another process changes (peer windows). `stoppable=False`: neither a launch abort nor a deadlock
         declared elsewhere ends the wait, only its own deadline (a wait whose outcome every rank must
-        learn, such as the agreement round of a host barrier)."""
+        learn, such as the agreement round of a host barrier). `signal`: the word a signal wait compares (a
+        deadlock report checks it against the releaser's last post)."""
         guard = bell.guard
         with guard:
             if pred():
@@ -165,7 +182,7 @@ class Waiter:
             bell.arm()
         limit = self.timeout if timeout is None else timeout
         now = time.monotonic()
-        rec = WaitRecord(next(self._ids), self.rank, core, obj, expected, setter, now, current, waits_for)
+        rec = WaitRecord(next(self._ids), self.rank, core, obj, expected, setter, now, current, waits_for, signal)
         self._records[rec.wid] = (rec, bell)
         if self.events.active:
             self.events.emit(WaitBegin, core, what=obj, expected=expected, setter=setter)

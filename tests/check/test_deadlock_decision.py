@@ -3,7 +3,7 @@ from what this rank learned in its collection. Pure: no MPI."""
 
 from __future__ import annotations
 
-from mc2emu.check.deadlock import DeadlockDiagnosis, DiagnosisState
+from mc2emu.check.deadlock import DeadlockDiagnosis, DiagnosisState, lost_signals
 
 
 def _decide(me: int, replies: dict[int, tuple[DiagnosisState, int | None] | None], rivals=()) -> int:
@@ -45,3 +45,36 @@ def test_a_request_received_while_collecting_makes_its_sender_a_rival_even_witho
 
 def test_an_unanswered_rank_is_no_declarer():
     assert _decide(3, {0: None, 1: None, 2: None}) == 3
+
+
+# -- lost signals: a wait against its releaser's last post (`lost_signals`) --------------------------------
+F32_ONE = 0x3F80_0000      # the bits of 1.0f: per_block's status SET
+F32_HALF = 0x3F00_0000     # its poll: >= bits(0.5f) on the low 32 bits
+LOW32 = 0xFFFF_FFFF
+
+
+def _lost(current, post, *, launch=3, value=F32_HALF, mask=LOW32, cmp=">="):
+    waiting = {(0, "AIV1"): {"signal": ("status", 0x20, cmp, value, mask, launch), "current": current,
+                             "waits_for": [(1, "*")]}}
+    snaps = {0: {"posts": {}}, 1: {"posts": {} if post is None else {(0, "status", 0x20): post}}}
+    return lost_signals(waiting, snaps)
+
+
+def test_a_set_of_the_waits_launch_that_satisfies_it_and_is_gone_is_a_lost_signal():
+    (line,) = _lost(0xDEAD_0000_0000_0000, (3, "AIV0", "SET", F32_ONE))
+    assert line == ("  LOST_SIGNAL: rank 0 AIV1 waits (launch 3) for signal status+0x20 >= 0x3f000000; rank 1 AIV0 "
+                    "SET it to 0x3f800000 in launch 3 and that post completed, yet the word reads "
+                    "0xdead000000000000: a store on rank 0 overwrote the post after it landed (a reset of an earlier "
+                    "launch racing the peer's next post: the wait can never pass)")
+
+
+def test_no_lost_signal_without_the_evidence():
+    one = (3, "AIV0", "SET", F32_ONE)
+    assert _lost(0, None) == []                                   # the releaser never posted to the word
+    assert _lost(0, (2, "AIV0", "SET", F32_ONE)) == []            # its last post is of an earlier launch
+    assert _lost(0, (3, "AIV0", "ADD", F32_ONE)) == []            # an ADD: not judged from the last post alone
+    assert _lost(0, (3, "AIV0", "SET", 0x3E00_0000)) == []        # the post itself does not satisfy the wait
+    assert _lost(F32_ONE, one) == []                              # the word holds it: the wait passes next poll
+    assert _lost(0xFFFF_FFFF_0000_0000 | F32_ONE, one) == []      # masked: the low half holds it
+    assert _lost(0, (3, "AIV0", "SET", F32_ONE), cmp="==", value=F32_ONE) != []
+    assert _lost("<unreadable>", one) == []                       # no value: no inference

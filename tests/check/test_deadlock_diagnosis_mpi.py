@@ -7,11 +7,14 @@ from __future__ import annotations
 import re
 import time
 
+import numpy as np
 import pytest
 
 from mc2emu.check.deadlock import COLLECT_S, DeadlockDiagnosis
 from mc2emu.comm import Cmp, CommWorld, Shmem
+from mc2emu.comm.shmem import SignalOp
 from mc2emu.runtime import DeadlockError, Device, KernelType
+from mc2emu.runtime.gm import MemRole
 
 pytestmark = pytest.mark.mpi(min_size=2)
 
@@ -188,3 +191,69 @@ def test_a_starved_rank_reaching_its_deadline_late_defers_to_the_one_report(lowe
     for q, (_, _, took, deadline) in enumerate(everyone):
         limit = deadline + (0.0 if q == pivot else COLLECT_S) + END_SLACK_S
         assert took <= limit, f"rank {q} ended {took:.1f} s after the launch (limit {limit:.1f} s)"
+
+
+# -- a lost signal -------------------------------------------------------------------------------------------
+STATUS, GO = 0, 8   # byte offsets of the status word and of the test's hold-back word in one control window
+
+
+def _late_reset_loop(peer_posts_again: bool) -> tuple[bool, str]:
+    """The per_block status handshake (WriteStatusToWin, ReadStatus, its plain reset) twice back to back on
+    ranks 0 and 1, with rank 0's launch-0 reset held back until rank 1's launch 1 has posted (`GO`: the test's
+    stand-in for a thread preempted between its poll and its reset). With `peer_posts_again`, rank 1's launch-1
+    SET lands first and rank 0's late reset erases it: rank 0's launch 1 waits forever on a post that came.
+    Without it rank 1 never posts in launch 1: the same hang, but nothing was lost. Other ranks stand by.
+    Returns rank 0's (declared elsewhere, report)."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    me = comm.Get_rank()
+    dev = Device(rank=me, check=True, timeout=HANG_TIMEOUT_S)
+    world = CommWorld(dev)
+    diag = DeadlockDiagnosis(dev, comm)
+    diag.attach()
+    shmem = Shmem(world)
+    win = world.window(16, "status", role=MemRole.CONTROL)
+    peer = 1 - me
+    outcome = (False, "")
+    try:
+        world.barrier(timeout=RESYNC_TIMEOUT_S)
+
+        def kernel(ctx, k):
+            if not (me == 1 and k == 1 and not peer_posts_again):
+                shmem.signal_op(ctx, win.addr(STATUS), 1, SignalOp.SET, peer)        # WriteStatusToWin
+            if me == 1 and k == 1:
+                shmem.signal_op(ctx, win.addr(GO), 1, SignalOp.SET, peer)
+            shmem.signal_wait_until(ctx, win.addr(STATUS), Cmp.GE, 1, from_pe=peer)  # ReadStatus: the poll
+            if me == 0 and k == 0:
+                shmem.signal_wait_until(ctx, win.addr(GO), Cmp.GE, 1, from_pe=peer)
+            ctx.gm_write(win.addr(STATUS), np.zeros(1, dtype=np.uint64))               # ... and its reset
+
+        if me < 2:
+            try:
+                for k in range(2):
+                    dev.launch(kernel, 1, KernelType.AIV_ONLY, k)
+            except DeadlockError as err:
+                outcome = (bool(err.declared_elsewhere), err.report if isinstance(err.report, str) else str(err))
+        everyone = comm.allgather(outcome)   # blocks the main thread only: the diagnosis service still answers
+    finally:
+        diag.close()
+        dev.waiter.declared = None
+    world.barrier(timeout=RESYNC_TIMEOUT_S)
+    world.close()
+    return everyone[0]
+
+
+@pytest.mark.parametrize("lost", [True, False], ids=["post_erased", "never_posted"])
+def test_a_post_erased_by_a_late_reset_is_named_lost_signal(lost):
+    elsewhere, report = _late_reset_loop(peer_posts_again=lost)
+    assert not elsewhere and report.startswith("DEADLOCK report of rank 0 "), report
+    assert "rank 0 (kernel, launch 1)" in report or "rank 0 (kernel)" in report, report
+    line = ("  LOST_SIGNAL: rank 0 AIV0 waits (launch 1) for signal status+0x0 >= 0x1; rank 1 AIV0 SET it to 0x1 "
+            "in launch 1 and that post completed, yet the word reads 0x0: a store on rank 0 overwrote the post after "
+            "it landed")
+    if lost:
+        assert line in report, report
+    else:
+        assert "LOST_SIGNAL" not in report, report
+        assert "put_signal / signal_op from rank 1" in report, report
