@@ -40,6 +40,7 @@ from mc2emu.check.happens_before_records import (
     _SetRec,
     _SigWaitRec,
     _StoreRec,
+    logs_for_each_rank,
 )
 from mc2emu.check.read_content import _byte_mask, _PutIndex
 from mc2emu.comm.hccl_server import SERVER_CORE
@@ -239,7 +240,9 @@ class CrossLaunchChecker:
             log.sync.append(_EndRec())
         mine = self._logs
         logs = {key: log.sync for key, log in mine.items()}
-        everyone = self.comm.allgather((logs, self._stream, self._begin_at, self._tokens))
+        # each rank gets every rank's logs without the puts into other ranks
+        everyone = self.comm.alltoall([(part, self._stream, self._begin_at, self._tokens)
+                                       for part in logs_for_each_rank(logs, self.comm.Get_size(), self.rank)])
         raised, consumed, roles = self._raised, self._consumed, self._roles
         self._reset()
         g = _Graph(everyone)

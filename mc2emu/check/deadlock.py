@@ -263,7 +263,7 @@ def build_report(rec: WaitRecord, snaps: dict[int, dict[str, Any] | None], timeo
     cycle = _find_cycle(waiting)
     if cycle:
         lines.append("  cycle: " + " -> ".join(f"rank {r} {c}" for r, c in cycle))
-    lines += lost_signals(waiting, snaps)
+    lines[1:1] = lost_signals(waiting, snaps)   # the cause, when known, right under the headline
     return "\n".join(lines)
 
 

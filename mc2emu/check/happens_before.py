@@ -42,6 +42,7 @@ from mc2emu.check.happens_before_records import (
     _SetRec,
     _SigWaitRec,
     _StoreRec,
+    logs_for_each_rank,
 )
 from mc2emu.check.read_content import ReadContent, _byte_mask, _extent, _PutIndex, _ReadContents, _span
 from mc2emu.comm.hccl_server import SERVER_CORE
@@ -189,7 +190,9 @@ class HappensBeforeChecker:
                 if "@" in key:
                     log.sync.append(_LaunchEndRec())
         logs = {core: log.sync for core, log in self._logs.items()}
-        everyone = self.comm.allgather((logs, self._tokens))
+        # each rank gets every rank's logs without the puts into other ranks
+        everyone = self.comm.alltoall([(part, self._tokens)
+                                       for part in logs_for_each_rank(logs, self.comm.Get_size(), self.rank)])
         mine = self._logs
         reads = {core: log.reads for core, log in mine.items() if log.reads}
         self._logs = defaultdict(_CoreLog)
@@ -400,7 +403,7 @@ class HappensBeforeChecker:
                     if isinstance(rec, _PostRec):
                         posts[(rec.pe, rec.window, rec.offset)].append(((r, core, pos), rec.op, rec.signal))
         preds: dict[tuple[int, str, int], Sequence[tuple[int, str, int]]] = {}
-        # A round's sources arrive as one tuple shared by all its targets (cross_core._partial; the allgather
+        # A round's sources arrive as one tuple shared by all its targets (cross_core._partial; the exchange
         # keeps the sharing): its source events are resolved once per (rank, tuple), into one tuple that every
         # target's acquisition shares and _Clocks joins once.
         round_nodes: dict[tuple[int, int], tuple[tuple[int, str, int], ...]] = {}

@@ -100,6 +100,29 @@ _SyncRec = (_SetRec | _AcquireRec | _PutRec | _HcclPutRec | _QuietRec | _PostRec
 _Exchange = list[tuple[dict[str, list[_SyncRec]], dict]]
 
 
+def logs_for_each_rank(logs: dict[str, list[Any]], size: int, me: int) -> list[dict[str, list[Any]]]:
+    """What each of `size` ranks needs of rank `me`'s sync logs: every record but the puts (and HCCL server
+    puts) into other ranks. A rank's check reads only the puts into itself, and a put is no edge of the
+    happens-before graph (its completion is the core's quiet or post, kept); positions in a peer's logs are
+    those of the list the rank receives. Rank `me` keeps its own logs whole: its reads and writes name positions
+    in them. Puts are most of a log (QMRS per_block: 95 %), so each rank receives about its own
+    puts plus R copies of the rest, where an allgather of whole logs gave each rank every rank's puts
+    (per_block at 16 ranks, M 16384: ~7.8 M records per rank, OOM-killed with checks on)."""
+    out: list[dict[str, list[Any]]] = [{} for _ in range(size)]
+    for core, sync in logs.items():
+        parts: list[list[Any]] = [[] for _ in range(size)]
+        appends = [part.append for part in parts]
+        for rec in sync:
+            if type(rec) is _PutRec or type(rec) is _HcclPutRec:
+                appends[rec.pe](rec)
+            else:
+                for add in appends:
+                    add(rec)
+        for d in range(size):
+            out[d][core] = sync if d == me else parts[d]
+    return out
+
+
 @dataclass
 class _CoreLog:
     sync: list[_SyncRec] = field(default_factory=list)   # program-ordered sync records

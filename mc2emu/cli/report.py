@@ -330,10 +330,12 @@ def error_lines(rep: CaseReport, body_lines: int = 12) -> list[str]:
             continue
         key = _VARYING_RE.sub("#", r.message.splitlines()[0])
         groups.setdefault(key, (r.message, []))[1].append(r.rank)
+    # The details shown are the cross-rank deadlock report's, when a rank holds one, else the first group's.
+    detailed = next((i for i, (msg, _) in enumerate(groups.values()) if "\nDEADLOCK report of rank " in msg), 0)
     for n, (msg, ranks) in enumerate(groups.values()):
         lines = msg.splitlines() or [""]
         out.append(f"    {'rank' if len(ranks) == 1 else 'ranks'} {rank_ranges(ranks)}: {lines[0]}")
-        body = body_lines if n == 0 else 0
+        body = body_lines if n == detailed else 0
         out += [f"      {ln}" for ln in lines[1:body + 1]]
         if body and len(lines) > body + 1:
             out.append(f"      ... {len(lines) - body - 1} more line(s)")

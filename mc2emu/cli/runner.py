@@ -236,6 +236,8 @@ def _hazard_events(events: list[Event]) -> set[str]:
 
 def _message(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, DeadlockError) and exc.report and not exc.declared_elsewhere:
+        text += "\n" + exc.report   # the declaring rank's cross-rank report
     notes = getattr(exc, "__notes__", None)
     if notes:
         text += "\n" + "\n".join(notes)

@@ -26,6 +26,7 @@ from mc2emu.runtime.events import AtomicMode, Event, PerturbDelay, SetOvertaken
 from mc2emu.runtime.faults import DELAY_RANK_S, KILLED_EXIT_CODE, Fault, FaultHook
 from mc2emu.runtime.hazards import LaunchAborted
 from mc2emu.runtime.local_memory import LocalMemory
+from mc2emu.runtime.perturb import WINDOW_STORE
 
 P = ParamSpec("P")
 
@@ -116,6 +117,9 @@ class CoreContext:
 
     def gm_write(self, addr: GmAddr, value: np.ndarray, strides: Any = None) -> None:
         """DataCopy / Fixpipe local -> GM (MTE3 / FIX), adding when the atomic mode is set."""
+        perturb = self.device.perturb
+        if perturb is not None and WINDOW_STORE in perturb.points and addr.alloc.kind == "window":
+            self.checkpoint(WINDOW_STORE)
         self.device.gm.write(addr, value, strides, core=self.label, atomic=self.atomic_dtype)
 
     # -- plumbing ----------------------------------------------------------------------------------------------

@@ -22,6 +22,11 @@ DEFAULT_PROBABILITY = 0.25
 # may see the flag after the next round's puts started). A wait, a SyncAll (`pipe_barrier(PIPE_ALL)` +
 # the cross-core barrier) and the kernel end complete the held Set: the device orders those.
 SET_OVERTAKEN_BY = frozenset({"set", "mmad", "put", "signal"})
+# A core's plain store into window memory (per_block's status-word reset after its poll). Not a default point:
+# opt in with `points=DEFAULT_POINTS | {WINDOW_STORE}` (a delay there is what lets a peer's next-launch post
+# land before the reset that erases it: docs/hazards.md "Between launches").
+WINDOW_STORE = "window_store"
+DEFAULT_POINTS = frozenset({"set", "wait", "put", "mmad", "sync_all", "signal"})
 
 
 @dataclass
@@ -29,7 +34,7 @@ class PerturbPolicy:
     seed: int
     probability: float = DEFAULT_PROBABILITY
     max_delay_s: float = DEFAULT_MAX_DELAY_S
-    points: frozenset[str] = frozenset({"set", "wait", "put", "mmad", "sync_all", "signal"})
+    points: frozenset[str] = DEFAULT_POINTS
     # Consecutive Sets of one core may complete out of order (hardware does not order them).
     reorder_sets: bool = True
     swap_probability: float = 0.5

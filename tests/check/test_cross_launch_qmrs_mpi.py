@@ -13,6 +13,8 @@ cannot really happen there; `sweep_seeds` (slow) runs without it under seeded pe
 seeds until launch 0's y is really corrupted or launch 1 really hangs.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -202,3 +204,62 @@ def test_per_block_back_to_back_corrupts_or_hangs_within_the_seed_bound():
     seed, what, ran = sweep_seeds(world())
     print(f"per_block x2, R={world().Get_size()}: seed {seed} after {ran} seed(s): {what}")
     assert seed is not None, f"no corruption or hang in {ran} seeds"
+
+
+# -- the lost status, reproduced: the reset held back by the opt-in WINDOW_STORE perturbation point --------
+LOST_SEEDS = 5
+STORE_DELAY_S = 1.0
+LOST_TIMEOUT_S = 5.0
+
+
+def lost_status_loop(comm, seed):
+    """per_block (`final_wait`: no flag-9 leftover) called twice on one Communicator (checks off), every rank's
+    plain stores into window memory (ReadStatus's reset after its poll) delayed by up to STORE_DELAY_S: a peer's
+    launch-1 status SET may land before this rank's launch-0 reset, which erases it. Returns this rank's
+    DeadlockError, or None when the loop ended."""
+    from mc2emu.comm import Communicator
+    from mc2emu.ops import quant_matmul_reduce_scatter
+    from mc2emu.runtime.perturb import WINDOW_STORE
+
+    R, rank = comm.Get_size(), comm.Get_rank()
+    inp = gen_qmrs_st_inputs(R * SEG, K, N, rank)
+    perturb = PerturbPolicy(seed, probability=1.0, max_delay_s=STORE_DELAY_S, points=frozenset({WINDOW_STORE}))
+    c = Communicator(comm, check=False, timeout=LOST_TIMEOUT_S)   # the hang, not the checkers' structural report
+    try:
+        for _ in range(LAUNCHES):
+            quant_matmul_reduce_scatter(inp["x1"], inp["x1_scale"], inp["x2"], inp["x2_scale"], impl="per_block",
+                                        kernel_variant="final_wait", comm=c, perturb=perturb, check=False)
+    except DeadlockError as err:
+        c.fail(str(err).splitlines()[0])
+        c.close()
+        return err
+    try:
+        c.close()
+    except DeadlockError as err:
+        return err
+    return None
+
+
+@pytest.mark.mpi(min_size=2)
+def test_per_block_lost_status_hangs_the_next_launch_and_is_named_within_the_seed_bound():
+    """The source's lost status, as it happens: a hang in launch 1 whose one report names LOST_SIGNAL (the
+    erased SET, its rank and launch); found within LOST_SEEDS seeds (measured: docs/hazards.md)."""
+    comm = world()
+    for seed in range(LOST_SEEDS):
+        err = lost_status_loop(comm, seed)
+        everyone = comm.allgather(None if err is None else (err.declared_elsewhere, err.report or str(err)))
+        if all(e is None for e in everyone):
+            continue
+        reports = [text for e in everyone if e is not None and not e[0] for text in [e[1]]]
+        assert len(reports) == 1, everyone
+        (report,) = reports
+        lost = re.findall(r"^  LOST_SIGNAL: rank (\d+) AIV(\d+) waits \(launch 1\) for signal hccl_buffer\+"
+                          r"(0x[0-9a-f]+) >= 0x3f000000; rank (\d+) AIV\d+ SET it to 0x3f800000 in launch 1", report,
+                          re.M)
+        assert lost, report
+        size = comm.Get_size()
+        for r, v, _, pr in lost:   # AIV v of rank r polls slot v, which rank v writes
+            assert int(v) == int(pr) and int(r) != int(pr) and int(r) < size, report
+        print(f"per_block x2, R={size}: a lost status hung launch 1 at seed {seed}")
+        return
+    pytest.fail(f"no lost status in {LOST_SEEDS} seeds")

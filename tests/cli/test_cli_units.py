@@ -457,6 +457,15 @@ def test_table_progress_and_errors_text():
                                           RankResult(1, Raised.DEADLOCK, message="rank 1 AIC7: stuck 2.25 s")],
                              check=True)
     assert error_lines(other_core) == ["    ranks 0-1: rank 0 AIC1: stuck 1.5 s"]
+    # the declaring rank's cross-rank report is the detail shown, whichever rank holds it
+    declared = make_report(2, 3, CASE, [
+        RankResult(0, Raised.DEADLOCK, message="DeadlockError: rank 0 AIV1: stopped: rank 1 declared a deadlock"),
+        RankResult(1, Raised.DEADLOCK, message="DeadlockError: rank 1 host: no progress\nDEADLOCK report of rank 1 "
+                                               "(host waited 30.0 s):\n  LOST_SIGNAL: rank 0 AIV1 waits")], check=True)
+    assert error_lines(declared) == [
+        "    rank 0: DeadlockError: rank 0 AIV1: stopped: rank 1 declared a deadlock",
+        "    rank 1: DeadlockError: rank 1 host: no progress",
+        "      DEADLOCK report of rank 1 (host waited 30.0 s):", "        LOST_SIGNAL: rank 0 AIV1 waits"]
     hz = make_report(3, 3, CASE, [RankResult(r, Raised.HAZARD, ("SPLITK_SEQUENCE",), "HazardError: 2 hazard(s)",
                                              (("SPLITK_SEQUENCE", 2, f"[SPLITK_SEQUENCE] rank {r} AIC0: x"),))
                                   for r in (0, 1, 2, 5)], check=True)
