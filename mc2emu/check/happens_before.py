@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from mc2emu.check.happens_before_clocks import _Clocks, gc_paused
+from mc2emu.check.happens_before_clocks import CLOCK_DTYPE, _Clocks, gc_paused
 from mc2emu.check.happens_before_records import (
     _AcquireRec,
     _CoreLog,
@@ -461,7 +461,7 @@ class HappensBeforeChecker:
         once = self._written_once(puts)
         index_puts = _PutIndex(puts)
         verdicts: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
-        zero = np.zeros(clocks.n, dtype=np.int64)
+        zero = np.zeros(clocks.n, dtype=CLOCK_DTYPE)
         vc, vc_of = zero, None
         for core, rlist in reads.items():
             ent = (me, core)

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 
+# A clock component counts events of one chain: int32 holds 2^31 of them and halves the clocks' memory (a clock
+# is stored at every merge of every entity: per_block at 16 ranks, M 16384, ~1.4 GB per rank in int64).
+CLOCK_DTYPE = np.int32
+
+
 class _Clocks:
     """Vector clocks of the sync events of every entity (rank, core): `at(ent, pos)[j]` counts the events of
     entity j that happen before or at event `pos` of `ent` (program order plus the `preds` edges: event
@@ -63,9 +68,11 @@ class _Clocks:
         self._slot = slot = {ent: (index[first], off) for ent, (first, off) in head.items() if first in index}
         self.n = n_ent = len(index)
         merges: dict[tuple[int, str], list[int]] = defaultdict(list)
+        uses: dict[object, int] = defaultdict(int)   # merges per source list: its join is dropped after the last
         for (r, core, pos), srcs in preds.items():
             if srcs and pos < lengths.get((r, core), 0):
                 merges[(r, core)].append(pos)
+                uses[_source_key(srcs)] += 1
         for mlist in merges.values():
             mlist.sort()
         self._merges = merges                                               # merge positions, ascending
@@ -89,8 +96,7 @@ class _Clocks:
                     break
                 pos = mpos[len(mvc)]
                 srcs = preds[(r, core, pos)]
-                # A tuple is shared by every event with the same sources (`_check`): keyed by identity.
-                key = id(srcs) if type(srcs) is tuple else tuple(srcs)
+                key = _source_key(srcs)
                 joined = join.get(key)
                 if joined is None:
                     blocker = next(((sr, sc) for sr, sc, sp in srcs if done[(sr, sc)] <= sp), None)
@@ -99,8 +105,11 @@ class _Clocks:
                         waiting[blocker].append(ent)
                         break
                     joined = join[key] = self._join(srcs)
-                vc = mvc[-1].copy() if mvc else np.zeros(n_ent, dtype=np.int64)
+                vc = mvc[-1].copy() if mvc else np.zeros(n_ent, dtype=CLOCK_DTYPE)
                 np.maximum(vc, joined, out=vc)
+                uses[key] -= 1
+                if not uses[key]:      # a flag's one-to-one rounds: every join would be kept beside its clock
+                    del join[key], uses[key]
                 if (own := slot.get(ent)) is not None:
                     vc[own[0]] = own[1] + pos + 1
                 mvc.append(vc)
@@ -113,7 +122,7 @@ class _Clocks:
 
     def _join(self, srcs: Sequence[tuple[int, str, int]]) -> np.ndarray:
         """The element-wise maximum of the clocks of swept source events."""
-        vc = np.zeros(self.n, dtype=np.int64)
+        vc = np.zeros(self.n, dtype=CLOCK_DTYPE)
         for sr, sc, sp in srcs:
             src = (sr, sc)
             base = self._base(src, sp)
@@ -145,7 +154,7 @@ class _Clocks:
     def at(self, ent: tuple[int, str], pos: int) -> np.ndarray:
         """The clock of swept event `pos` of `ent` (a fresh array)."""
         base = self._base(ent, pos)
-        vc = base.copy() if base is not None else np.zeros(self.n, dtype=np.int64)
+        vc = base.copy() if base is not None else np.zeros(self.n, dtype=CLOCK_DTYPE)
         if (own := self._slot.get(ent)) is not None:
             vc[own[0]] = own[1] + pos + 1
         return vc
@@ -164,6 +173,12 @@ class _Clocks:
         if st is None:
             raise KeyError(f"{a} is not tracked")
         return self.component(b, b_pos, st[0]) >= st[1]
+
+
+def _source_key(srcs: Sequence[tuple[int, str, int]]) -> object:
+    """The join cache's key of a source list: a tuple is shared by every event with the same sources (`_check`)
+    and keyed by identity (`preds` holds it for the whole sweep); a list by its content."""
+    return id(srcs) if type(srcs) is tuple else tuple(srcs)
 
 
 @contextlib.contextmanager
