@@ -34,7 +34,7 @@ from mc2emu.cli.report import (
     progress_line,
     summary_line,
 )
-from mc2emu.cli.runner import Planned, split_plan, validate_plan
+from mc2emu.cli.runner import Planned, _message, split_plan, validate_plan
 from mc2emu.cli.scenarios import (
     Case,
     Comparison,
@@ -49,7 +49,7 @@ from mc2emu.comm.hccl_task import HcclServerType as HcclServer
 from mc2emu.numerics import ElemFormat
 from mc2emu.ops.all_to_all_quant_matmul_op import Impl, LaunchMode
 from mc2emu.run import main as run_main
-from mc2emu.runtime.hazards import Hazard
+from mc2emu.runtime.hazards import DeadlockError, Hazard
 
 A2A = ALL_TO_ALL_QUANT_MATMUL.name
 
@@ -471,6 +471,15 @@ def test_table_progress_and_errors_text():
                                   for r in (0, 1, 2, 5)], check=True)
     assert error_lines(hz) == ["    SPLITK_SEQUENCE: 8 report(s) on rank(s) 0-2,5; e.g. [SPLITK_SEQUENCE] rank 0 "
                                "AIC0: x"]
+
+
+def test_a_deadlock_message_carries_the_report_only_on_the_rank_that_declared_it():
+    report = "DEADLOCK report of rank 1 (AIV0 waited 1.0 s on x):\n  LOST_SIGNAL: rank 1 AIV0 waits"
+    assert _message(DeadlockError("rank 1 AIV0: no progress", report=report)) == (
+        "DeadlockError: rank 1 AIV0: no progress\n" + report)
+    assert _message(DeadlockError("rank 0 AIV1: stopped: rank 1 declared a deadlock", report=report,
+                                  declared_elsewhere=True)) == (
+        "DeadlockError: rank 0 AIV1: stopped: rank 1 declared a deadlock")
 
 
 def test_launch_notes_are_numbered_once_in_the_table_and_listed_under_it():
