@@ -300,6 +300,13 @@ class Communicator:
         try:
             if self.failed is None and self.peer_failed is None:
                 hazards = self.sync(timeout)
+        except BaseException as exc:
+            # The closing barrier failed (on every rank: it is agreed): this rank fails the communicator as
+            # a rank whose call raised does, so every rank keeps its world for the agreed free at exit
+            # (`mc2emu.host.harness` LEFT_BEHIND) and none frees it alone (a collective free would hang).
+            first = "".join(str(exc).splitlines()[:1])
+            self.fail(f"Communicator.close: {type(exc).__name__}: {first}")
+            raise
         finally:
             self.closed = True
             self._stop.set()

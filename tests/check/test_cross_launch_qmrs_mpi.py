@@ -244,10 +244,16 @@ def lost_status_loop(comm, seed):
 def test_per_block_lost_status_hangs_the_next_launch_and_is_named_within_the_seed_bound():
     """The source's lost status, as it happens: a hang in launch 1 whose one report names LOST_SIGNAL (the
     erased SET, its rank and launch); found within LOST_SEEDS seeds (measured: docs/hazards.md)."""
+    from mc2emu.host.harness import LEFT_BEHIND
+
     comm = world()
     for seed in range(LOST_SEEDS):
         err = lost_status_loop(comm, seed)
         everyone = comm.allgather(None if err is None else (err.declared_elsewhere, err.report or str(err)))
+        # a failed communicator is kept for the agreed free on every rank, also where only the closing
+        # barrier failed (a rank keeping one its peers do not would pair a later collective free wrongly)
+        kept = comm.allgather(LEFT_BEHIND.calls(comm))
+        assert all(k == kept[0] for k in kept), kept
         if all(e is None for e in everyone):
             continue
         reports = [text for e in everyone if e is not None and not e[0] for text in [e[1]]]
