@@ -124,8 +124,8 @@ def _run_predict(opts: RunOptions, registry: Registry, comm: Any) -> int:
 
 def _run_layers(opts: RunOptions, comm: Any) -> int:
     """The layer loops (`--scenario layers`, mc2emu/cli/layers.py)."""
-    from mc2emu.cli.layers import chains_calling, run_layers
-    from mc2emu.cli.options import window_offsets
+    from mc2emu.cli.layers import run_layers
+    from mc2emu.cli.options import chains_calling, window_offsets
 
     rank = comm.Get_rank()
 

@@ -25,7 +25,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from mc2emu.cli.options import OptionError
+from mc2emu.cli.options import LAYER_CHAINS
 from mc2emu.comm.communicator import Communicator
 from mc2emu.numerics.compare import ulp_distance
 from mc2emu.numerics.quantize import quantize_mx
@@ -151,30 +151,18 @@ class SeedResult:
     same_as_first: bool     # final output bitwise equal to the first seed's
 
 
-# The chains and the operators each calls (`--op` picks the chains that call it).
-CHAINS: dict[str, tuple[Callable[[Any, int, int, float | None], Chain], tuple[str, ...]]] = {
-    "tp_mlp": (mlp_chain, ("all_gather_quant_matmul", "quant_matmul_reduce_scatter")),
-    "moe": (moe_chain, ("all_to_all_quant_matmul", "grouped_matmul_mx")),
-}
-
-
-def chains_calling(op: str | None) -> list[str]:
-    """The chains that call operator `op` (every chain: None); an operator no chain calls is an OptionError."""
-    names = [name for name, (_, ops) in CHAINS.items() if op is None or op in ops]
-    if not names:
-        calls = "; ".join(f"{name}: {', '.join(ops)}" for name, (_, ops) in CHAINS.items())
-        raise OptionError(f"--scenario layers --op {op}: no layer chain calls it ({calls})")
-    return names
+# The chain makers, by the names `LAYER_CHAINS` (mc2emu/cli/options.py) gives with the operators each calls.
+MAKERS: dict[str, Callable[[Any, int, int, float | None], Chain]] = {"tp_mlp": mlp_chain, "moe": moe_chain}
 
 
 def run_layers(world: Any, layers: int, seeds: list[int | None], timeout: float | None, say: Callable[[str], None],
                check: bool = True, window_offsets: dict[str, int] | None = None, data: bool = True,
-               chains: Sequence[str] = tuple(CHAINS)) -> int:
+               chains: Sequence[str] = tuple(LAYER_CHAINS)) -> int:
     """The `chains` for every seed on one Communicator per chain; returns the exit code (0 pass, 1 an output
     not bitwise equal across seeds or off the chained golden, 3 a hazard across the loop). data=False:
     protocol-only (module docstring): the exit code judges the hazards alone."""
     ok, hazardous = True, False
-    for make in (CHAINS[name][0] for name in chains):
+    for make in (MAKERS[name] for name in chains):
         chain = make(world, layers, 0, timeout)
         gold, x = [], chain.x0
         for layer in range(layers if data else 0):

@@ -389,14 +389,29 @@ def parse_options(argv: list[str], operators: Sequence[OperatorEntry], descripti
         own.validate(opts, name)
     window_offsets(opts)
     if opts.scenario == "layers" and opts.op is not None:
-        from mc2emu.cli.layers import chains_calling  # the layer loops' module imports the operators
-
         chains_calling(opts.op)
     if opts.repeat > 1 and (opts.inputs is not None or opts.source_cases is not None):
         raise OptionError("--repeat: runs the suite's cases; --inputs and --source-cases do not apply")
     if opts.inputs is not None and opts.dump is not None and opts.inputs.resolve() == opts.dump.resolve():
         raise OptionError("--inputs and --dump name the same directory: the dump would overwrite the replayed files")
     return opts
+
+
+# `--scenario layers`: each layer chain and the operators it calls (mc2emu/cli/layers.py runs them).
+LAYER_CHAINS: dict[str, tuple[str, ...]] = {
+    "tp_mlp": ("all_gather_quant_matmul", "quant_matmul_reduce_scatter"),
+    "moe": ("all_to_all_quant_matmul", "grouped_matmul_mx"),
+}
+
+
+def chains_calling(op: str | None) -> list[str]:
+    """The layer chains that call operator `op` (every chain: None); an operator no chain calls is an
+    OptionError."""
+    names = [name for name, ops in LAYER_CHAINS.items() if op is None or op in ops]
+    if not names:
+        calls = "; ".join(f"{name}: {', '.join(ops)}" for name, ops in LAYER_CHAINS.items())
+        raise OptionError(f"--scenario layers --op {op}: no layer chain calls it ({calls})")
+    return names
 
 
 def window_offsets(opts: RunOptions) -> dict[str, int]:
