@@ -537,8 +537,8 @@ MUTANTS: list[Mutant] = [
            mpi=("tests/check/test_cross_launch_rounds_mpi.py::test_api_loop_reports_the_one_round_race_and_not_two_rounds",),
            why="within one launch the rounds' rows are disjoint: only the next launch's round-0 put needs it"),
     Mutant("layers: --protocol-only ignored (full data, golden compared)", "mc2emu/run.py",
-           "window_offsets=window_offsets(opts), data=not opts.protocol_only)",
-           "window_offsets=window_offsets(opts), data=True)",
+           "window_offsets=window_offsets(opts), data=not opts.protocol_only,",
+           "window_offsets=window_offsets(opts), data=True,",
            serial=("tests/cli/test_repeat_cli.py::test_layers_protocol_only_runs_the_loop_and_its_checks_without_"
                    "comparisons",)),
     Mutant("XL: every launch numbered 0", "mc2emu/runtime/device.py",
