@@ -40,6 +40,7 @@ from mc2emu.check.happens_before_records import (
     _SetRec,
     _SigWaitRec,
     _StoreRec,
+    launch_chains,
     logs_for_each_rank,
 )
 from mc2emu.check.read_content import _byte_mask, _PutIndex
@@ -544,12 +545,7 @@ class _Graph:
                             preds[(r, key, pos)] = [store]
         # A core's logs of successive launches on one rank follow one another (stream order through the rank's
         # STREAM joins): one clock component per (rank, core), not per launch (clocks grew as launches^2).
-        chains: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
-        for r, key in entities:
-            if key != STREAM:
-                chains[(r, _core_of(key))].append((r, key))
-        self.clocks = _Clocks(entities, lengths, preds,
-                              chains=[sorted(c, key=lambda ent: _launch_of(ent[1])) for c in chains.values()])
+        self.clocks = _Clocks(entities, lengths, preds, chains=launch_chains(entities))
 
     def before(self, a: tuple, b_ent: tuple, b_pos: int) -> bool:
         """Record a = (rank, key, pos) happens before (or is) record b_pos of entity b_ent."""

@@ -42,6 +42,7 @@ from mc2emu.check.happens_before_records import (
     _SetRec,
     _SigWaitRec,
     _StoreRec,
+    launch_chains,
     logs_for_each_rank,
 )
 from mc2emu.check.read_content import ReadContent, _byte_mask, _extent, _PutIndex, _ReadContents, _span
@@ -442,7 +443,7 @@ class HappensBeforeChecker:
         clocks = _Clocks(entities, {(r, core): len(sync) for r, (logs, _) in enumerate(everyone)
                                     for core, sync in logs.items()}, preds,
                          tracked=[ent for ent in entities if ent in tracked],
-                         chains=_launch_chains(entities) if self.stream else ())
+                         chains=launch_chains(entities) if self.stream else ())
         # Puts into this rank, with the position of their completing quiet.
         puts = []
         for r, (logs, _) in enumerate(everyone):
@@ -465,6 +466,7 @@ class HappensBeforeChecker:
         vc, vc_of = zero, None
         for core, rlist in reads.items():
             ent = (me, core)
+            reader_tracked = clocks.slot(ent) is not None
             for sync_pos, window, lo, hi, got in rlist:
                 if (ent, sync_pos) != vc_of:   # a core's reads between two sync events share one clock
                     vc = clocks.at(ent, sync_pos - 1) if 0 < sync_pos <= clocks.swept(ent) else zero
@@ -481,7 +483,7 @@ class HappensBeforeChecker:
                             if reported >= MAX_REPORTS:
                                 return reported
                         continue
-                    after = (clocks.slot(ent) is not None and ppos < clocks.swept((pr, pcore))
+                    after = (reader_tracked and ppos < clocks.swept((pr, pcore))
                              and clocks.happens_before(ent, sync_pos, (pr, pcore), ppos))
                     pending.append((put, after))
                 for (_pwin, plo, phi, pr, pcore, _ppos, quiet), after in pending:
@@ -532,16 +534,6 @@ class HappensBeforeChecker:
 def _launch_key(core: str) -> str:
     """The launch part of a stream-mode log key (`AIC0@3` -> "3"; "" for a log kept across launches)."""
     return core.rpartition("@")[2] if "@" in core else ""
-
-
-def _launch_chains(entities: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
-    """Per (rank, core): its logs of every launch in launch order (stream order makes each follow the one
-    before: `_stream_order`), one vector-clock component for all of them (`_Clocks(chains=)`)."""
-    chains: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
-    for r, key in entities:
-        if "@" in key:
-            chains[(r, key.rpartition("@")[0])].append((r, key))
-    return [sorted(chain, key=lambda ent: int(_launch_key(ent[1]))) for chain in chains.values()]
 
 
 def _stream_order(everyone: _Exchange, preds: dict[tuple[int, str, int], Sequence[tuple[int, str, int]]]) -> None:

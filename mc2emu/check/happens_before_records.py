@@ -8,6 +8,7 @@ exchange at the end of a launch.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -98,6 +99,18 @@ _SyncRec = (_SetRec | _AcquireRec | _PutRec | _HcclPutRec | _QuietRec | _PostRec
             | _ObserveRec | _LaunchBeginRec | _LaunchEndRec)
 # Every rank's (core -> its sync log, flag round token -> the round's (core, set_id) sources).
 _Exchange = list[tuple[dict[str, list[_SyncRec]], dict]]
+
+
+def launch_chains(entities: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+    """Per (rank, core): its logs of every launch (keys `core@launch`) in launch order, each stream-ordered after
+    the one before, so one vector-clock component serves them all (`_Clocks(chains=)`); logs of no launch (the
+    HCCL server's, a rank's stream) are left out."""
+    chains: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
+    for r, key in entities:
+        core, at, _ = key.rpartition("@")
+        if at:
+            chains[(r, core)].append((r, key))
+    return [sorted(chain, key=lambda ent: int(ent[1].rpartition("@")[2])) for chain in chains.values()]
 
 
 def logs_for_each_rank(logs: dict[str, list[Any]], size: int, me: int) -> list[dict[str, list[Any]]]:
