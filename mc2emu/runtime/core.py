@@ -121,6 +121,7 @@ class CoreContext:
         if perturb is not None and WINDOW_STORE in perturb.points and addr.alloc.kind == "window":
             self.checkpoint(WINDOW_STORE)
         self.device.gm.write(addr, value, strides, core=self.label, atomic=self.atomic_dtype)
+        self.device.waiter.progress.bump()   # a write-out is progress (a long reduce phase puts nothing)
 
     # -- plumbing ----------------------------------------------------------------------------------------------
     def emit(self, cls: Callable[Concatenate[int, str, int, int, P], Event], /, *args: P.args,

@@ -6,8 +6,9 @@ slots) goes through `Waiter.wait_until`. It
 - blocks on a `Doorbell` (no spinning: 8 ranks share 2 cores here, and a pure-Python spinner
   is 50-60x slower, MPI-NOTES "Waiting");
 - for objects that live in another process (`poll=True`: peer windows) re-tests with a bounded backoff,
-  `POLL_BACKOFF_MIN` doubling to `POLL_BACKOFF_MAX`, still sleeping on the doorbell so that a local
-  ring (abort, a local put) wakes it at once;
+  `POLL_BACKOFF_MIN` doubling to `POLL_BACKOFF_MAX` (a long wait further, to a twentieth of its length, at
+  most 50 ms: `poll_cap`), still sleeping on the doorbell so that a local ring (abort, a local put) wakes it
+  at once;
 - has a deadline counted from the last progress anywhere: the rank's own progress counter, and when
   installed the global progress probe of the comm layer (other ranks' counters), so that a slow but live
   peer never trips it while a real hang is reported `timeout` seconds after the last progress;
@@ -37,6 +38,12 @@ GLOBAL_PROBE_FRACTION = 0.25
 # Polled (remote) waits: a 50 us -> 1 ms backoff gives the best throughput on 2 cores (MPI-NOTES).
 POLL_BACKOFF_MIN_S = 50e-6
 POLL_BACKOFF_MAX_S = 1e-3
+# A polled wait that has lasted T sleeps up to T / POLL_LONG_WAIT_DIVISOR between tests (at most
+# POLL_BACKOFF_LONG_MAX_S): a long wait costs little CPU and at most ~5 % of its length in latency. At 64 ranks
+# on 2 cores, ranks done with their kernel polling the host barrier every 1 ms took the whole host (each test an
+# MPI call and a thread wake-up) from the ranks still working, whose kernel then stalled past the deadline.
+POLL_LONG_WAIT_DIVISOR = 20
+POLL_BACKOFF_LONG_MAX_S = 50e-3
 # Polled waits first re-test this many times without sleeping (each test is an MPI call, which yields),
 # the "short spin through MPI calls, then backoff" that gave ~11 us round trips in MPI-NOTES.
 POLL_SPIN_TRIES = 20
@@ -132,6 +139,11 @@ class Progress:
             self.mirror[0] = self.count
 
 
+def poll_cap(waited: float) -> float:
+    """The longest sleep between two tests of a polled wait that has lasted `waited` seconds."""
+    return min(max(POLL_BACKOFF_MAX_S, waited / POLL_LONG_WAIT_DIVISOR), POLL_BACKOFF_LONG_MAX_S)
+
+
 class Waiter:
     """Per-device wait primitive, registry and deadline policy."""
 
@@ -199,7 +211,7 @@ class Waiter:
                     tries += 1
                     if tries > POLL_SPIN_TRIES:
                         bell.sleep(backoff)
-                        backoff = min(backoff * 2, POLL_BACKOFF_MAX_S)
+                        backoff = min(backoff * 2, poll_cap(time.monotonic() - rec.since))
                 else:
                     bell.sleep(min(CHECK_INTERVAL_S, limit - (now - last_progress)))
                 with guard:
