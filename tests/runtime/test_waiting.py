@@ -64,3 +64,4 @@ def test_a_gm_write_out_counts_as_progress():
 
     dev.launch(kernel, 1, "AIV_ONLY")
     assert counts == [1]
+
