@@ -211,7 +211,7 @@ class Waiter:
                     tries += 1
                     if tries > POLL_SPIN_TRIES:
                         bell.sleep(backoff)
-                        backoff = min(backoff * 2, poll_cap(time.monotonic() - rec.since))
+                        backoff = min(backoff * 2, poll_cap(now - rec.since))
                 else:
                     bell.sleep(min(CHECK_INTERVAL_S, limit - (now - last_progress)))
                 with guard:

@@ -170,14 +170,15 @@ def clock_offset_ns() -> int:
     brackets one wall-clock read between two counter reads and the narrowest bracket is kept: a thread
     preempted between two bare reads (an oversubscribed host) shifts every stamp of its rank by the pause, and
     the predictor pairs a signal wait with a post across ranks by these stamps."""
-    best = (-1, 0)
-    for _ in range(CLOCK_OFFSET_SAMPLES):
-        a = time.perf_counter_ns()
-        wall = time.time_ns()
-        b = time.perf_counter_ns()
-        if best[0] < 0 or b - a < best[0]:
-            best = (b - a, wall - (a + b) // 2)
-    return best[1]
+    return min(_bracketed_offset() for _ in range(CLOCK_OFFSET_SAMPLES))[1]
+
+
+def _bracketed_offset() -> tuple[int, int]:
+    """(bracket width, offset) of one wall-clock read between two counter reads."""
+    a = time.perf_counter_ns()
+    wall = time.time_ns()
+    b = time.perf_counter_ns()
+    return b - a, wall - (a + b) // 2
 
 
 def jsonable(v: Any, depth: int = 0) -> Any:
