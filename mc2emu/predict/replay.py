@@ -243,7 +243,12 @@ class _Builder:
         balls = 0
         base = len(self.records)
         self.records.extend(ordered)
-        self.wall.extend(r.t_ns + offset_ns for r in ordered)
+        # A stamp is read before the event takes its seq, and a thread can lose the GIL in between: at 16 ranks
+        # on 2 cores a put stamped 63 ms before an earlier-seq put of another core of its rank was seen. The
+        # egress queue follows seq, ingress and signal pairing follow the stamps: the two orders must agree
+        # (else a cycle), so a stamp is raised to the latest stamp before it in seq order (still a time the
+        # event's emit covered: every earlier seq was stamped before its seq was taken).
+        self.wall.extend(itertools.accumulate((r.t_ns + offset_ns for r in ordered), max))
         for i, r in enumerate(ordered):
             core = r.core
             ri = base + i

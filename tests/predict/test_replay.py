@@ -183,3 +183,32 @@ def test_a_bf16_cube_is_costed_at_the_bf16_rate():
     steps = sum(-(-r.m // 16) * -(-r.n // 16) * -(-r.k // 16) for r in mmads)
     p = replay({0: rec.records()}, INSTANT)
     assert p.total_s == pytest.approx(steps / MODEL.clock_hz, rel=1e-9)
+
+
+def _put_program(rank, puts):
+    """One launch on `rank`: each of `puts` is (core, seq, t_ns, pe): one 1 KiB put of that core to rank pe."""
+    recs = [LaunchBegin(rank, "host", 1, 1, launch="k", block_dim=2, kernel_type="AIV_ONLY")]
+    recs += [CoreBegin(rank, f"AIV{c}", 2, 2 + c, launch="k") for c in (0, 1)]
+    for core, seq, t, pe in puts:
+        recs.append(Put(rank, f"AIV{core}", t, seq, window="w", offset=0, nbytes=1024, src_rank=rank, pe=pe,
+                        op_seq=seq))
+    recs += [CoreEnd(rank, f"AIV{c}", 1000, 100 + c, launch="k") for c in (0, 1)]
+    recs.append(LaunchEnd(rank, "host", 1001, 102, launch="k", block_dim=2))
+    return recs
+
+
+def test_a_stamp_that_lags_its_seq_makes_no_cycle():
+    """A core reads its stamp, loses the GIL, then takes its seq after another core's later-stamped put (seen
+    at 16 ranks: 63 ms). Rank 0's egress queue follows seq (put to 2, then put to 3), the ingress queues of
+    ranks 2 and 3 follow the stamps: rank 0 -> 3 (t 100) before rank 1 -> 3 (t 150), rank 1 -> 2 (t 200)
+    before rank 0 -> 2 (t 300), and rank 1 puts to 3 before 2. Read as recorded that is a cycle; the stamp
+    raised to its seq order's latest (300) orders rank 1 -> 3 first."""
+    per_rank = {0: _put_program(0, [(0, 10, 300, 2), (1, 11, 100, 3)]),
+                1: _put_program(1, [(0, 10, 150, 3), (0, 11, 200, 2)]),
+                2: _put_program(2, []), 3: _put_program(3, [])}
+    p = replay(per_rank, MODEL, timeline=True)
+    link = {(x.rank, x.what): (x.start_s, x.end_s) for x in p.timeline if x.cat == "link"}
+    # rank 3's ingress: rank 1's put (stamped 150) before rank 0's (its stamp raised to 300)
+    assert link[(1, "put 1->3 1024 B")][1] <= link[(0, "put 0->3 1024 B")][0]
+    # rank 2's ingress: rank 1's put (200) before rank 0's (300)
+    assert link[(1, "put 1->2 1024 B")][1] <= link[(0, "put 0->2 1024 B")][0]
