@@ -213,15 +213,18 @@ class HappensBeforeChecker:
         if not self._poisoned:
             return 0
         me = self.rank
+        puts_in: dict[str, list[tuple[int, int]]] = defaultdict(list)   # one pass over every rank's records
+        for logs, _ in everyone:
+            for sync in logs.values():
+                for rec in sync:
+                    if (type(rec) is _PutRec or type(rec) is _HcclPutRec) and rec.pe == me:
+                        puts_in[rec.window].append((rec.lo, rec.hi))
         for window, (covered, writes) in self._poisoned.items():
             for _, offset, shape, strides, item in writes:
                 _byte_mask(covered, offset, shape, strides, item)[...] = True
             writes.clear()
-            for logs, _ in everyone:
-                for sync in logs.values():
-                    for rec in sync:
-                        if isinstance(rec, _PutRec | _HcclPutRec) and rec.pe == me and rec.window == window:
-                            covered[rec.lo: rec.hi] = True
+            for lo, hi in puts_in.get(window, ()):
+                covered[lo: hi] = True
         # Host time only: a window every byte of which is covered has no unwritten read, and a core's read of a
         # place it read before (a tile loop re-reads its operand rows) has the answer of that first read.
         full = {window: bool(covered.all()) for window, (covered, _) in self._poisoned.items()}
