@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from mc2emu.cli.scenarios import (
     shape_only,
 )
 from mc2emu.comm.communicator import Communicator
+from mc2emu.launcher import idle_barrier
 from mc2emu.numerics.formats import ElemFormat
 from mc2emu.predict import DEFAULT_COST_MODEL, CostModel, Prediction, PredictRecorder, gather_records, replay
 from mc2emu.predict.loop import LoopPrediction, chain_loop, format_loop, loop_of
@@ -102,10 +103,11 @@ def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtyp
                      model: CostModel = DEFAULT_COST_MODEL, seed: int = 42, knobs: Sequence[Knob] | None = None,
                      timeout: float | None = None, check: bool = False, keep_records: bool = False,
                      data: bool = True, repeat: int | None = None,
-                     window_offsets: Mapping[str, int] | None = None) -> PredictTable:
+                     window_offsets: Mapping[str, int] | None = None,
+                     progress: Callable[[str], None] | None = None) -> PredictTable:
     """Predict every knob of `spec` (or `knobs`) for `shape` on this world (collective over `comm`, default
     MPI.COMM_WORLD); every rank returns the same table. `repeat=N`: per knob a loop of N calls (module
-    docstring)."""
+    docstring). `progress`: called on rank 0 with one line per knob as it is done."""
     if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1):
         raise ConstraintError("repeat", f"repeat must be None or a positive number of calls, got {repeat!r}")
     comm = _world(comm)
@@ -119,6 +121,9 @@ def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtyp
     preds: list[Prediction | None] = []
     kept: list[dict[int, tuple[int, list[Event]]] | None] = []
     for knob in knobs:
+        # Rank 0 replays the knob before (Python, minutes at production shapes) while the others would spin in the
+        # next knob's first MPI collective, taking 15/16 of the CPUs from it at 16 ranks on 2: they sleep here.
+        idle_barrier(comm)
         case = Case(spec.name, knob.mode, shape, dt, seed, timeout=timeout)
         reasons = spec.validate(case, size)
         refused = "; ".join(reasons)
@@ -139,6 +144,7 @@ def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtyp
                 refused = next((r for r in (_call(spec, case, inputs, replace(ctx, observers=(x,))) for x in recs)
                                 if r), "")
         wall = time.perf_counter() - t0
+        idle_barrier(comm)
         refusals = comm.allgather(refused)
         refused = next((r for r in refusals if r), "")
         gathers = [gather_records(comm, x, root=0) for x in recs] if not refused else None
@@ -146,6 +152,8 @@ def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtyp
             continue
         if refused or gathers is None or gathers[0] is None:
             rows.append(PredictRow(knob, refused=refused, wall_s=wall))
+            if progress is not None:
+                progress(f"  {len(rows)}/{len(knobs)} {knob.label()}: refused")
             preds.append(None)
             kept.append(None)
             continue
@@ -163,8 +171,12 @@ def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtyp
         total = loop.total_s if loop is not None else p.total_s
         rows.append(PredictRow(knob, total, p.comm_s, p.hidden_share, p.cube_utilisation, crit, wall_s=wall,
                                loop=loop))
+        if progress is not None:
+            progress(f"  {len(rows)}/{len(knobs)} {knob.label()}: {total * US:.2f} us predicted ({p.events} events;"
+                     f" run {wall:.1f} s, gather + replay {time.perf_counter() - t0 - wall:.1f} s)")
         preds.append(p if keep_records else None)
         kept.append(gathered if keep_records else None)
+    idle_barrier(comm)
     rows = comm.bcast(rows if rank == 0 else None, root=0)
     return PredictTable(spec.name, shape, dt, size, model, rows, repeat, preds if rank == 0 else [],
                         kept if rank == 0 else [])
@@ -357,7 +369,7 @@ def run_predict(opts: Any, registry: Any, comm: Any, say: Any) -> int:
         table = predict_operator(spec, shape, comm=comm, dtype=dtype, model=model, seed=opts.seed, knobs=knobs,
                                  timeout=opts.timeout, check=False, keep_records=opts.trace is not None,
                                  data=not opts.protocol_only, repeat=opts.repeat if opts.repeat > 1 else None,
-                                 window_offsets=window_offsets(opts))
+                                 window_offsets=window_offsets(opts), progress=say)
         ran += sum(1 for r in table.rows if r.ok)
         say(format_predict_table(table))
         if rank == 0:

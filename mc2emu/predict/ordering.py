@@ -64,7 +64,7 @@ def event_order(per_rank: Mapping[int, tuple[int, Sequence[Event]] | Sequence[Ev
     b.finish()
     g = b.g
     n = len(g.dur)
-    preds = [[p for p, _ in ps if not (g.cat[p] == Cat.LINK and g.cat[v] == Cat.LINK)]
+    preds = [[p for p in ps if not (g.cat[p] == Cat.LINK and g.cat[v] == Cat.LINK)]
              for v, ps in enumerate(g.preds)]
     succ: list[list[int]] = [[] for _ in range(n)]
     indeg = [len(ps) for ps in preds]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -149,17 +150,47 @@ class Prediction:
                                                sorted(self.critical_by_cat.items(), key=lambda kv: -kv[1]) if v > 0))
 
 
-class _Graph:
-    """Nodes in parallel lists; `pending` edges are resolved by key once every rank is built."""
+class _Template(str):
+    """What a node is, made from its record only when read (the critical path, the timeline, an error):
+    `self.format(r=record)`. At 16 ranks a replay holds ~17 M nodes; a string per node was ~1 GB."""
 
-    def __init__(self) -> None:
-        self.dur: list[float] = []
-        self.preds: list[list[tuple[int, float]]] = []
+
+_LOAD = _Template("load {r.buffer} {r.nbytes} B")
+_STORE = _Template("store {r.buffer} {r.nbytes} B")
+_MMAD = _Template("mmad {r.m}x{r.n}x{r.k}")
+_FIXPIPE = _Template("fixpipe {r.m}x{r.n}")
+_SET = _Template("set {r.subject}")
+_WAIT = _Template("wait {r.subject}")
+_RAISE = _Template("raise {r.subject}")
+_SUBJECT = _Template("{r.subject}")
+_KERNEL = _Template("kernel {r.launch}")
+_KERNEL_END = _Template("kernel end {r.launch}")
+_ISSUE = _Template("{r.kind} issue -> {r.pe}")
+_LOCAL_COPY = _Template("local copy {r.nbytes} B")
+_LINK_OUT = _Template("{r.kind} {r.rank}->{r.pe} {r.nbytes} B")   # a put: this rank to its peer
+_LINK_IN = _Template("{r.kind} {r.pe}->{r.rank} {r.nbytes} B")    # a get: the peer to this rank
+_SIGNAL_WAIT = _Template("signal wait {r.window}")
+_SIGNAL_POST = _Template("signal post {r.window}")
+_HCCL = _Template("hccl {r.call} {r.subject}")
+_HCCL_WAIT = _Template("hccl wait {r.subject}")
+
+
+class _Graph:
+    """Nodes in parallel lists; `pending` edges are resolved by key once every rank is built. Compact, since a
+    production-shape replay holds tens of millions of nodes: durations and record indices in typed arrays, a
+    node's predecessors as node numbers with their edge latencies apart (`lat[v]`: None while all are 0), what
+    a node is as a string or a label made from its record when read (`label`)."""
+
+    def __init__(self, records: Sequence[Event] = ()) -> None:
+        self.dur = array("d")
+        self.preds: list[list[int]] = []
+        self.lat: list[list[float] | None] = []
         self.cat: list[str] = []
         self.rank: list[int] = []
         self.core: list[str] = []
         self.what: list[str] = []
-        self.rec: list[int] = []
+        self.rec = array("q")
+        self.records = records
         self.keyed: dict[tuple, list[int]] = defaultdict(list)
         self.pending: list[tuple[int, tuple, float]] = []
         self.joins: dict[tuple, int] = {}
@@ -170,7 +201,18 @@ class _Graph:
             preds: Iterable[tuple[int, float]] = ()) -> int:
         n = len(self.dur)
         self.dur.append(dur)
-        self.preds.append([p for p in preds if p[0] >= 0])
+        ps: list[int] = []
+        lat: list[float] | None = None
+        for p, w in preds:
+            if p < 0:
+                continue
+            if w and lat is None:
+                lat = [0.0] * len(ps)
+            ps.append(p)
+            if lat is not None:
+                lat.append(w)
+        self.preds.append(ps)
+        self.lat.append(lat)
         self.cat.append(cat)
         self.rank.append(rank)
         self.core.append(core)
@@ -180,8 +222,24 @@ class _Graph:
         return n
 
     def edge(self, src: int, dst: int, w: float = 0.0) -> None:
-        if src >= 0:
-            self.preds[dst].append((src, w))
+        if src < 0:
+            return
+        ps, lat = self.preds[dst], self.lat[dst]
+        if w and lat is None:
+            lat = self.lat[dst] = [0.0] * len(ps)
+        ps.append(src)
+        if lat is not None:
+            lat.append(w)
+
+    def pairs(self, v: int) -> list[tuple[int, float]]:
+        """Node v's predecessors with their edge latencies."""
+        lat = self.lat[v]
+        return list(zip(self.preds[v], lat if lat is not None else [0.0] * len(self.preds[v]), strict=True))
+
+    def label(self, v: int) -> str:
+        """What node v is."""
+        w = self.what[v]
+        return w.format(r=self.records[self.rec[v]]) if isinstance(w, _Template) else w
 
     def join(self, key: tuple, latency: float, rank: int, what: str) -> int:
         j = self.joins.get(key)
@@ -209,8 +267,8 @@ class _Builder:
     def __init__(self, model: CostModel, stream: bool = False) -> None:
         self.m = model
         self.stream = stream
-        self.g = _Graph()
         self.records: list[Event] = []
+        self.g = _Graph(self.records)
         self.wall: list[int] = []
         self.egress_last: dict[int, int] = {}
         self.ingress: dict[int, list[tuple[int, int]]] = defaultdict(list)   # dst -> (wall, node)
@@ -286,41 +344,40 @@ class _Builder:
                     if len(c.groups_done) >= L1_BUFFER_DEPTH:
                         preds.append((c.groups_done[-L1_BUFFER_DEPTH], 0.0))
                 n = add(m.mte_s(nb, act_aic if core.startswith("AIC") else act_aiv), Cat.MTE2, rank, core,
-                        f"load {r.buffer} {nb} B", ri, preds)
+                        _LOAD, ri, preds)
                 c.pipes["MTE2"] = n
             elif isinstance(r, GmWrite):
                 if core.startswith("AIC"):
                     continue   # the fixpipe's own store (its Fixpipe event carries the cost)
                 nb = r.nbytes
-                n = add(m.mte_s(nb, act_aiv), Cat.MTE3, rank, core, f"store {r.buffer} {nb} B", ri,
+                n = add(m.mte_s(nb, act_aiv), Cat.MTE3, rank, core, _STORE, ri,
                         [(c.frontier, 0.0), (c.pipes.get("MTE3", -1), 0.0), (c.pipes.get("MTE2", -1), 0.0)])
                 c.pipes["MTE3"] = n
             elif isinstance(r, Mmad):
                 mm, nn, kk = r.m, r.n, r.k
-                n = add(m.mmad_s(mm, nn, kk, r.aType), Cat.MMAD, rank, core, f"mmad {mm}x{nn}x{kk}", ri,
+                n = add(m.mmad_s(mm, nn, kk, r.aType), Cat.MMAD, rank, core, _MMAD, ri,
                         [(c.frontier, 0.0), (c.pipes.get("M", -1), 0.0), (c.pipes.get("MTE2", -1), 0.0)])
                 c.pipes["M"] = n
                 c.last_mmad = n
                 c.in_load_group = False
             elif isinstance(r, Fixpipe):
                 mm, nn = r.m, r.n
-                n = add(m.fixpipe_s(mm, nn, r.dtype, act_aic), Cat.FIXPIPE, rank, core, f"fixpipe {mm}x{nn}",
-                        ri,
+                n = add(m.fixpipe_s(mm, nn, r.dtype, act_aic), Cat.FIXPIPE, rank, core, _FIXPIPE, ri,
                         [(c.frontier, 0.0), (c.pipes.get("FIX", -1), 0.0), (c.pipes.get("M", -1), 0.0)])
                 c.pipes["FIX"] = n
             elif isinstance(r, FlagSet):
                 p = _pipe(r.pipe)
-                n = add(0.0, Cat.SYNC, rank, core, f"set {r.subject}", ri,
+                n = add(0.0, Cat.SYNC, rank, core, _SET, ri,
                         [(c.frontier, 0.0), (c.pipes.get(p, -1), 0.0)])
                 g.keyed[("set", rank, r.set_id)].append(n)
             elif isinstance(r, FlagConsume):
-                n = add(0.0, Cat.WAIT, rank, core, f"wait {r.subject}", ri, [(c.frontier, 0.0)])
+                n = add(0.0, Cat.WAIT, rank, core, _WAIT, ri, [(c.frontier, 0.0)])
                 if r.token is not None:
                     g.pending.append((n, ("tok", rank, r.token), 0.0))
                 c.frontier = n
                 continue
             elif isinstance(r, FlagRaise):
-                n = add(m.flag_latency_s, Cat.SYNC, rank, core, f"raise {r.subject}", ri)
+                n = add(m.flag_latency_s, Cat.SYNC, rank, core, _RAISE, ri)
                 for src in r.sources:
                     g.pending.append((n, ("set", rank, src[1]), 0.0))
                 g.keyed[("tok", rank, r.token)].append(n)
@@ -342,17 +399,17 @@ class _Builder:
                 self._signal(rank, c, core, r, ri)
             elif isinstance(r, BarrierStore):
                 c.cnt = r.value
-                n = add(0.0, Cat.SYNC, rank, core, r.subject, ri, [(c.frontier, 0.0)])
+                n = add(0.0, Cat.SYNC, rank, core, _SUBJECT, ri, [(c.frontier, 0.0)])
                 g.keyed[("tb", rank, r.barrier, r.slot, c.cnt)].append(n)
                 c.frontier = n
             elif isinstance(r, BarrierObserve):
-                n = add(0.0, Cat.WAIT, rank, core, r.subject, ri, [(c.frontier, 0.0)])
+                n = add(0.0, Cat.WAIT, rank, core, _SUBJECT, ri, [(c.frontier, 0.0)])
                 g.pending.append((n, ("tb", r.peer, r.barrier, r.slot, c.cnt), m.put_latency_s))
                 c.frontier = n
             elif isinstance(r, CrossCore):
                 j = g.join(("crosscore", rank, r.count), m.barrier_latency_s, rank, r.subject)
                 g.edge(c.frontier, j)
-                c.frontier = add(0.0, Cat.WAIT, rank, core, r.subject, ri, [(j, 0.0)])
+                c.frontier = add(0.0, Cat.WAIT, rank, core, _SUBJECT, ri, [(j, 0.0)])
             elif isinstance(r, BarrierAll):
                 balls += 1
                 j = g.join(("barrier_all", balls), m.barrier_latency_s, rank, "barrier_all")
@@ -360,18 +417,18 @@ class _Builder:
                 for t in c.outstanding:
                     g.edge(t, j, m.put_latency_s)
                 c.outstanding = []
-                c.frontier = add(0.0, Cat.WAIT, rank, core, r.subject, ri, [(j, 0.0)])
+                c.frontier = add(0.0, Cat.WAIT, rank, core, _SUBJECT, ri, [(j, 0.0)])
             elif isinstance(r, HcclEvent):
                 self._hccl(rank, c, core, r, ri)
             elif isinstance(r, CoreBegin):
-                c.frontier = add(0.0, Cat.MARK, rank, core, f"kernel {r.launch}", ri, [(launch_begin, 0.0)])
+                c.frontier = add(0.0, Cat.MARK, rank, core, _KERNEL, ri, [(launch_begin, 0.0)])
                 c.pipes = {}
                 c.groups_done = []
                 c.in_load_group = False
                 c.last_mmad = -1
                 c.nodes = []
             elif isinstance(r, CoreEnd):
-                n = add(0.0, Cat.MARK, rank, core, f"kernel end {r.launch}", ri,
+                n = add(0.0, Cat.MARK, rank, core, _KERNEL_END, ri,
                         [(c.frontier, 0.0)] + [(p, 0.0) for p in c.pipes.values()]
                         + [(t, m.put_latency_s) for t in c.outstanding])
                 c.outstanding = []
@@ -382,16 +439,16 @@ class _Builder:
         m, g = self.m, self.g
         nb = r.nbytes
         pe = r.pe
-        issue = g.add(m.put_issue_s, Cat.ISSUE, rank, core, f"{r.kind} issue -> {pe}", ri, [(c.frontier, 0.0)])
+        issue = g.add(m.put_issue_s, Cat.ISSUE, rank, core, _ISSUE, ri, [(c.frontier, 0.0)])
         if isinstance(r, Put) and r.handle is not None and r.repeat is not None:
             g.pending.append((issue, ("commit", rank, r.session, r.handle, r.repeat + 1), m.hccl_commit_latency_s))
         c.frontier = issue
         src, dst = (pe, rank) if isinstance(r, Get) else (rank, pe)
         if pe == rank:
-            t = g.add(m.local_copy_s(nb, self.active.get("AIV") or None), Cat.MTE2, rank, core, f"local copy {nb} B",
-                      ri, [(issue, 0.0)])
+            t = g.add(m.local_copy_s(nb, self.active.get("AIV") or None), Cat.MTE2, rank, core, _LOCAL_COPY, ri,
+                      [(issue, 0.0)])
         else:
-            t = g.add(m.link_s(nb), Cat.LINK, rank, core, f"{r.kind} {src}->{dst} {nb} B", ri,
+            t = g.add(m.link_s(nb), Cat.LINK, rank, core, _LINK_IN if isinstance(r, Get) else _LINK_OUT, ri,
                       [(issue, 0.0), (self.egress_last.get(src, -1), 0.0)])
             self.egress_last[src] = t
             self.ingress[dst].append((self.wall[ri], t))
@@ -403,10 +460,10 @@ class _Builder:
     def _signal(self, rank: int, c: _Core, core: str, r: SignalPost | SignalWait, ri: int) -> None:
         m, g = self.m, self.g
         if isinstance(r, SignalWait):
-            n = g.add(0.0, Cat.WAIT, rank, core, f"signal wait {r.window}", ri, [(c.frontier, 0.0)])
+            n = g.add(0.0, Cat.WAIT, rank, core, _SIGNAL_WAIT, ri, [(c.frontier, 0.0)])
             self.sig_waits.append((self.wall[ri], (rank, r.window, r.offset), n))
         else:
-            n = g.add(m.put_issue_s, Cat.ISSUE, rank, core, f"signal post {r.window}", ri,
+            n = g.add(m.put_issue_s, Cat.ISSUE, rank, core, _SIGNAL_POST, ri,
                       [(c.frontier, 0.0)] + [(t, m.put_latency_s) for t in c.outstanding])
             self.posts[(r.pe, r.window, r.offset)].append((self.wall[ri], n))
         c.frontier = n
@@ -416,11 +473,11 @@ class _Builder:
         if core.startswith("AIC") or core.startswith("AIV"):
             if isinstance(r, HcclInit | HcclPrepare | HcclWait) and r.session is not None:
                 c.session = r.session
-            n = g.add(m.hccl_call_s, Cat.ISSUE, rank, core, f"hccl {r.call} {r.subject}", ri, [(c.frontier, 0.0)])
+            n = g.add(m.hccl_call_s, Cat.ISSUE, rank, core, _HCCL, ri, [(c.frontier, 0.0)])
             if isinstance(r, HcclCommit) and _WORKING.match(core):
                 g.keyed[("commit", rank, c.session, r.handle, r.commits)].append(n)
             elif isinstance(r, HcclWait) and r.rc == HCCL_SUCCESS and r.waits is not None:
-                n = g.add(0.0, Cat.WAIT, rank, core, f"hccl wait {r.subject}", ri, [(n, 0.0)])
+                n = g.add(0.0, Cat.WAIT, rank, core, _HCCL_WAIT, ri, [(n, 0.0)])
                 if r.follows_working:
                     g.pending.append((n, ("hwait", rank, c.session, r.total), 0.0))
                 else:
@@ -488,7 +545,7 @@ def replay(per_rank: Mapping[int, tuple[int, Sequence[Event]] | Sequence[Event]]
         w = 0.0
         if p >= 0:
             w = max(0.0, start[v] - end[p])
-        path.append(PathStep(g.rank[v], g.core[v], g.what[v], g.cat[v], start[v] - t0, end[v] - t0, w,
+        path.append(PathStep(g.rank[v], g.core[v], g.label(v), g.cat[v], start[v] - t0, end[v] - t0, w,
                              g.launch[v]))
         # the launch barrier before the kernel time starts is not part of it
         spent = max(0.0, end[v] - max(start[v], t0))
@@ -520,7 +577,7 @@ def replay(per_rank: Mapping[int, tuple[int, Sequence[Event]] | Sequence[Event]]
     for (rank, core), cats in sorted(busy.items()):
         main = cats.get(Cat.MMAD, 0.0) if core.startswith("AIC") else cats.get(Cat.MTE2, 0.0) + cats.get(Cat.MTE3, 0.0)
         cores.append(CoreUse(rank, core, dict(cats), main / total if total > 0 else 0.0))
-    tl = [Span(g.rec[v], g.rank[v], g.core[v], g.cat[v], g.what[v], start[v] - t0, end[v] - t0)
+    tl = [Span(g.rec[v], g.rank[v], g.core[v], g.cat[v], g.label(v), start[v] - t0, end[v] - t0)
           for v in range(len(g.dur))] if timeline else []
     counts: dict[str, int] = defaultdict(int)
     for cat in g.cat:

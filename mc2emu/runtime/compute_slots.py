@@ -5,7 +5,9 @@ With 32 core threads on a few host CPUs, every core interleaving its numpy calls
 convoys on the GIL (about 2x the CPU time of the same work on 2 threads). A core holds a slot for one call of
 a block (`holds_compute_slot`), which never waits on another core (no flags, no HCCL inside), so slots cannot
 deadlock and cannot change a result; cores still interleave at tile boundaries. The host layer decides the
-count (`mc2emu.host.compute_slots`) and passes it to the `Device`.
+count (`mc2emu.host.compute_slots`) and passes it to the `Device`. A protocol-only device (`data=False`) computes
+nothing: its slots are unlimited (taking and handing a slot back woke a waiting core per block call: 20 % of an
+A2A rank's GIL time at the CANN shape, for no compute).
 """
 
 from __future__ import annotations
@@ -20,18 +22,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ComputeSlots:
-    """A bounded semaphore of `count` slots (None: the host's CPU count; at least one)."""
+    """A bounded semaphore of `count` slots (None: the host's CPU count; at least one); `unlimited`: no bound
+    (`count` is None then)."""
 
-    def __init__(self, count: int | None = None) -> None:
-        self.count = max(1, int(count if count is not None else (os.cpu_count() or 1)))
-        self._sem = threading.BoundedSemaphore(self.count)
+    def __init__(self, count: int | None = None, *, unlimited: bool = False) -> None:
+        self.count = None if unlimited else max(1, int(count if count is not None else (os.cpu_count() or 1)))
+        self._sem = None if self.count is None else threading.BoundedSemaphore(self.count)
 
     def __enter__(self) -> ComputeSlots:
-        self._sem.acquire()
+        if self._sem is not None:
+            self._sem.acquire()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._sem.release()
+        if self._sem is not None:
+            self._sem.release()
 
 
 def holds_compute_slot(call: F) -> F:

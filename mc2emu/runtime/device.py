@@ -96,7 +96,7 @@ class Device:
         # that landed and was overwritten (check/deadlock.py: a lost signal).
         self.signal_posts: dict[tuple[int, str, int], tuple[int | None, str, str, int]] = {}
         # host time only (no result, read, event or report depends on them)
-        self.compute_slots = ComputeSlots(compute_slots)
+        self.compute_slots = ComputeSlots(compute_slots, unlimited=not data)   # protocol-only: nothing to compute
         self.decode_cache = DecodeCache(self.events)
 
     def core_bell(self, key: CoreKey) -> Doorbell:

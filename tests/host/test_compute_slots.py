@@ -1,6 +1,7 @@
 """Compute slots per rank: the host layer decides them (`mc2emu.host.compute_slots`: the host's CPUs, one when
 the launcher put more ranks on this host than it has CPUs, or what `MC2EMU_COMPUTE_SLOTS` says) and the
-harness passes them to the `Device` (`runtime.compute_slots.ComputeSlots`), which reads no environment."""
+harness passes them to the `Device` (`runtime.compute_slots.ComputeSlots`), which reads no environment; a
+protocol-only device has no bound."""
 
 import pytest
 
@@ -53,3 +54,21 @@ def test_the_harness_passes_the_host_decision_down(host_env):
     host_env.setenv(compute_slots.SLOTS_ENV, "3")
     with LaunchHarness("slots", CallOptions()) as h:
         assert h.device.compute_slots.count == 3
+
+
+def test_a_protocol_only_device_takes_no_slot(host_env):
+    """A protocol-only device computes nothing: its slots bound nothing (entering more times than a data device's
+    count never blocks), and a data device with the same count still does."""
+    import threading
+
+    proto, full = Device(compute_slots=1, data=False).compute_slots, Device(compute_slots=1).compute_slots
+    assert proto.count is None and full.count == 1
+    with proto, proto, proto:
+        pass
+    with full:
+        entered = threading.Event()
+        other = threading.Thread(target=lambda: (full.__enter__(), entered.set(), full.__exit__()), daemon=True)
+        other.start()
+        assert not entered.wait(0.2)   # the one slot is held here
+    assert entered.wait(5.0)
+    other.join(5.0)

@@ -15,10 +15,12 @@ from mc2emu.numerics.payload import Payload
 from mc2emu.ops.all_gather_quant_matmul_op import all_gather_quant_matmul
 from mc2emu.ops.all_to_all_quant_matmul_op import all_to_all_quant_matmul
 from mc2emu.ops.quant_matmul_reduce_scatter_op import quant_matmul_reduce_scatter
-from mc2emu.runtime.hazards import HazardError, Severity
+from mc2emu.runtime.hazards import DeadlockError, HazardError, Severity
 
 E4M3, E8M0 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e8m0fnu
 LAUNCHES = 2
+HANG_RETRIES = 3
+TIMEOUT_S = 60.0
 BUFFER = 4 << 20
 # The counter value a flag round leaves (FlagRaise / FlagConsume `count`) depends on whether the core consumed the
 # round before when the next Set lands: arrival order (two full loops of rounds differ in it the same way).
@@ -49,8 +51,10 @@ def _a2a(R: int, ori_m: int, ka: int, n: int) -> list[tuple[tuple[int, ...], obj
     return [((R * ori_m, ka), E4M3), ((R * ori_m, pairs, 2), E8M0), ((n, R * ka), E4M3), ((n, R * pairs, 2), E8M0)]
 
 
-def _loops(op, shapes, **kw):
-    """Per data mode: (record, hazard names of the calls, hazard names of close(), the communicator's buffer)."""
+def _loops(op, shapes, *, may_hang: bool = False, **kw):
+    """Per data mode: (record, hazard names of the calls, hazard names of close(), the communicator's buffer).
+    `may_hang` (a loop whose source can lose a status between launches): a hang is accepted only when its one
+    report names LOST_SIGNAL, and returns None (every rank agrees)."""
     world = _world()
     rng = np.random.default_rng(11 + world.Get_rank())
     full_in = [rng.uniform(1, 8, s).astype(d) for s, d in shapes]
@@ -58,17 +62,37 @@ def _loops(op, shapes, **kw):
     for data in (True, False):
         rec = Recorder()
         ins = full_in if data else [Payload(s, d) for s, d in shapes]
-        comm = Communicator(world, buffer_size=BUFFER, timeout=60.0, data=data)
+        comm = Communicator(world, buffer_size=BUFFER, timeout=TIMEOUT_S, data=data)
         held = comm.buffer.mem.shape[0]
         calls: set[str] = set()
-        for _ in range(LAUNCHES):
-            try:
-                y = op(*ins, data=data, observers=[rec], comm=comm, **kw)
-            except HazardError as err:
-                y = err.output
-                calls |= {h.hazard.name for h in err.hazards if h.severity is not Severity.WARNING}
-            assert isinstance(y, Payload) == (not data)
-        closing = {h.hazard.name for h in comm.close() if h.severity is not Severity.WARNING}
+        hung: DeadlockError | None = None
+        try:
+            for _ in range(LAUNCHES):
+                try:
+                    y = op(*ins, data=data, observers=[rec], comm=comm, **kw)
+                except HazardError as err:
+                    y = err.output
+                    calls |= {h.hazard.name for h in err.hazards if h.severity is not Severity.WARNING}
+                assert isinstance(y, Payload) == (not data)
+        except DeadlockError as err:
+            if not may_hang:
+                raise
+            hung = err
+            comm.fail(str(err).splitlines()[0])
+            comm.close()
+        closing: set[str] = set()
+        if hung is None:
+            try:   # a peer still in the hung launch fails the closing barrier here
+                closing = {h.hazard.name for h in comm.close() if h.severity is not Severity.WARNING}
+            except DeadlockError as err:
+                if not may_hang:
+                    raise
+                hung = err
+        everyone = world.allgather(None if hung is None else (hung.declared_elsewhere, hung.report or str(hung)))
+        if any(e is not None for e in everyone):
+            reports = [text for e in everyone if e is not None and not e[0] for text in [e[1]]]
+            assert len(reports) == 1 and "  LOST_SIGNAL: rank " in reports[0], everyone
+            return None
         out.append((rec.events, calls, closing, held))
     return out
 
@@ -98,10 +122,19 @@ def test_a_correct_protocol_only_loop_records_the_full_loops_events(case):
 def test_per_block_protocol_only_loop_names_the_cross_launch_hazards():
     """QMRS per_block back to back (no barrier after ReadRemoteDataAdd, 4cecfe3b
     quant_matmul_reduce_scatter_impl.h:117-122, 233-267): the protocol-only loop, whose status words live in the
-    buffer's real prefix, records the full loop's events and its closing check names the same hazards."""
+    buffer's real prefix, records the full loop's events and its closing check names the same hazards. The
+    source's race can also lose a status for real (a peer's launch-1 SET landing before this rank's launch-0 reset:
+    tests/check/test_cross_launch_qmrs_mpi.py makes it happen by seed); which loop it hits is thread timing, so a
+    loop that hangs with LOST_SIGNAL named is run again, up to HANG_RETRIES times."""
     R = _world().Get_size()
-    (full, hf, cf, _), (proto, hp, cp, _) = _loops(quant_matmul_reduce_scatter, _mx(64 * R, 256, 96),
-                                                   impl="per_block", split="k", kernel_variant="final_wait")
+    for _ in range(HANG_RETRIES):
+        loops = _loops(quant_matmul_reduce_scatter, _mx(64 * R, 256, 96), may_hang=True,
+                       impl="per_block", split="k", kernel_variant="final_wait")
+        if loops is not None:
+            break
+    else:
+        pytest.fail(f"the per_block loop hung (LOST_SIGNAL) in all {HANG_RETRIES} tries")
+    (full, hf, cf, _), (proto, hp, cp, _) = loops
     assert {"LOST_SIGNAL", "WRITE_AFTER_READ_ACROSS_LAUNCH"} <= cf
     assert cp == cf and hp == hf
     assert differences(_protocol(full), _protocol(proto)) == []
