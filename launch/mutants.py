@@ -740,6 +740,9 @@ MUTANTS: list[Mutant] = [
            "        flagId == FLAG_A and self._nA >= 3 and self.ctx.CrossCoreSetFlag(2, Pipe.PIPE_MTE3, 2)\n"
            "        self.ctx.CrossCoreWaitFlag(2, Pipe.PIPE_MTE3, flagId)\n",
            mpi=(QMRS_MPI + "::test_rounds_reduction_overlaps_the_next_rounds_matmul_by_happens_before",)),
+    Mutant("gather: packed records number their classes in another order", "mc2emu/predict/records.py",
+           "    return list(classes), rows", "    return sorted(classes, key=str), rows",
+           serial=("tests/predict/test_replay.py",)),
     Mutant("evaluate: an edge's latency dropped", "mc2emu/predict/analysis.py",
            "                    t = end[p] + w\n", "                    t = end[p]\n",
            serial=("tests/predict/test_evaluate.py",)),

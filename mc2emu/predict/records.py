@@ -14,8 +14,9 @@ them to `mc2emu.predict.replay.replay`.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from mc2emu.runtime.comm_events import Barrier, Get, HcclEvent, Put, Quiet, SignalPost, SignalWait
@@ -65,12 +66,59 @@ class PredictRecorder:
         return list(self._records)
 
 
+Packed = tuple[list[type[Event]], list[tuple[Any, ...]]]
+# Per event class, its fields' names and slot setters (built once per process).
+_FIELDS: dict[type[Event], tuple[str, ...]] = {}
+_SETTERS: dict[type[Event], tuple[Callable[[Any, Any], None], ...]] = {}
+
+
+def _fields(cls: type[Event]) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        _SETTERS[cls] = tuple(getattr(cls, n).__set__ for n in names)
+    return names
+
+
+def pack_records(records: Iterable[Event]) -> Packed:
+    """Records as plain tuples (class number, field values...) for the gather: a frozen slotted dataclass
+    unpickles field by field through `dataclasses.fields` (~7 us an event; 9.5 M records took rank 0 ~89 CPU-s
+    at 16 ranks), tuples unpickle in C and `unpack_records` rebuilds the events through their slots (1.8x less
+    on the receiving rank, 2.9x less on the sending ones)."""
+    classes: dict[type[Event], int] = {}
+    rows: list[tuple[Any, ...]] = []
+    for e in records:
+        cls = type(e)
+        k = classes.get(cls)
+        if k is None:
+            k = classes[cls] = len(classes)
+        rows.append((k, *[getattr(e, n) for n in _fields(cls)]))
+    return list(classes), rows
+
+
+def unpack_records(packed: Packed) -> list[Event]:
+    """The events `pack_records` packed, equal to them and in their order."""
+    classes, rows = packed
+    for cls in classes:
+        _fields(cls)
+    setters = [_SETTERS[cls] for cls in classes]
+    new = object.__new__
+    out: list[Event] = []
+    for row in rows:
+        k = row[0]
+        obj = new(classes[k])
+        for put, value in zip(setters[k], row[1:], strict=True):
+            put(obj, value)
+        out.append(obj)
+    return out
+
+
 def gather_records(comm: Any, recorder: PredictRecorder, root: int | None = 0
                    ) -> dict[int, tuple[int, list[Event]]] | None:
     """One collective over `comm`: every rank's (clock offset, records), to `root` (None: to every rank).
     Returns {rank: (offset_ns, records)} on the receiving rank(s), None elsewhere."""
-    mine = (comm.Get_rank(), clock_offset_ns(), recorder.records())
+    mine = (comm.Get_rank(), clock_offset_ns(), pack_records(recorder.records()))
     got = comm.allgather(mine) if root is None else comm.gather(mine, root=root)
     if got is None:
         return None
-    return {r: (off, recs) for r, off, recs in got}
+    return {r: (off, unpack_records(packed)) for r, off, packed in got}

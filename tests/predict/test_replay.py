@@ -212,3 +212,33 @@ def test_a_stamp_that_lags_its_seq_makes_no_cycle():
     assert link[(1, "put 1->3 1024 B")][1] <= link[(0, "put 0->3 1024 B")][0]
     # rank 2's ingress: rank 1's put (200) before rank 0's (300)
     assert link[(1, "put 1->2 1024 B")][1] <= link[(0, "put 0->2 1024 B")][0]
+
+
+def _subclasses(cls):
+    """Subclasses as their modules define them (`dataclass(slots=True)` replaces the class its statement made,
+    which can stay alive among `__subclasses__`)."""
+    import sys
+
+    for sub in cls.__subclasses__():
+        if getattr(sys.modules[sub.__module__], sub.__qualname__, None) is sub:
+            yield sub
+        yield from _subclasses(sub)
+
+
+def test_records_packed_for_the_gather_come_back_equal_and_in_order(qbmm_records):
+    """`gather_records` sends plain tuples (`pack_records`) and rebuilds the events through their slots: every
+    record of a QBMM run and of synthetic all-to-all records (puts, quiets, flag rounds) comes back equal, of its
+    class, in order, through pickle; and every event class the recorder keeps stores its fields in slots."""
+    import pickle
+
+    from mc2emu.predict.records import PREDICT_KINDS, pack_records, unpack_records
+
+    recs = qbmm_records[0] + [r for rs in synthetic_a2a(3).values() for r in rs]
+    back = unpack_records(pickle.loads(pickle.dumps(pack_records(recs))))
+    assert len(back) == len(recs) > 100
+    assert all(type(a) is type(b) and a == b for a, b in zip(back, recs, strict=True))
+    assert len({type(r) for r in recs}) >= 10
+    for kind in PREDICT_KINDS:
+        for cls in (kind, *_subclasses(kind)):
+            for f in dataclasses.fields(cls):
+                assert type(getattr(cls, f.name)).__name__ == "member_descriptor", (cls, f.name)
