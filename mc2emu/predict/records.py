@@ -121,4 +121,10 @@ def gather_records(comm: Any, recorder: PredictRecorder, root: int | None = 0
     got = comm.allgather(mine) if root is None else comm.gather(mine, root=root)
     if got is None:
         return None
-    return {r: (off, unpack_records(packed)) for r, off, packed in got}
+    out: dict[int, tuple[int, list[Event]]] = {}
+    for i in range(len(got)):   # each rank's tuples freed once its events are rebuilt
+        r, off, packed = got[i]
+        got[i] = None
+        out[r] = (off, unpack_records(packed))
+        del packed
+    return out
