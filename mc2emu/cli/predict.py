@@ -31,6 +31,7 @@ from typing import Any
 
 from mc2emu.arch.errors import ConstraintError, Mc2EmuError
 from mc2emu.cli.options import OptionError, window_offsets
+from mc2emu.cli.runner import quiet_allgather, quiet_bcast
 from mc2emu.cli.scenarios import (
     Case,
     ExecContext,
@@ -144,8 +145,7 @@ def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtyp
                 refused = next((r for r in (_call(spec, case, inputs, replace(ctx, observers=(x,))) for x in recs)
                                 if r), "")
         wall = time.perf_counter() - t0
-        idle_barrier(comm)
-        refusals = comm.allgather(refused)
+        refusals = quiet_allgather(comm, refused)
         refused = next((r for r in refusals if r), "")
         gathers = [gather_records(comm, x, root=0) for x in recs] if not refused else None
         if rank != 0:
@@ -176,8 +176,7 @@ def predict_operator(spec: OperatorSpec, shape: Shape, *, comm: Any = None, dtyp
                      f" run {wall:.1f} s, gather + replay {time.perf_counter() - t0 - wall:.1f} s)")
         preds.append(p if keep_records else None)
         kept.append(gathered if keep_records else None)
-    idle_barrier(comm)
-    rows = comm.bcast(rows if rank == 0 else None, root=0)
+    rows = quiet_bcast(comm, rows if rank == 0 else None)
     return PredictTable(spec.name, shape, dt, size, model, rows, repeat, preds if rank == 0 else [],
                         kept if rank == 0 else [])
 

@@ -67,17 +67,16 @@ class PredictRecorder:
 
 
 Packed = tuple[list[type[Event]], list[tuple[Any, ...]]]
-# Per event class, its fields' names and slot setters (built once per process).
-_FIELDS: dict[type[Event], tuple[str, ...]] = {}
-_SETTERS: dict[type[Event], tuple[Callable[[Any, Any], None], ...]] = {}
+# Per event class, its fields' names and their slot setters (built once per process).
+_LAYOUT: dict[type[Event], tuple[tuple[str, ...], tuple[Callable[[Any, Any], None], ...]]] = {}
 
 
-def _fields(cls: type[Event]) -> tuple[str, ...]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
-        _SETTERS[cls] = tuple(getattr(cls, n).__set__ for n in names)
-    return names
+def _layout(cls: type[Event]) -> tuple[tuple[str, ...], tuple[Callable[[Any, Any], None], ...]]:
+    layout = _LAYOUT.get(cls)
+    if layout is None:
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        layout = _LAYOUT[cls] = (names, tuple(getattr(cls, n).__set__ for n in names))
+    return layout
 
 
 def pack_records(records: Iterable[Event]) -> Packed:
@@ -92,16 +91,14 @@ def pack_records(records: Iterable[Event]) -> Packed:
         k = classes.get(cls)
         if k is None:
             k = classes[cls] = len(classes)
-        rows.append((k, *[getattr(e, n) for n in _fields(cls)]))
+        rows.append((k, *[getattr(e, n) for n in _layout(cls)[0]]))
     return list(classes), rows
 
 
 def unpack_records(packed: Packed) -> list[Event]:
     """The events `pack_records` packed, equal to them and in their order."""
     classes, rows = packed
-    for cls in classes:
-        _fields(cls)
-    setters = [_SETTERS[cls] for cls in classes]
+    setters = [_layout(cls)[1] for cls in classes]
     new = object.__new__
     out: list[Event] = []
     for row in rows:
@@ -126,5 +123,4 @@ def gather_records(comm: Any, recorder: PredictRecorder, root: int | None = 0
         r, off, packed = got[i]
         got[i] = None
         out[r] = (off, unpack_records(packed))
-        del packed
     return out

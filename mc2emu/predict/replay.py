@@ -201,24 +201,16 @@ class _Graph:
             preds: Iterable[tuple[int, float]] = ()) -> int:
         n = len(self.dur)
         self.dur.append(dur)
-        ps: list[int] = []
-        lat: list[float] | None = None
-        for p, w in preds:
-            if p < 0:
-                continue
-            if w and lat is None:
-                lat = [0.0] * len(ps)
-            ps.append(p)
-            if lat is not None:
-                lat.append(w)
-        self.preds.append(ps)
-        self.lat.append(lat)
+        self.preds.append([])
+        self.lat.append(None)
         self.cat.append(cat)
         self.rank.append(rank)
         self.core.append(core)
         self.what.append(what)
         self.rec.append(rec)
         self.launch.append(self.cur_launch)
+        for p, w in preds:
+            self.edge(p, n, w)
         return n
 
     def edge(self, src: int, dst: int, w: float = 0.0) -> None:
@@ -230,11 +222,6 @@ class _Graph:
         ps.append(src)
         if lat is not None:
             lat.append(w)
-
-    def pairs(self, v: int) -> list[tuple[int, float]]:
-        """Node v's predecessors with their edge latencies."""
-        lat = self.lat[v]
-        return list(zip(self.preds[v], lat if lat is not None else [0.0] * len(self.preds[v]), strict=True))
 
     def label(self, v: int) -> str:
         """What node v is."""
